@@ -1,0 +1,171 @@
+// Tape recording and the reverse-mode engine. Backward formulas call ordinary ops, so
+// inside a trace the whole backward pass lands in the graph like the forward did.
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "graph/tracer.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace encore::autograd {
+
+namespace {
+
+std::atomic<uint64_t> g_next_seq{0};
+
+TensorMeta meta_of(const Tensor& t) { return {t.shape(), {}, 0, t.dtype(), t.device()}; }
+
+void check_saved(const Node& node, const Tensor& t, uint32_t version) {
+  ENCORE_CHECK(!t.defined() || t.storage()->version() == version, ValueError, "[backward] a tensor ",
+               describe(t), " saved by ", op_name(node.op),
+               " for the backward pass was modified in place after it was saved");
+}
+
+// Adds gradient `g` into leaf `impl`. Eagerly, the first gradient is adopted as `.grad`
+// (copied when shared or strided). In a trace, gradients go into one persistent buffer per
+// leaf, so every Plan of a traced step writes the same tensor the user reads as `.grad`.
+void accumulate_leaf(const std::shared_ptr<TensorImpl>& impl, Tensor g) {
+  Tensor grad(impl->grad);
+  if (grad.defined()) {
+    const Tensor in[] = {grad, g};
+    dispatch(OpId::add_, in);
+    return;
+  }
+  if (graph::Tracer::current()) {
+    Tensor buffer(impl->trace_grad);
+    if (!buffer.defined() || buffer.shape() != impl->shape || buffer.dtype() != impl->dtype ||
+        buffer.device() != impl->device) {
+      graph::PauseTrace pause;
+      buffer = zeros(impl->shape, impl->dtype, impl->device);
+      impl->trace_grad = buffer.impl_ptr();
+    }
+    buffer.copy_(g);
+    impl->grad = buffer.impl_ptr();
+    return;
+  }
+  const bool sole_owner = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1;
+  if (!sole_owner || !g.is_contiguous() || g.offset() != 0) g = g.clone();
+  impl->grad = g.impl_ptr();
+}
+
+}  // namespace
+
+void record(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
+            std::span<Tensor> out) {
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->attrs = attrs;
+  node->seq = g_next_seq.fetch_add(1, std::memory_order_relaxed);
+  node->next.resize(in.size());
+  node->input_metas.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    node->input_metas.push_back(meta_of(in[i]));
+    if ((def.nondiff >> i & 1u) || !in[i].requires_grad()) continue;
+    TensorImpl* t = in[i].impl();
+    if (t->grad_fn) node->next[i] = {t->grad_fn, t->output_nr, nullptr};
+    else node->next[i] = {nullptr, 0, in[i].impl_ptr()};
+  }
+  if (def.save_inputs) {
+    node->saved_inputs.assign(in.begin(), in.end());
+    for (const Tensor& t : in) node->saved_versions.push_back(t.storage()->version());
+  }
+  if (def.save_outputs) {
+    // Detached views: an output holding its own node through grad_fn would be a cycle.
+    for (const Tensor& t : out) {
+      node->saved_outputs.push_back(t.detach());
+      node->saved_versions.push_back(t.storage()->version());
+    }
+  }
+  node->num_outputs = static_cast<int>(out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    TensorImpl* t = out[i].impl();
+    t->grad_fn = node;
+    t->output_nr = static_cast<uint32_t>(i);
+    t->requires_grad = true;
+  }
+}
+
+void backward(const Tensor& root, const Tensor& grad) {
+  NoGradGuard no_grad;
+  if (!root.impl()->grad_fn) {
+    accumulate_leaf(root.impl_ptr(), grad);
+    return;
+  }
+  // Count, for every reachable node, how many edges lead into it.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack{root.impl()->grad_fn.get()};
+  deps[stack.back()] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next) {
+      if (!e.node) continue;
+      auto [it, first] = deps.try_emplace(e.node.get(), 0);
+      ++it->second;
+      if (first) stack.push_back(e.node.get());
+    }
+  }
+  // Later nodes first; the order is deterministic, so eager and traced runs accumulate
+  // gradients in the same order and agree bitwise.
+  auto later = [](const Node* a, const Node* b) { return a->seq < b->seq; };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
+  std::unordered_map<Node*, std::array<Tensor, kMaxOutputs>> buffers;
+  buffers[root.impl()->grad_fn.get()][root.impl()->output_nr] = grad;
+  ready.push(root.impl()->grad_fn.get());
+  // Keep nodes alive while running: releasing a node's saved tensors can drop the last
+  // reference to its inputs' nodes.
+  std::vector<std::shared_ptr<Node>> keep_alive{root.impl()->grad_fn};
+
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    ENCORE_CHECK(!node->released, ValueError, "[backward] the graph through ", op_name(node->op),
+                 " was already used by a previous backward() and its saved tensors freed");
+    std::array<Tensor, kMaxOutputs> grads = std::move(buffers[node]);
+    buffers.erase(node);
+    bool any = false;
+    for (int i = 0; i < node->num_outputs; ++i) any |= grads[i].defined();
+    std::vector<Tensor> grad_in(node->next.size());
+    if (any) {
+      size_t v = 0;
+      for (const Tensor& t : node->saved_inputs) check_saved(*node, t, node->saved_versions[v++]);
+      for (const Tensor& t : node->saved_outputs) check_saved(*node, t, node->saved_versions[v++]);
+      uint32_t needs = 0;
+      for (size_t i = 0; i < node->next.size(); ++i)
+        if (node->next[i].valid()) needs |= 1u << i;
+      const OpDef& def = op_def(node->op);
+      const BackwardCtx ctx{node->saved_inputs, node->saved_outputs,
+                            {grads.data(), static_cast<size_t>(node->num_outputs)},
+                            node->input_metas, node->attrs, needs};
+      def.backward(ctx, grad_in.data());
+    }
+    node->saved_inputs.clear();
+    node->saved_outputs.clear();
+    node->released = true;
+    for (size_t i = 0; i < node->next.size(); ++i) {
+      const Edge& e = node->next[i];
+      if (!e.valid()) continue;
+      Tensor& g = grad_in[i];
+      if (g.defined()) {
+        ENCORE_CHECK(g.shape() == node->input_metas[i].shape, ShapeError, "[backward] ",
+                     op_name(node->op), " produced a gradient ", g.shape().str(), " for input ", i,
+                     " of shape ", node->input_metas[i].shape.str());
+      }
+      if (e.leaf) {
+        if (g.defined()) accumulate_leaf(e.leaf, std::move(g));
+        continue;
+      }
+      Tensor& acc = buffers[e.node.get()][e.output_nr];
+      if (g.defined()) acc = acc.defined() ? add(acc, g) : std::move(g);
+      if (--deps[e.node.get()] == 0) {
+        keep_alive.push_back(e.node);
+        ready.push(e.node.get());
+      }
+    }
+  }
+}
+
+}  // namespace encore::autograd

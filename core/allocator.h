@@ -1,0 +1,23 @@
+// Raw memory per device. The CPU allocator is 64-byte aligned malloc; the CUDA allocator
+// (core/cuda/) takes memory from a stream-ordered pool. Every allocation is counted in the
+// ledger; failure throws OutOfMemoryError and leaves the runtime usable.
+#pragma once
+
+#include <cstddef>
+
+#include "core/device.h"
+
+namespace encore {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes, Device device) = 0;
+  virtual void deallocate(void* ptr, Device device) = 0;
+};
+
+/// The allocator for a device; throws DeviceError when that backend is not built or the
+/// device is not present.
+Allocator& allocator_for(Device device);
+
+}  // namespace encore

@@ -1,0 +1,37 @@
+// Where a tensor lives: the CPU, or one CUDA device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace encore {
+
+enum class DeviceType : uint8_t { CPU = 0, CUDA = 1 };
+constexpr int kNumDeviceTypes = 2;
+
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int8_t index = 0;
+
+  static constexpr Device cpu() { return {DeviceType::CPU, 0}; }
+  static constexpr Device cuda(int i = 0) { return {DeviceType::CUDA, static_cast<int8_t>(i)}; }
+  constexpr bool is_cpu() const { return type == DeviceType::CPU; }
+  constexpr bool is_cuda() const { return type == DeviceType::CUDA; }
+  friend constexpr bool operator==(Device a, Device b) {
+    return a.type == b.type && a.index == b.index;
+  }
+  std::string str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
+};
+
+/// Parses "cpu", "cuda", "cuda:1".
+Device parse_device(const std::string& s);
+
+/// CUDA devices present at run time (0 without a GPU or without the CUDA backend).
+int cuda_device_count();
+inline bool cuda_available() { return cuda_device_count() > 0; }
+/// True when this build includes the CUDA backend (whether or not a GPU is present).
+bool cuda_built();
+/// Waits until all queued work on `device` has finished (no-op on the CPU).
+void synchronize(Device device);
+
+}  // namespace encore

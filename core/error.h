@@ -1,0 +1,44 @@
+// One exception hierarchy for every user-facing failure. Messages start with the op in
+// brackets and name the shapes: "[conv1d] input (32, 140, 30) has 30 channels but ...".
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace encore {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+/// Incompatible or invalid shapes (Python: ValueError).
+class ShapeError : public Error { using Error::Error; };
+/// Wrong element type (Python: TypeError).
+class DTypeError : public Error { using Error::Error; };
+/// Tensors on the wrong or mixed devices, or a device that is not present (Python: RuntimeError).
+class DeviceError : public Error { using Error::Error; };
+/// Bad argument values, or reading a value that does not exist yet (Python: ValueError).
+class ValueError : public Error { using Error::Error; };
+/// A feature this build or this configuration does not support (Python: RuntimeError).
+class UnsupportedError : public Error { using Error::Error; };
+/// Allocation failure; the runtime stays usable afterwards (Python: MemoryError).
+class OutOfMemoryError : public Error { using Error::Error; };
+/// A failure inside a backend library call (Python: RuntimeError).
+class BackendError : public Error { using Error::Error; };
+
+namespace detail {
+template <class... Args> std::string cat(const Args&... args) {
+  std::ostringstream s;
+  (s << ... << args);
+  return s.str();
+}
+}  // namespace detail
+
+}  // namespace encore
+
+/// Throws `Kind` with the streamed message when `cond` is false: user input is never asserted.
+#define ENCORE_CHECK(cond, Kind, ...)                                \
+  do {                                                               \
+    if (!(cond)) throw Kind(::encore::detail::cat(__VA_ARGS__));     \
+  } while (0)

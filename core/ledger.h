@@ -1,0 +1,100 @@
+// The cost ledger: where the time goes. Global counters (ops dispatched, dispatch and kernel
+// time, traces, planning, capture, autotuning, replays, allocations), a table view, and —
+// while profiling is on — timed events exportable as Chrome trace JSON (opens in Perfetto).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace encore {
+
+enum class Counter : int {
+  OpsDispatched,    // eager op calls
+  DispatchNs,       // wall time inside eager op calls, kernels included (CPU kernels are synchronous)
+  KernelNs,         // time inside kernels (measured only while profiling is on)
+  KernelsTimed,     // kernel calls that KernelNs covers
+  OpsTraced,        // op calls recorded into a graph instead of running
+  Traces,           // traced-function cache misses that built a new Plan
+  TraceNs,          // running the user function symbolically
+  OptimizeNs,       // graph passes
+  PlanNs,           // memory plan + Plan build (kernel resolution, primitive creation)
+  CaptureNs,        // CUDA stream capture of a Plan
+  InstantiateNs,    // cudaGraphInstantiate
+  Autotunes,        // per-shape algorithm searches / primitive creations (cache misses)
+  AutotuneNs,
+  AutotuneHits,     // per-shape cache hits
+  Replays,
+  ReplayNs,
+  Allocations,
+  BytesAllocated,
+  Count
+};
+
+std::string_view counter_name(Counter c);
+
+/// Monotonic clock in nanoseconds.
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct TraceEvent {
+  std::string name;
+  const char* category;  // "op", "kernel", "trace", "plan", "capture", "replay", "autotune"
+  int64_t start_ns;
+  int64_t duration_ns;
+};
+
+class Ledger {
+ public:
+  static Ledger& global();
+
+  void add(Counter c, int64_t v) { counters_[static_cast<int>(c)].fetch_add(v, std::memory_order_relaxed); }
+  int64_t get(Counter c) const { return counters_[static_cast<int>(c)].load(std::memory_order_relaxed); }
+  void reset();
+
+  /// Profiling times every kernel (CUDA: with events) and records events for Chrome trace.
+  bool profiling() const { return profiling_.load(std::memory_order_relaxed); }
+  void set_profiling(bool on) { profiling_.store(on, std::memory_order_relaxed); }
+  void record(TraceEvent e);
+  std::vector<TraceEvent> events() const;
+
+  /// A plain-text table of every non-zero counter (times in ms).
+  std::string table() const;
+  /// Chrome trace JSON ("traceEvents" with complete events) of everything recorded so far.
+  std::string chrome_trace_json() const;
+  void write_chrome_trace(const std::string& path) const;
+
+ private:
+  std::array<std::atomic<int64_t>, static_cast<int>(Counter::Count)> counters_{};
+  std::atomic<bool> profiling_{false};
+  mutable std::mutex events_mutex_;
+  std::vector<TraceEvent> events_;
+};
+
+/// Adds the elapsed time of a scope to a counter, and records an event while profiling.
+class ScopedTimer {
+ public:
+  ScopedTimer(Counter c, const char* category, std::string name = {})
+      : counter_(c), category_(category), name_(std::move(name)), start_(now_ns()) {}
+  ~ScopedTimer() { stop(); }
+  /// Stops early; returns the elapsed nanoseconds.
+  int64_t stop();
+
+ private:
+  Counter counter_;
+  const char* category_;
+  std::string name_;
+  int64_t start_;
+  int64_t elapsed_ = -1;
+};
+
+std::string json_escape(std::string_view s);
+
+}  // namespace encore

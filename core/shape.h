@@ -1,0 +1,76 @@
+// Shapes and strides: a small inline array of dimensions, so that creating a tensor
+// allocates nothing for its geometry (eager dispatch overhead matters).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace encore {
+
+constexpr int kMaxDims = 8;
+
+class Dims {
+ public:
+  Dims() = default;
+  Dims(std::initializer_list<int64_t> d) { assign(d.begin(), d.end()); }
+  explicit Dims(std::span<const int64_t> d) { assign(d.data(), d.data() + d.size()); }
+  explicit Dims(const std::vector<int64_t>& d) { assign(d.data(), d.data() + d.size()); }
+  static Dims filled(int n, int64_t v) {
+    Dims r;
+    r.resize(n, v);
+    return r;
+  }
+
+  int size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  int64_t& operator[](int i) { return d_[i]; }
+  int64_t operator[](int i) const { return d_[i]; }
+  int64_t back() const { return d_[n_ - 1]; }
+  int64_t* begin() { return d_; }
+  int64_t* end() { return d_ + n_; }
+  const int64_t* begin() const { return d_; }
+  const int64_t* end() const { return d_ + n_; }
+  const int64_t* data() const { return d_; }
+  void push_back(int64_t v);
+  void resize(int n, int64_t v = 0);
+  void insert(int pos, int64_t v);
+  void erase(int pos);
+  std::vector<int64_t> vec() const { return {begin(), end()}; }
+  operator std::span<const int64_t>() const { return {d_, static_cast<size_t>(n_)}; }
+
+  int64_t numel() const {
+    int64_t p = 1;
+    for (int i = 0; i < n_; ++i) p *= d_[i];
+    return p;
+  }
+  /// "(32, 140, 30)"
+  std::string str() const;
+
+  friend bool operator==(const Dims& a, const Dims& b) {
+    return a.n_ == b.n_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+ private:
+  void assign(const int64_t* b, const int64_t* e);
+  int64_t d_[kMaxDims] = {};
+  int8_t n_ = 0;
+};
+
+using Shape = Dims;
+using Strides = Dims;
+
+Strides contiguous_strides(const Shape& shape);
+/// Strides of `shape` that view the same elements as (old_shape, old_strides), or false when
+/// a reshape needs a copy (e.g. a transposed tensor flattened).
+bool view_strides(const Shape& old_shape, const Strides& old_strides, const Shape& shape,
+                  Strides& out);
+/// Wraps a possibly negative axis into [0, rank); throws ShapeError naming `op` otherwise.
+int normalize_axis(int64_t axis, int rank, const char* op);
+/// NumPy broadcasting of two shapes; throws ShapeError naming `op` when incompatible.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+}  // namespace encore

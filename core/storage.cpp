@@ -1,0 +1,76 @@
+#include "core/storage.h"
+
+#include <cstdlib>
+#include <new>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/ledger.h"
+#if ENCORE_CUDA
+#include "core/cuda/runtime.h"
+#endif
+
+namespace encore {
+
+namespace {
+
+class CpuAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes, Device) override {
+    // 64-byte alignment suits AVX-512 loads in BLAS/oneDNN; aligned_alloc needs a multiple.
+    void* p = std::aligned_alloc(64, (std::max<size_t>(nbytes, 1) + 63) & ~size_t{63});
+    ENCORE_CHECK(p, OutOfMemoryError, "[alloc] out of host memory allocating ", nbytes, " bytes");
+    return p;
+  }
+  void deallocate(void* ptr, Device) override { std::free(ptr); }
+};
+
+CpuAllocator g_cpu_allocator;
+
+}  // namespace
+
+Allocator& allocator_for(Device device) {
+  if (device.is_cpu()) return g_cpu_allocator;
+#if ENCORE_CUDA
+  return cuda::allocator(device.index);
+#else
+  throw DeviceError("[alloc] device " + device.str() + " is not available: this build has no CUDA backend");
+#endif
+}
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
+  std::shared_ptr<Storage> s(new Storage());
+  s->data_ = allocator_for(device).allocate(nbytes, device);
+  s->nbytes_ = nbytes;
+  s->device_ = device;
+  s->owned_ = true;
+  Ledger::global().add(Counter::Allocations, 1);
+  Ledger::global().add(Counter::BytesAllocated, nbytes);
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
+                                       std::shared_ptr<void> owner) {
+  std::shared_ptr<Storage> s(new Storage());
+  s->data_ = data;
+  s->nbytes_ = nbytes;
+  s->device_ = device;
+  s->owner_ = std::move(owner);
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::symbolic(size_t nbytes, Device device, uint64_t trace_id,
+                                           uint32_t buffer) {
+  std::shared_ptr<Storage> s(new Storage());
+  s->nbytes_ = nbytes;
+  s->device_ = device;
+  s->trace_id_ = trace_id;
+  s->buffer_ = buffer;
+  return s;
+}
+
+Storage::~Storage() {
+  if (owned_ && data_) allocator_for(device_).deallocate(data_, device_);
+}
+
+}  // namespace encore

@@ -1,0 +1,51 @@
+// A Storage is one allocation that tensors view. A symbolic Storage belongs to a trace: it
+// has a size and a buffer number in that trace's graph but no memory until replay.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/device.h"
+
+namespace encore {
+
+class Storage {
+ public:
+  /// Allocates `nbytes` on `device` (uninitialized).
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
+  /// Views memory owned by someone else (a NumPy array, a DLPack producer, a Plan's arena);
+  /// `owner` is kept alive as long as this storage is.
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device,
+                                       std::shared_ptr<void> owner);
+  /// A buffer of the trace `trace_id` with no memory behind it.
+  static std::shared_ptr<Storage> symbolic(size_t nbytes, Device device, uint64_t trace_id,
+                                           uint32_t buffer);
+
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  bool is_symbolic() const { return trace_id_ != 0; }
+  uint64_t trace_id() const { return trace_id_; }
+  uint32_t buffer() const { return buffer_; }
+
+  /// Bumped by every in-place write; autograd uses it to reject stale saved tensors.
+  uint32_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  Storage() = default;
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  bool owned_ = false;
+  uint32_t version_ = 0;
+  uint32_t buffer_ = 0;
+  uint64_t trace_id_ = 0;
+  std::shared_ptr<void> owner_;
+};
+
+}  // namespace encore

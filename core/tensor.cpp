@@ -1,0 +1,290 @@
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+
+#include "autograd/node.h"
+#include "graph/tracer.h"
+#include "ops/dispatch.h"
+
+namespace encore {
+
+namespace {
+
+void check_readable(const Tensor& t, const char* op) {
+  ENCORE_CHECK(t.defined(), ValueError, "[", op, "] tensor is undefined");
+  ENCORE_CHECK(!graph::Tracer::current(), ValueError, "[", op, "] cannot read the value of ",
+               describe(t),
+               " inside a traced function: values exist only when the graph replays. Return the "
+               "tensor from the traced function and read it there");
+  ENCORE_CHECK(!t.is_symbolic(), ValueError, "[", op, "] ", describe(t),
+               " was created inside a trace and has no data outside it; return it from the "
+               "traced function to get its value");
+}
+
+template <class T> void format_value(std::string& s, T v) {
+  char buf[32];
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e16)
+      std::snprintf(buf, sizeof buf, "%.0f.", static_cast<double>(v));
+    else
+      std::snprintf(buf, sizeof buf, "%.4g", static_cast<double>(v));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  }
+  s += buf;
+}
+
+template <class T>
+void format_rec(std::string& s, const T* p, const Shape& shape, const Strides& st, int d,
+                int indent, bool summarize) {
+  if (d == shape.size()) {
+    format_value(s, *p);
+    return;
+  }
+  s += '[';
+  const int64_t n = shape[d];
+  const int64_t edge = 3;
+  for (int64_t i = 0; i < n; ++i) {
+    if (summarize && n > 2 * edge && i == edge) {
+      s += d + 1 == shape.size() ? "..., " : "...,\n" + std::string(indent + 1, ' ');
+      i = n - edge;
+    }
+    format_rec(s, p + i * st[d], shape, st, d + 1, indent + 1, summarize);
+    if (i + 1 < n) s += d + 1 == shape.size() ? ", " : ",\n" + std::string(indent + 1, ' ');
+  }
+  s += ']';
+}
+
+}  // namespace
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  return t.shape().str() + " " + std::string(name(t.dtype())) + " on " + t.device().str();
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape) ENCORE_CHECK(d >= 0, ShapeError, "[empty] negative dimension in ", shape.str());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::allocate(shape.numel() * itemsize(dtype), device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  impl->device = device;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::make_view(std::shared_ptr<Storage> storage, const Shape& shape,
+                         const Strides& strides, int64_t offset, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->device = storage->device();
+  impl->storage = std::move(storage);
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+int64_t Tensor::size(int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int i = dim() - 1; i >= 0; --i) {
+    if (shape()[i] != 1 && strides()[i] != expected) return false;
+    expected *= shape()[i];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  ENCORE_CHECK(defined(), ValueError, "[data] tensor is undefined");
+  ENCORE_CHECK(!is_symbolic(), ValueError, "[data] ", describe(*this),
+               " is symbolic (made inside a trace) and has no data");
+  return static_cast<char*>(storage()->data()) + offset() * itemsize(dtype());
+}
+
+double Tensor::item() const {
+  check_readable(*this, "item");
+  ENCORE_CHECK(numel() == 1, ValueError, "[item] needs a tensor with one element, got ",
+               describe(*this));
+  return to_vector<double>()[0];
+}
+
+template <class T> std::vector<T> Tensor::to_vector() const {
+  check_readable(*this, "to_vector");
+  Tensor host = to(Device::cpu()).to(dtype_of<T>::value).contiguous();
+  const T* p = host.data<T>();
+  return std::vector<T>(p, p + host.numel());
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+
+std::string Tensor::str() const {
+  if (!defined()) return "tensor(undefined)";
+  std::string suffix = ", dtype=" + std::string(::encore::name(dtype()));
+  if (device().is_cuda()) suffix += ", device=" + device().str();
+  if (requires_grad()) suffix += ", requires_grad=True";
+  if (is_symbolic() || graph::Tracer::current())
+    return "tensor(<symbolic " + shape().str() + ">" + suffix + ")";
+  Tensor host = to(Device::cpu());
+  std::string s = "tensor(";
+  const bool summarize = numel() > 1000;
+  const void* p = host.data_ptr();
+  switch (dtype()) {
+    case DType::Float32: format_rec(s, static_cast<const float*>(p), shape(), host.strides(), 0, 7, summarize); break;
+    case DType::Float64: format_rec(s, static_cast<const double*>(p), shape(), host.strides(), 0, 7, summarize); break;
+    case DType::Int32: format_rec(s, static_cast<const int32_t*>(p), shape(), host.strides(), 0, 7, summarize); break;
+    case DType::Int64: format_rec(s, static_cast<const int64_t*>(p), shape(), host.strides(), 0, 7, summarize); break;
+  }
+  return s + suffix + ")";
+}
+
+Tensor Tensor::reshape(const Shape& requested) const {
+  Shape shape = requested;
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      ENCORE_CHECK(infer < 0, ShapeError, "[reshape] only one dimension may be -1 in ", requested.str());
+      infer = i;
+    } else {
+      ENCORE_CHECK(shape[i] >= 0, ShapeError, "[reshape] invalid dimension in ", requested.str());
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    ENCORE_CHECK(known > 0 && numel() % known == 0, ShapeError, "[reshape] cannot reshape ",
+                 this->shape().str(), " into ", requested.str());
+    shape[infer] = numel() / known;
+  }
+  ENCORE_CHECK(shape.numel() == numel(), ShapeError, "[reshape] cannot reshape ", this->shape().str(),
+               " (", numel(), " elements) into ", requested.str());
+  Strides st;
+  if (!view_strides(this->shape(), strides(), shape, st)) return contiguous().reshape(shape);
+  return call(OpId::reshape, {*this}, ReshapeAttrs{shape});
+}
+
+Tensor Tensor::permute(const std::vector<int64_t>& order) const {
+  ENCORE_CHECK(static_cast<int>(order.size()) == dim(), ShapeError, "[permute] order has ",
+               order.size(), " axes but the tensor ", shape().str(), " has ", dim());
+  Dims o;
+  for (int64_t a : order) o.push_back(normalize_axis(a, dim(), "permute"));
+  return call(OpId::permute, {*this}, PermuteAttrs{o});
+}
+
+Tensor Tensor::transpose(int64_t a, int64_t b) const {
+  std::vector<int64_t> order(dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::swap(order[normalize_axis(a, dim(), "transpose")], order[normalize_axis(b, dim(), "transpose")]);
+  return permute(order);
+}
+
+Tensor Tensor::slice(int64_t axis, int64_t start, int64_t stop, int64_t step) const {
+  const int ax = normalize_axis(axis, dim(), "slice");
+  ENCORE_CHECK(step > 0, ValueError, "[slice] step must be positive, got ", step);
+  const int64_t n = shape()[ax];
+  auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
+  return call(OpId::slice, {*this}, SliceAttrs{ax, clamp(start), clamp(stop), step, shape()});
+}
+
+Tensor Tensor::expand(const Shape& shape) const {
+  return call(OpId::expand, {*this}, ExpandAttrs{shape});
+}
+
+Tensor Tensor::squeeze(int64_t axis) const {
+  const int ax = normalize_axis(axis, dim(), "squeeze");
+  ENCORE_CHECK(shape()[ax] == 1, ShapeError, "[squeeze] axis ", axis, " of ", shape().str(),
+               " has size ", shape()[ax], ", not 1");
+  Shape s = shape();
+  s.erase(ax);
+  return reshape(s);
+}
+
+Tensor Tensor::unsqueeze(int64_t axis) const {
+  const int ax = normalize_axis(axis, dim() + 1, "unsqueeze");
+  Shape s = shape();
+  s.insert(ax, 1);
+  return reshape(s);
+}
+
+Tensor Tensor::flatten(int64_t start_axis) const {
+  const int ax = normalize_axis(start_axis, std::max(dim(), 1), "flatten");
+  Shape s;
+  for (int i = 0; i < ax; ++i) s.push_back(shape()[i]);
+  s.push_back(-1);
+  return reshape(s);
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::clone() const { return call(OpId::copy, {*this}); }
+
+Tensor Tensor::to(Device device) const {
+  if (device == this->device()) return *this;
+  return call(OpId::to_device, {*this}, DeviceAttrs{device});
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == this->dtype()) return *this;
+  return call(OpId::cast, {*this}, CastAttrs{dtype});
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  Tensor s = src.to(device());
+  if (s.dtype() != dtype()) s = s.to(dtype());
+  const Tensor in[] = {*this, s};
+  dispatch(OpId::copy_, in);
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  const Tensor in[] = {*this};
+  dispatch(OpId::fill_, in, ScalarAttrs{value});
+  return *this;
+}
+
+void Tensor::set_data(const Tensor& other) {
+  ENCORE_CHECK(other.defined(), ValueError, "[set_data] source tensor is undefined");
+  ENCORE_CHECK(!graph::Tracer::current(), ValueError,
+               "[set_data] cannot replace a tensor's storage inside a traced function");
+  ENCORE_CHECK(other.shape() == shape() && other.dtype() == dtype(), ShapeError, "[set_data] ",
+               describe(other), " cannot replace ", describe(*this),
+               ": shape and dtype must match");
+  impl_->storage = other.storage();
+  impl_->strides = other.strides();
+  impl_->offset = other.offset();
+  impl_->device = other.device();
+}
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  ENCORE_CHECK(is_leaf(), ValueError,
+               "[requires_grad] can only be set on leaf tensors (not results of tracked ops)");
+  ENCORE_CHECK(!on || is_floating(dtype()), DTypeError,
+               "[requires_grad] only floating tensors can require gradients, got ", describe(*this));
+  impl_->requires_grad = on;
+  return *this;
+}
+
+void Tensor::backward(const Tensor& grad) const {
+  ENCORE_CHECK(requires_grad(), ValueError, "[backward] ", describe(*this),
+               " does not require grad: no op that produced it involved a tensor requiring grad");
+  Tensor g = grad;
+  if (!g.defined()) {
+    ENCORE_CHECK(numel() == 1, ShapeError, "[backward] implicit gradient needs a scalar, got ",
+                 describe(*this), "; pass a gradient tensor");
+    g = call(OpId::full, {}, FullAttrs{shape(), dtype(), device(), 1.0, 0.0});
+  }
+  ENCORE_CHECK(g.shape() == shape(), ShapeError, "[backward] gradient ", describe(g),
+               " does not match ", describe(*this));
+  autograd::backward(*this, g);
+}
+
+Tensor Tensor::detach() const {
+  return make_view(storage(), shape(), strides(), offset(), dtype());
+}
+
+}  // namespace encore

@@ -1,0 +1,56 @@
+// The Graph IR a trace produces. Every tensor argument is a `Value`: a strided view of a
+// `Buffer`. Buffers are the function's inputs, tensors captured from outside (parameters,
+// optimizer state: by reference, updated in place), or internal results that the memory
+// planner places in one arena. View ops leave no node: they only change a Value's geometry.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace encore::graph {
+
+enum class BufferKind : uint8_t { Input, External, Internal };
+
+struct Buffer {
+  BufferKind kind = BufferKind::Internal;
+  size_t nbytes = 0;
+  Device device;
+  int input = -1;                      // Input: which tensor argument
+  std::shared_ptr<Storage> storage;    // External: the captured storage, kept alive
+  std::weak_ptr<TensorImpl> owner;     // External: the tensor it was first seen through
+  std::string label;                   // "x", "dense.kernel", "%12"
+  bool written = false;                // some node writes it (parameter updates, generator state)
+};
+
+struct Value {
+  uint32_t buffer = 0;
+  int64_t offset = 0;  // elements
+  Shape shape;
+  Strides strides;
+  DType dtype = DType::Float32;
+};
+
+struct Node {
+  OpId op;
+  Attrs attrs;
+  std::vector<Value> in, out;
+};
+
+struct Graph {
+  std::vector<Buffer> buffers;
+  std::vector<Node> nodes;
+  std::vector<Value> inputs;   // the traced function's tensor arguments
+  std::vector<Value> outputs;  // the tensors it returned
+
+  /// One line per node: "%5 = matmul(%3, dense.kernel)  (32, 64) float32".
+  std::string str() const;
+  /// Graphviz DOT: ops as boxes, buffers as ellipses (captured ones shaded).
+  std::string dot() const;
+  /// How many nodes of this op the graph contains (e.g. transposes inserted: see problem 4).
+  int count(OpId op) const;
+};
+
+}  // namespace encore::graph

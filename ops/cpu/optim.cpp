@@ -1,0 +1,57 @@
+// Fused SGD and Adam updates (input layout: ops/defs/optim.cpp). Per-step scalars (bias
+// corrections, learning rate) are computed in double, the elementwise update in the
+// parameter dtype — the same split as the CUDA kernels.
+#include <cmath>
+
+#include "ops/cpu/kernels.h"
+#include "ops/optim_math.h"
+
+namespace encore::cpu {
+namespace {
+
+void sgd_kernel(const KernelCtx& c) {
+  const auto& a = std::get<SgdAttrs>(c.attrs);
+  const bool momentum = a.momentum > 0;
+  const int n = (static_cast<int>(c.in.size()) - 1) / (momentum ? 3 : 2);
+  const double lr = *c.in.back().ptr<const double>();
+  for (int p = 0; p < n; ++p) {
+    const TensorRef& param = c.in[p];
+    const TensorRef& grad = c.in[(momentum ? 2 : 1) * n + p];
+    visit_float(param.dtype, [&]<class T>() {
+      T* w = param.ptr<T>();
+      T* buf = momentum ? c.in[n + p].ptr<T>() : nullptr;
+      const T* g = grad.ptr<const T>();
+      const SgdStep<T> step{T(lr), T(a.momentum), T(a.weight_decay), a.nesterov};
+      const int64_t m = param.numel();
+      for (int64_t i = 0; i < m; ++i) step(w[i], buf ? buf[i] : w[i], g[i], momentum);
+    });
+  }
+}
+
+void adam_kernel(const KernelCtx& c) {
+  const auto& a = std::get<AdamAttrs>(c.attrs);
+  const int n = (static_cast<int>(c.in.size()) - 2) / 4;
+  const int64_t t = *c.in[c.in.size() - 2].ptr<const int64_t>();
+  const double lr = *c.in.back().ptr<const double>();
+  const AdamScalars s = adam_scalars(a, t, lr);
+  for (int p = 0; p < n; ++p) {
+    visit_float(c.in[p].dtype, [&]<class T>() {
+      T* w = c.in[p].ptr<T>();
+      T* m = c.in[n + p].ptr<T>();
+      T* v = c.in[2 * n + p].ptr<T>();
+      const T* g = c.in[3 * n + p].ptr<const T>();
+      const AdamStep<T> step(a, s);
+      const int64_t count = c.in[p].numel();
+      for (int64_t i = 0; i < count; ++i) step(w[i], m[i], v[i], g[i]);
+    });
+  }
+}
+
+}  // namespace
+
+void register_optim() {
+  set_kernel(OpId::sgd_update, sgd_kernel);
+  set_kernel(OpId::adam_update, adam_kernel);
+}
+
+}  // namespace encore::cpu

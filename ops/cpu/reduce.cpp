@@ -1,0 +1,77 @@
+// CPU reductions. When the reduced axes are innermost in a contiguous input, each output
+// accumulates in double (float32 sums of long rows keep their precision); otherwise the
+// input is swept once in memory order, accumulating into the output.
+#include <limits>
+
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/loops.h"
+
+namespace encore::cpu {
+namespace {
+
+template <class T> using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+struct SumOp {
+  template <class T> static T init() { return T(0); }
+  template <class A, class T> static A apply(A acc, T x) { return acc + x; }
+};
+struct MaxOp {
+  template <class T> static T init() { return std::numeric_limits<T>::lowest(); }
+  template <class A, class T> static A apply(A acc, T x) { return acc < A(x) ? A(x) : acc; }
+};
+
+template <class Op, class T> void reduce(const TensorRef& x, const TensorRef& y, uint32_t axes) {
+  const T* in = x.ptr<const T>();
+  T* out = y.ptr<T>();
+  // Reduced axes form a suffix (ignoring size-1 axes) of a contiguous input?
+  bool suffix = x.contiguous();
+  int64_t inner = 1;
+  bool seen_kept = false;
+  for (int d = x.shape.size() - 1; d >= 0 && suffix; --d) {
+    if (x.shape[d] == 1) continue;
+    if (axes >> d & 1u) {
+      if (seen_kept) suffix = false;
+      inner *= x.shape[d];
+    } else {
+      seen_kept = true;
+    }
+  }
+  const int64_t n_out = y.numel();
+  if (suffix) {
+    for (int64_t o = 0; o < n_out; ++o) {
+      Acc<T> acc = Op::template init<T>();
+      const T* row = in + o * inner;
+      for (int64_t i = 0; i < inner; ++i) acc = Op::apply(acc, row[i]);
+      out[o] = static_cast<T>(acc);
+    }
+    return;
+  }
+  for (int64_t o = 0; o < n_out; ++o) out[o] = Op::template init<T>();
+  Strides out_st = Dims::filled(x.shape.size(), 0);
+  // Output strides over the input shape: 0 on reduced axes, row-major over kept axes.
+  int64_t st = 1;
+  for (int d = x.shape.size() - 1; d >= 0; --d) {
+    if (axes >> d & 1u) continue;
+    out_st[d] = st;
+    st *= x.shape[d];
+  }
+  StridedLoop<2>(x.shape, {out_st, x.strides}).run([&](auto off, auto s, int64_t m) {
+    T* o = out + off[0];
+    const T* a = in + off[1];
+    for (int64_t i = 0; i < m; ++i) o[i * s[0]] = static_cast<T>(Op::apply(o[i * s[0]], a[i * s[1]]));
+  });
+}
+
+template <class Op> void reduce_kernel(const KernelCtx& c) {
+  const uint32_t axes = std::get<ReduceAttrs>(c.attrs).axes;
+  visit_dtype(c.in[0].dtype, [&]<class T>() { reduce<Op, T>(c.in[0], c.out[0], axes); });
+}
+
+}  // namespace
+
+void register_reduce() {
+  set_kernel(OpId::sum, reduce_kernel<SumOp>);
+  set_kernel(OpId::max, reduce_kernel<MaxOp>);
+}
+
+}  // namespace encore::cpu

@@ -1,0 +1,137 @@
+#include "ops/dispatch.h"
+
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "core/ledger.h"
+#include "graph/tracer.h"
+#if ENCORE_CUDA
+#include "core/cuda/runtime.h"
+#endif
+
+namespace encore {
+
+TensorRef ref(const Tensor& t) {
+  TensorImpl* i = t.impl();
+  return {static_cast<char*>(i->storage->data()) + i->offset * itemsize(i->dtype), i->shape,
+          i->strides, i->dtype, i->device};
+}
+
+namespace {
+
+void check_inputs(const OpDef& def, std::span<const Tensor> in, const Attrs& attrs, bool tracing) {
+  const int n = static_cast<int>(in.size());
+  ENCORE_CHECK(n >= def.min_inputs && (def.max_inputs < 0 || n <= def.max_inputs), ValueError,
+               "[", def.name, "] expects ",
+               def.max_inputs == def.min_inputs ? std::to_string(def.min_inputs)
+                                                : "at least " + std::to_string(def.min_inputs),
+               " tensor inputs, got ", n);
+  for (int i = 0; i < n; ++i) {
+    ENCORE_CHECK(in[i].defined(), ValueError, "[", def.name, "] input ", i, " is an undefined tensor");
+    if (!tracing) {
+      ENCORE_CHECK(!in[i].is_symbolic(), ValueError, "[", def.name, "] input ", i, " ",
+                   describe(in[i]),
+                   " was created inside a trace and has no data outside it; return it from the "
+                   "traced function to get its value");
+    }
+    if (!def.mixed_devices && i > 0) {
+      ENCORE_CHECK(in[i].device() == in[0].device(), DeviceError, "[", def.name,
+                   "] inputs are on different devices: ", in[0].device().str(), " and ",
+                   in[i].device().str());
+    }
+    if (def.writes(i, n, attrs) && GradMode::enabled()) {
+      ENCORE_CHECK(!in[i].requires_grad(), ValueError, "[", def.name,
+                   "] cannot write in place into a tensor that requires grad ", describe(in[i]),
+                   "; do it under NoGradGuard");
+    }
+  }
+}
+
+void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> out,
+                const Attrs& attrs, Device device) {
+  const KernelFn kernel = def.kernel[static_cast<int>(device.type)];
+  ENCORE_CHECK(kernel, UnsupportedError, "[", def.name, "] has no kernel for ", device.str());
+  constexpr int kInline = 8;
+  TensorRef in_inline[kInline];
+  std::vector<TensorRef> in_heap;
+  TensorRef* in_refs = in_inline;
+  if (in.size() > kInline) {
+    in_heap.resize(in.size());
+    in_refs = in_heap.data();
+  }
+  for (size_t i = 0; i < in.size(); ++i) in_refs[i] = ref(in[i]);
+  TensorRef out_refs[kMaxOutputs];
+  for (size_t i = 0; i < out.size(); ++i) out_refs[i] = ref(out[i]);
+  const KernelCtx ctx{{in_refs, in.size()}, {out_refs, out.size()}, attrs, nullptr};
+  Ledger& ledger = Ledger::global();
+  if (!ledger.profiling()) {
+    kernel(ctx);
+    return;
+  }
+  ledger.add(Counter::KernelsTimed, 1);
+#if ENCORE_CUDA
+  if (device.is_cuda()) {
+    cuda::time_kernel(kernel, ctx, def.name, device.index);
+    return;
+  }
+#endif
+  ScopedTimer timer(Counter::KernelNs, "kernel", def.name);
+  kernel(ctx);
+}
+
+}  // namespace
+
+OutList dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+  const int64_t start = now_ns();
+  const OpDef& def = op_def(op);
+  graph::Tracer* tracer = graph::Tracer::current();
+  ENCORE_CHECK(def.infer, UnsupportedError, "[", def.name, "] is not available in this build",
+               cuda_built() ? "" : " (it needs the CUDA backend)");
+  check_inputs(def, in, attrs, tracer != nullptr);
+  if (def.contiguous_inputs) {
+    for (const Tensor& t : in) {
+      if (t.is_contiguous()) continue;
+      // Copies are ordinary (differentiable, traceable) ops; then dispatch again.
+      std::vector<Tensor> dense(in.begin(), in.end());
+      for (Tensor& d : dense) d = d.contiguous();
+      return dispatch(op, dense, attrs);
+    }
+  }
+
+  TensorMeta metas[kMaxOutputs];
+  OutList out;
+  out.n = def.infer(in, attrs, metas);
+
+  if (def.kind == OpKind::View) {
+    const TensorMeta& m = metas[0];
+    out[0] = Tensor::make_view(in[0].storage(), m.shape, m.strides, m.offset, m.dtype);
+  } else if (tracer) {
+    for (int i = 0; i < out.n; ++i) out[i] = tracer->make_output(metas[i]);
+    tracer->record(op, def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
+  } else {
+    for (int i = 0; i < out.n; ++i) out[i] = Tensor::empty(metas[i].shape, metas[i].dtype, metas[i].device);
+    Device device = out.n ? metas[0].device : in[0].device();
+    // A transfer runs on the accelerator side, which can address both memories.
+    if (def.mixed_devices && device.is_cpu()) device = in[0].device();
+    run_kernel(def, in, {out.t.data(), static_cast<size_t>(out.n)}, attrs, device);
+  }
+  for (size_t i = 0; i < in.size(); ++i)
+    if (def.writes(static_cast<int>(i), static_cast<int>(in.size()), attrs))
+      in[i].storage()->bump_version();
+
+  if (def.differentiable() && GradMode::enabled()) {
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!(def.nondiff >> i & 1u) && in[i].requires_grad()) {
+        autograd::record(op, def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
+        break;
+      }
+    }
+  }
+  Ledger& ledger = Ledger::global();
+  ledger.add(tracer ? Counter::OpsTraced : Counter::OpsDispatched, 1);
+  if (!tracer) ledger.add(Counter::DispatchNs, now_ns() - start);
+  return out;
+}
+
+}  // namespace encore

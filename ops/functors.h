@@ -1,0 +1,112 @@
+// Elementwise math shared by the CPU and CUDA kernels, so both backends compute the same
+// formula. Math goes through overloads (expf for float, exp for double) that exist on the
+// host and the device alike; a silent float->double promotion would break CPU/GPU parity.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#include "ops/attrs.h"
+
+#if defined(__CUDACC__)
+#define ENCORE_HD __host__ __device__ __forceinline__
+#else
+#define ENCORE_HD inline
+#endif
+
+namespace encore::fn {
+
+ENCORE_HD float m_exp(float x) { return ::expf(x); }
+ENCORE_HD double m_exp(double x) { return ::exp(x); }
+ENCORE_HD float m_log(float x) { return ::logf(x); }
+ENCORE_HD double m_log(double x) { return ::log(x); }
+ENCORE_HD float m_log1p(float x) { return ::log1pf(x); }
+ENCORE_HD double m_log1p(double x) { return ::log1p(x); }
+ENCORE_HD float m_sqrt(float x) { return ::sqrtf(x); }
+ENCORE_HD double m_sqrt(double x) { return ::sqrt(x); }
+ENCORE_HD float m_tanh(float x) { return ::tanhf(x); }
+ENCORE_HD double m_tanh(double x) { return ::tanh(x); }
+ENCORE_HD float m_pow(float x, float p) { return ::powf(x, p); }
+ENCORE_HD double m_pow(double x, double p) { return ::pow(x, p); }
+template <class T> ENCORE_HD T m_abs(T x) { return x < T(0) ? -x : x; }
+template <class T> ENCORE_HD T m_max(T a, T b) { return a < b ? b : a; }
+template <class T> ENCORE_HD T m_min(T a, T b) { return b < a ? b : a; }
+template <class T> ENCORE_HD T m_sigmoid(T x) { return T(1) / (T(1) + m_exp(-x)); }
+// Keras' hard sigmoid: clip(0.2 x + 0.5, 0, 1).
+template <class T> ENCORE_HD T m_hard_sigmoid(T x) {
+  return m_min(T(1), m_max(T(0), T(0.2) * x + T(0.5)));
+}
+// log(1 + e^x) without overflow for large x.
+template <class T> ENCORE_HD T m_softplus(T x) {
+  return m_max(x, T(0)) + m_log1p(m_exp(-m_abs(x)));
+}
+
+template <class T> ENCORE_HD T activate(Activation a, T x) {
+  switch (a) {
+    case Activation::Tanh: return m_tanh(x);
+    case Activation::Sigmoid: return m_sigmoid(x);
+    case Activation::Relu: return m_max(x, T(0));
+    case Activation::HardSigmoid: return m_hard_sigmoid(x);
+    case Activation::Linear: break;
+  }
+  return x;
+}
+// Derivative of the activation, expressed through its output y = activate(a, x) and x.
+template <class T> ENCORE_HD T activate_grad(Activation a, T x, T y) {
+  switch (a) {
+    case Activation::Tanh: return T(1) - y * y;
+    case Activation::Sigmoid: return y * (T(1) - y);
+    case Activation::Relu: return x > T(0) ? T(1) : T(0);
+    case Activation::HardSigmoid: return (x > T(-2.5) && x < T(2.5)) ? T(0.2) : T(0);
+    case Activation::Linear: break;
+  }
+  return T(1);
+}
+
+// One-input functors. `Float` ops reject integer dtypes at shape inference.
+struct Neg { template <class T> ENCORE_HD T operator()(T x) const { return -x; } };
+struct Exp { template <class T> ENCORE_HD T operator()(T x) const { return m_exp(x); } };
+struct Log { template <class T> ENCORE_HD T operator()(T x) const { return m_log(x); } };
+struct Sqrt { template <class T> ENCORE_HD T operator()(T x) const { return m_sqrt(x); } };
+struct Tanh { template <class T> ENCORE_HD T operator()(T x) const { return m_tanh(x); } };
+struct Sigmoid { template <class T> ENCORE_HD T operator()(T x) const { return m_sigmoid(x); } };
+struct Relu { template <class T> ENCORE_HD T operator()(T x) const { return m_max(x, T(0)); } };
+struct Abs { template <class T> ENCORE_HD T operator()(T x) const { return m_abs(x); } };
+struct Softplus { template <class T> ENCORE_HD T operator()(T x) const { return m_softplus(x); } };
+struct LeakyRelu {
+  double alpha;
+  template <class T> ENCORE_HD T operator()(T x) const { return x > T(0) ? x : T(alpha) * x; }
+};
+struct PowScalar {
+  double p;
+  template <class T> ENCORE_HD T operator()(T x) const { return m_pow(x, T(p)); }
+};
+struct AddScalar {
+  double v;
+  template <class T> ENCORE_HD T operator()(T x) const { return x + T(v); }
+};
+struct MulScalar {
+  double v;
+  template <class T> ENCORE_HD T operator()(T x) const { return x * T(v); }
+};
+struct Clip {
+  double lo, hi;
+  template <class T> ENCORE_HD T operator()(T x) const { return m_min(m_max(x, T(lo)), T(hi)); }
+};
+
+// Two-input functors.
+struct Add { template <class T> ENCORE_HD T operator()(T a, T b) const { return a + b; } };
+struct Sub { template <class T> ENCORE_HD T operator()(T a, T b) const { return a - b; } };
+struct Mul { template <class T> ENCORE_HD T operator()(T a, T b) const { return a * b; } };
+struct Div { template <class T> ENCORE_HD T operator()(T a, T b) const { return a / b; } };
+struct Maximum { template <class T> ENCORE_HD T operator()(T a, T b) const { return m_max(a, b); } };
+struct Minimum { template <class T> ENCORE_HD T operator()(T a, T b) const { return m_min(a, b); } };
+struct Eq { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a == b); } };
+struct Ne { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a != b); } };
+struct Gt { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a > b); } };
+struct Ge { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a >= b); } };
+struct Lt { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a < b); } };
+struct Le { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a <= b); } };
+
+}  // namespace encore::fn

@@ -1,0 +1,301 @@
+// The public op API (ops/ops.h): argument normalization, then one dispatcher call each.
+#include "ops/ops.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "ops/dispatch.h"
+#include "ops/matrix_layout.h"
+#include "ops/random.h"
+
+namespace encore {
+
+// ---- creation --------------------------------------------------------------------------
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  return call(OpId::full, {}, FullAttrs{shape, dtype, device, value, 0.0});
+}
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
+Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
+
+Tensor arange(double start, double stop, double step, DType dtype, Device device) {
+  ENCORE_CHECK(step != 0.0 && std::isfinite(start) && std::isfinite(stop) && std::isfinite(step),
+               ValueError, "[arange] needs finite bounds and a non-zero step");
+  const auto n = static_cast<int64_t>(std::max(0.0, std::ceil((stop - start) / step)));
+  return call(OpId::arange, {}, FullAttrs{{n}, dtype, device, start, step});
+}
+
+template <class T> Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device) {
+  ENCORE_CHECK(static_cast<int64_t>(data.size()) == shape.numel(), ShapeError, "[from_vector] ",
+               data.size(), " values cannot fill shape ", shape.str());
+  Tensor t = Tensor::empty(shape, dtype_of<T>::value, Device::cpu());
+  if (!data.empty()) std::memcpy(t.data_ptr(), data.data(), data.size() * sizeof(T));
+  return t.to(device);
+}
+template Tensor from_vector<float>(const std::vector<float>&, const Shape&, Device);
+template Tensor from_vector<double>(const std::vector<double>&, const Shape&, Device);
+template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const Shape&, Device);
+template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, Device);
+
+Tensor tensor(std::initializer_list<double> values, const Shape& shape, DType dtype, Device device) {
+  return from_vector(std::vector<double>(values), shape).to(dtype).to(device);
+}
+
+namespace {
+Generator& generator(Generator* gen, Device device, const char* op) {
+  Generator& g = gen ? *gen : Generator::default_for(device);
+  ENCORE_CHECK(g.device() == device, DeviceError, "[", op, "] generator is on ", g.device().str(),
+               " but the tensor is requested on ", device.str());
+  return g;
+}
+}  // namespace
+
+Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device device, Generator* gen) {
+  return call(OpId::uniform, {generator(gen, device, "uniform").state()},
+              FullAttrs{shape, dtype, device, low, high});
+}
+
+Tensor normal(const Shape& shape, double mean, double std, DType dtype, Device device, Generator* gen) {
+  return call(OpId::normal, {generator(gen, device, "normal").state()},
+              FullAttrs{shape, dtype, device, mean, std});
+}
+
+// ---- elementwise -----------------------------------------------------------------------
+
+Tensor neg(const Tensor& x) { return call(OpId::neg, {x}); }
+Tensor exp(const Tensor& x) { return call(OpId::exp, {x}); }
+Tensor log(const Tensor& x) { return call(OpId::log, {x}); }
+Tensor sqrt(const Tensor& x) { return call(OpId::sqrt, {x}); }
+Tensor tanh(const Tensor& x) { return call(OpId::tanh, {x}); }
+Tensor sigmoid(const Tensor& x) { return call(OpId::sigmoid, {x}); }
+Tensor relu(const Tensor& x) { return call(OpId::relu, {x}); }
+Tensor abs(const Tensor& x) { return call(OpId::abs, {x}); }
+Tensor softplus(const Tensor& x) { return call(OpId::softplus, {x}); }
+Tensor leaky_relu(const Tensor& x, double alpha) { return call(OpId::leaky_relu, {x}, ScalarAttrs{alpha}); }
+Tensor pow(const Tensor& x, double p) { return call(OpId::pow_scalar, {x}, ScalarAttrs{p}); }
+Tensor clip(const Tensor& x, double lo, double hi) {
+  ENCORE_CHECK(lo <= hi, ValueError, "[clip] lower bound ", lo, " exceeds upper bound ", hi);
+  return call(OpId::clip, {x}, ClipAttrs{lo, hi});
+}
+
+Tensor activation(const Tensor& x, Activation a) {
+  switch (a) {
+    case Activation::Tanh: return tanh(x);
+    case Activation::Sigmoid: return sigmoid(x);
+    case Activation::Relu: return relu(x);
+    case Activation::HardSigmoid: return clip(x * 0.2 + 0.5, 0.0, 1.0);
+    case Activation::Linear: break;
+  }
+  return x;
+}
+
+Tensor add(const Tensor& a, const Tensor& b) { return call(OpId::add, {a, b}); }
+Tensor sub(const Tensor& a, const Tensor& b) { return call(OpId::sub, {a, b}); }
+Tensor mul(const Tensor& a, const Tensor& b) { return call(OpId::mul, {a, b}); }
+Tensor div(const Tensor& a, const Tensor& b) { return call(OpId::div, {a, b}); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return call(OpId::maximum, {a, b}); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return call(OpId::minimum, {a, b}); }
+Tensor add(const Tensor& a, double b) { return call(OpId::add_scalar, {a}, ScalarAttrs{b}); }
+Tensor mul(const Tensor& a, double b) { return call(OpId::mul_scalar, {a}, ScalarAttrs{b}); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return call(OpId::eq, {a, b}); }
+Tensor ne(const Tensor& a, const Tensor& b) { return call(OpId::ne, {a, b}); }
+Tensor gt(const Tensor& a, const Tensor& b) { return call(OpId::gt, {a, b}); }
+Tensor ge(const Tensor& a, const Tensor& b) { return call(OpId::ge, {a, b}); }
+Tensor lt(const Tensor& a, const Tensor& b) { return call(OpId::lt, {a, b}); }
+Tensor le(const Tensor& a, const Tensor& b) { return call(OpId::le, {a, b}); }
+Tensor gt(const Tensor& a, double b) { return gt(a, full({}, b, a.dtype(), a.device())); }
+Tensor lt(const Tensor& a, double b) { return lt(a, full({}, b, a.dtype(), a.device())); }
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return div(a, full({}, b, a.dtype(), a.device())); }
+Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
+Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(double a, const Tensor& b) { return div(full({}, a, b.dtype(), b.device()), b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+
+// ---- reductions ------------------------------------------------------------------------
+
+namespace {
+uint32_t axes_mask(const Tensor& x, const std::vector<int64_t>& axes, const char* op) {
+  if (axes.empty()) return x.dim() == 0 ? 0u : (1u << x.dim()) - 1u;
+  uint32_t mask = 0;
+  for (int64_t a : axes) {
+    const int ax = normalize_axis(a, x.dim(), op);
+    ENCORE_CHECK(!(mask >> ax & 1u), ValueError, "[", op, "] axis ", a, " is listed twice");
+    mask |= 1u << ax;
+  }
+  return mask;
+}
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return call(OpId::sum, {x}, ReduceAttrs{axes_mask(x, axes, "sum"), keepdim});
+}
+
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  const uint32_t mask = axes_mask(x, axes, "mean");
+  int64_t count = 1;
+  for (int i = 0; i < x.dim(); ++i)
+    if (mask >> i & 1u) count *= x.shape()[i];
+  ENCORE_CHECK(is_floating(x.dtype()), DTypeError, "[mean] needs a floating tensor, got ", describe(x));
+  return mul(call(OpId::sum, {x}, ReduceAttrs{mask, keepdim}), 1.0 / static_cast<double>(count));
+}
+
+Tensor max(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return call(OpId::max, {x}, ReduceAttrs{axes_mask(x, axes, "max"), keepdim});
+}
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  const int lead = x.dim() - shape.size();
+  ENCORE_CHECK(lead >= 0, ShapeError, "[sum_to] cannot sum ", x.shape().str(), " to ", shape.str());
+  std::vector<int64_t> axes;
+  for (int i = 0; i < x.dim(); ++i) {
+    if (i < lead) {
+      axes.push_back(i);
+      continue;
+    }
+    const int64_t want = shape[i - lead];
+    ENCORE_CHECK(want == x.shape()[i] || want == 1, ShapeError, "[sum_to] cannot sum ",
+                 x.shape().str(), " to ", shape.str());
+    if (want == 1 && x.shape()[i] != 1) axes.push_back(i);
+  }
+  Tensor r = axes.empty() ? x : sum(x, axes, true);
+  return r.reshape(shape);
+}
+
+// ---- data movement ---------------------------------------------------------------------
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
+  ENCORE_CHECK(!xs.empty(), ValueError, "[concat] needs at least one tensor");
+  ENCORE_CHECK(xs[0].defined(), ValueError, "[concat] input 0 is an undefined tensor");
+  const int ax = normalize_axis(axis, xs[0].dim(), "concat");
+  return dispatch(OpId::concat, xs, AxisAttrs{ax})[0];
+}
+
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis) {
+  ENCORE_CHECK(!xs.empty() && xs[0].defined(), ValueError, "[stack] needs at least one tensor");
+  const int ax = normalize_axis(axis, xs[0].dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  parts.reserve(xs.size());
+  for (const Tensor& x : xs) parts.push_back(x.unsqueeze(ax));
+  return dispatch(OpId::concat, parts, AxisAttrs{ax})[0];
+}
+
+Tensor flip(const Tensor& x, int64_t axis) {
+  return call(OpId::flip, {x}, AxisAttrs{normalize_axis(axis, x.dim(), "flip")});
+}
+
+// ---- linear algebra and convolution ----------------------------------------------------
+
+namespace {
+Tensor blas_ready(const Tensor& t) {
+  return matrix_layout(t.shape(), t.strides()).ok ? t : t.contiguous();
+}
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  ENCORE_CHECK(a_in.defined() && b_in.defined(), ValueError, "[matmul] undefined operand");
+  ENCORE_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, ShapeError, "[matmul] operands must have rank >= 1, got ",
+               a_in.shape().str(), " and ", b_in.shape().str());
+  Tensor a = a_in.dim() == 1 ? a_in.unsqueeze(0) : a_in;
+  Tensor b = b_in.dim() == 1 ? b_in.unsqueeze(-1) : b_in;
+  a = blas_ready(a);
+  b = blas_ready(b);
+  Tensor out;
+  // (..., M, K) @ (K, N): one GEMM over all rows when the leading dims fold into M.
+  if (b.dim() == 2 && a.dim() > 2) {
+    const int64_t k = a.shape().back();
+    const Shape rows{a.numel() / std::max<int64_t>(k, 1), k};
+    Strides st;
+    if (k > 0 && view_strides(a.shape(), a.strides(), rows, st) && matrix_layout(rows, st).ok) {
+      Shape out_shape = a.shape();
+      out_shape[out_shape.size() - 1] = b.shape()[1];
+      out = call(OpId::matmul, {a.reshape(rows), b}).reshape(out_shape);
+    }
+  }
+  if (!out.defined()) out = call(OpId::matmul, {a, b});
+  if (a_in.dim() == 1) out = out.squeeze(-2);
+  if (b_in.dim() == 1) out = out.squeeze(-1);
+  return out;
+}
+
+Padding Padding::parse(const std::string& s) {
+  if (s == "valid") return valid();
+  if (s == "same") return same();
+  throw ValueError("[conv1d] unknown padding '" + s + "' (expected 'valid' or 'same')");
+}
+
+std::pair<int64_t, int64_t> conv1d_padding(int64_t length, int64_t kernel, int64_t stride,
+                                           int64_t dilation, Padding padding) {
+  switch (padding.kind) {
+    case Padding::Valid: return {0, 0};
+    case Padding::Explicit: return {padding.left, padding.right};
+    case Padding::Same: {
+      // Keras/TensorFlow 'same': output length ceil(L / stride), extra padding on the right.
+      const int64_t out = (length + stride - 1) / stride;
+      const int64_t total = std::max<int64_t>((out - 1) * stride + (kernel - 1) * dilation + 1 - length, 0);
+      return {total / 2, total - total / 2};
+    }
+  }
+  return {0, 0};
+}
+
+Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding, int64_t dilation) {
+  ENCORE_CHECK(x.defined() && w.defined(), ValueError, "[conv1d] undefined operand");
+  ENCORE_CHECK(x.dim() == 3 && w.dim() == 3, ShapeError,
+               "[conv1d] expects input (batch, steps, channels) and kernel (size, in, filters), got ",
+               x.shape().str(), " and ", w.shape().str());
+  ENCORE_CHECK(stride >= 1 && dilation >= 1, ValueError, "[conv1d] stride ", stride, " and dilation ",
+               dilation, " must be >= 1");
+  const auto [pl, pr] = conv1d_padding(x.shape()[1], w.shape()[0], stride, dilation, padding);
+  return call(OpId::conv1d, {x, w}, ConvAttrs{stride, dilation, pl, pr, 0, 0});
+}
+
+// ---- neural-network building blocks ----------------------------------------------------
+
+Tensor softmax(const Tensor& x, int64_t axis) {
+  return call(OpId::softmax, {x}, AxisAttrs{normalize_axis(axis, x.dim(), "softmax")});
+}
+
+Tensor log_softmax(const Tensor& x, int64_t axis) {
+  return call(OpId::log_softmax, {x}, AxisAttrs{normalize_axis(axis, x.dim(), "log_softmax")});
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  ENCORE_CHECK(p >= 0.0 && p < 1.0, ValueError, "[dropout] rate must be in [0, 1), got ", p);
+  if (!training || p == 0.0) return x;
+  const Tensor in[] = {x, generator(gen, x.device(), "dropout").state()};
+  return dispatch(OpId::dropout, in, DropoutAttrs{p})[0];
+}
+
+Tensor gather_last(const Tensor& x, const Tensor& index) { return call(OpId::gather_last, {x, index}); }
+
+Tensor scatter_last(const Tensor& g, const Tensor& index, int64_t n) {
+  ENCORE_CHECK(n >= 1, ValueError, "[scatter_last] axis size must be >= 1, got ", n);
+  return call(OpId::scatter_last, {g, index}, ScatterAttrs{n});
+}
+
+std::pair<Tensor, Tensor> lstm_cell(const Tensor& z, const Tensor& c_prev, Activation activation,
+                                    Activation recurrent_activation) {
+  const Tensor in[] = {z, c_prev};
+  const OutList r = dispatch(OpId::lstm_cell, in, LstmAttrs{activation, recurrent_activation});
+  return {r[0], r[1]};
+}
+
+}  // namespace encore

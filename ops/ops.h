@@ -1,0 +1,140 @@
+// The public op API: free functions that build tensors. Each goes through the dispatcher, so
+// it runs eagerly, or is recorded when called inside a traced function, and is differentiable
+// where the math allows. Errors name the op and the shapes.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/attrs.h"
+
+namespace encore {
+
+class Generator;
+
+// ---- creation --------------------------------------------------------------------------
+Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor full(const Shape& shape, double value, DType dtype = DType::Float32,
+            Device device = Device::cpu());
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+/// start, start + step, ... up to (not including) stop.
+Tensor arange(double start, double stop, double step = 1.0, DType dtype = DType::Float32,
+              Device device = Device::cpu());
+/// A tensor holding a copy of `data` (row-major) with the given shape.
+template <class T>
+Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device = Device::cpu());
+/// A float32 tensor from literal values: tensor({1, 2, 3, 4}, {2, 2}).
+Tensor tensor(std::initializer_list<double> values, const Shape& shape,
+              DType dtype = DType::Float32, Device device = Device::cpu());
+/// Uniform on [low, high) / normal, from `gen` (default: the device's default generator).
+Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0,
+               DType dtype = DType::Float32, Device device = Device::cpu(), Generator* gen = nullptr);
+Tensor normal(const Shape& shape, double mean = 0.0, double std = 1.0,
+              DType dtype = DType::Float32, Device device = Device::cpu(), Generator* gen = nullptr);
+
+// ---- elementwise (NumPy broadcasting; both inputs must have the same dtype) -------------
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor softplus(const Tensor& x);
+Tensor leaky_relu(const Tensor& x, double alpha = 0.3);
+Tensor pow(const Tensor& x, double p);
+Tensor clip(const Tensor& x, double lo, double hi);
+/// Applies a Keras activation by name or enum ("linear" returns x).
+Tensor activation(const Tensor& x, Activation a);
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+
+// Comparisons return 1/0 masks in the inputs' dtype (so `x * (x > 0)` needs no cast).
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+
+// ---- reductions (empty `axes`: all axes) ---------------------------------------------
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+Tensor max(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+/// Sums `x` down to `shape` (the inverse of broadcasting `shape` up to x's shape).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- data movement ---------------------------------------------------------------------
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis);
+/// Reverses the order of entries along `axis` (a copy).
+Tensor flip(const Tensor& x, int64_t axis);
+
+// ---- linear algebra and convolution --------------------------------------------------
+/// (..., M, K) @ (..., K, N) with broadcast batch dims; 1-D operands as in NumPy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+/// Padding of a 1-D convolution: Keras 'valid' / 'same', or explicit left/right amounts.
+struct Padding {
+  enum Kind { Valid, Same, Explicit } kind = Valid;
+  int64_t left = 0, right = 0;
+  static Padding valid() { return {Valid, 0, 0}; }
+  static Padding same() { return {Same, 0, 0}; }
+  static Padding explicit_(int64_t left, int64_t right) { return {Explicit, left, right}; }
+  static Padding parse(const std::string& s);  // "valid" | "same"
+};
+/// x: (batch, steps, in_channels), w: (kernel_size, in_channels, filters) — channels-last, as
+/// in Keras. Returns (batch, out_steps, filters). Bias is added separately.
+Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride = 1, Padding padding = {},
+              int64_t dilation = 1);
+/// Resolves a padding spec to explicit (left, right) amounts for an input length.
+std::pair<int64_t, int64_t> conv1d_padding(int64_t length, int64_t kernel, int64_t stride,
+                                           int64_t dilation, Padding padding);
+
+// ---- neural-network building blocks --------------------------------------------------
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+/// Inverted dropout: zeroes elements with probability p and scales the rest by 1/(1-p).
+/// Identity when p == 0 or not training. The mask comes from `gen`'s counter-based stream.
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+/// out[..., 0] = x[..., index[...]]: picks one entry of the last axis per row.
+Tensor gather_last(const Tensor& x, const Tensor& index);
+/// The adjoint of gather_last: zeros of (..., n) with g scattered at index.
+Tensor scatter_last(const Tensor& g, const Tensor& index, int64_t n);
+/// One fused LSTM step. z: (batch, 4*units) pre-activations in Keras gate order (i, f, c, o),
+/// c_prev: (batch, units). Returns {h, c}.
+std::pair<Tensor, Tensor> lstm_cell(const Tensor& z, const Tensor& c_prev, Activation activation,
+                                    Activation recurrent_activation);
+
+}  // namespace encore

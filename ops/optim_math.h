@@ -1,0 +1,48 @@
+// The per-element optimizer updates, shared by the CPU and CUDA kernels (PyTorch's
+// formulation: L2 weight decay added to the gradient; Adam's bias corrections folded into
+// the step size and the denominator).
+#pragma once
+
+#include "ops/functors.h"
+
+namespace encore {
+
+template <class T> struct SgdStep {
+  T lr, momentum, weight_decay;
+  bool nesterov;
+  // `buf` aliases `w` when there is no momentum buffer; it is then not touched.
+  ENCORE_HD void operator()(T& w, T& buf, T g, bool has_momentum) const {
+    g += weight_decay * w;
+    if (has_momentum) {
+      buf = momentum * buf + g;
+      g = nesterov ? g + momentum * buf : buf;
+    }
+    w -= lr * g;
+  }
+};
+
+struct AdamScalars {
+  double step_size;        // lr / (1 - beta1^t)
+  double inv_sqrt_bc2;     // 1 / sqrt(1 - beta2^t)
+};
+
+inline AdamScalars adam_scalars(const AdamAttrs& a, int64_t t, double lr) {
+  const double bc1 = 1.0 - ::pow(a.beta1, static_cast<double>(t));
+  const double bc2 = 1.0 - ::pow(a.beta2, static_cast<double>(t));
+  return {lr / bc1, 1.0 / ::sqrt(bc2)};
+}
+
+template <class T> struct AdamStep {
+  T beta1, beta2, eps, weight_decay, step_size, inv_sqrt_bc2;
+  ENCORE_HD AdamStep(const AdamAttrs& a, const AdamScalars& s)
+      : beta1(T(a.beta1)), beta2(T(a.beta2)), eps(T(a.eps)), weight_decay(T(a.weight_decay)),
+        step_size(T(s.step_size)), inv_sqrt_bc2(T(s.inv_sqrt_bc2)) {}
+  ENCORE_HD void operator()(T& w, T& m, T& v, T g) const {
+    g += weight_decay * w;
+    m = beta1 * m + (T(1) - beta1) * g;
+    v = beta2 * v + (T(1) - beta2) * g * g;
+    w -= step_size * m / (fn::m_sqrt(v) * inv_sqrt_bc2 + eps);
+  }
+};
+
+}  // namespace encore

@@ -1,0 +1,48 @@
+#include "ops/random.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "graph/tracer.h"
+#include "ops/ops.h"
+
+namespace encore {
+
+namespace {
+std::mutex g_mutex;
+std::map<std::pair<int, int>, std::unique_ptr<Generator>>& defaults() {
+  static std::map<std::pair<int, int>, std::unique_ptr<Generator>> m;
+  return m;
+}
+}  // namespace
+
+Generator::Generator(uint64_t seed, Device device) {
+  graph::PauseTrace pause;
+  state_ = from_vector<int64_t>({static_cast<int64_t>(seed), 0}, {2}, device);
+  state_.set_name("generator");
+}
+
+void Generator::manual_seed(uint64_t seed) {
+  ENCORE_CHECK(!graph::Tracer::current(), ValueError,
+               "[manual_seed] cannot reseed inside a traced function; seed before tracing");
+  state_.copy_(from_vector<int64_t>({static_cast<int64_t>(seed), 0}, {2}));
+}
+
+uint64_t Generator::seed() const { return static_cast<uint64_t>(state_.to_vector<int64_t>()[0]); }
+uint64_t Generator::offset() const { return static_cast<uint64_t>(state_.to_vector<int64_t>()[1]); }
+
+Generator& Generator::default_for(Device device) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto& g = defaults()[{static_cast<int>(device.type), device.index}];
+  if (!g) g = std::make_unique<Generator>(0, device);
+  return *g;
+}
+
+void manual_seed(uint64_t seed) {
+  Generator::default_for(Device::cpu());
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (auto& [key, g] : defaults()) g->manual_seed(seed);
+}
+
+}  // namespace encore
