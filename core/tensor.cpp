@@ -251,10 +251,12 @@ void Tensor::set_data(const Tensor& other) {
   ENCORE_CHECK(other.defined(), ValueError, "[set_data] source tensor is undefined");
   ENCORE_CHECK(!graph::Tracer::current(), ValueError,
                "[set_data] cannot replace a tensor's storage inside a traced function");
-  ENCORE_CHECK(other.shape() == shape() && other.dtype() == dtype(), ShapeError, "[set_data] ",
-               describe(other), " cannot replace ", describe(*this),
-               ": shape and dtype must match");
+  ENCORE_CHECK(other.shape() == shape(), ShapeError, "[set_data] ", describe(other),
+               " cannot replace ", describe(*this), ": shapes differ");
+  ENCORE_CHECK(!requires_grad() || is_floating(other.dtype()), DTypeError, "[set_data] ",
+               describe(*this), " requires grad and cannot take integer data");
   impl_->storage = other.storage();
+  impl_->dtype = other.dtype();
   impl_->strides = other.strides();
   impl_->offset = other.offset();
   impl_->device = other.device();

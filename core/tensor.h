@@ -100,8 +100,8 @@ class Tensor {
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
-  /// Makes this tensor view `other`'s storage and geometry. Traces that captured the old
-  /// storage notice on their next call and retrace.
+  /// Makes this tensor view `other`'s storage, geometry and dtype (shapes must match). Traces
+  /// that captured the old storage notice on their next call and retrace.
   void set_data(const Tensor& other);
 
   // Autograd.

@@ -32,15 +32,17 @@ inline AdamScalars adam_scalars(const AdamAttrs& a, int64_t t, double lr) {
   return {lr / bc1, 1.0 / ::sqrt(bc2)};
 }
 
+// 1 - beta is formed in double: in float32, 1 - 0.999f loses four digits to cancellation.
 template <class T> struct AdamStep {
-  T beta1, beta2, eps, weight_decay, step_size, inv_sqrt_bc2;
+  T beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, step_size, inv_sqrt_bc2;
   ENCORE_HD AdamStep(const AdamAttrs& a, const AdamScalars& s)
-      : beta1(T(a.beta1)), beta2(T(a.beta2)), eps(T(a.eps)), weight_decay(T(a.weight_decay)),
+      : beta1(T(a.beta1)), beta2(T(a.beta2)), one_minus_beta1(T(1.0 - a.beta1)),
+        one_minus_beta2(T(1.0 - a.beta2)), eps(T(a.eps)), weight_decay(T(a.weight_decay)),
         step_size(T(s.step_size)), inv_sqrt_bc2(T(s.inv_sqrt_bc2)) {}
   ENCORE_HD void operator()(T& w, T& m, T& v, T g) const {
     g += weight_decay * w;
-    m = beta1 * m + (T(1) - beta1) * g;
-    v = beta2 * v + (T(1) - beta2) * g * g;
+    m = beta1 * m + one_minus_beta1 * g;
+    v = beta2 * v + one_minus_beta2 * g * g;
     w -= step_size * m / (fn::m_sqrt(v) * inv_sqrt_bc2 + eps);
   }
 };

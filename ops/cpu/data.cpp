@@ -118,6 +118,7 @@ void flip_kernel(const KernelCtx& c) {
 void register_data() {
   set_kernel(OpId::flip, flip_kernel);
   set_kernel(OpId::copy, copy_kernel);
+  set_kernel(OpId::to_device, copy_kernel);  // CPU to CPU; transfers with a GPU run on CUDA
   set_kernel(OpId::cast, cast_kernel);
   set_kernel(OpId::concat, concat_kernel);
   set_kernel(OpId::slice_grad, slice_grad_kernel);

@@ -1,0 +1,16 @@
+// Everything a training program needs: #include "encore.h".
+#pragma once
+
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "core/ledger.h"
+#include "core/modes.h"
+#include "core/tensor.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+#include "nn/losses.h"
+#include "nn/lstm.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+#include "ops/ops.h"
+#include "ops/random.h"

@@ -1,0 +1,92 @@
+#include "nn/layers.h"
+
+#include "core/modes.h"
+#include "nn/init.h"
+#include "ops/ops.h"
+
+namespace encore::nn {
+
+namespace {
+void require_rank(const char* layer, const Shape& s, int rank, const char* layout) {
+  ENCORE_CHECK(s.size() == rank, ShapeError, "[", layer, "] expects input ", layout, ", got ", s.str());
+}
+}  // namespace
+
+Dense::Dense(int64_t units, DenseOptions options)
+    : units_(units), activation_(parse_activation(options.activation)), use_bias_(options.use_bias) {
+  ENCORE_CHECK(units >= 1, ValueError, "[dense] units must be >= 1, got ", units);
+}
+
+Shape Dense::build_impl(const Shape& input_shape) {
+  ENCORE_CHECK(input_shape.size() >= 1, ShapeError, "[dense] expects input (..., features), got ",
+               input_shape.str());
+  const int64_t in = input_shape.back();
+  kernel_ = add_parameter("kernel", init::glorot_uniform({in, units_}, in, units_));
+  if (use_bias_) bias_ = add_parameter("bias", zeros({units_}));
+  Shape out = input_shape;
+  out[out.size() - 1] = units_;
+  return out;
+}
+
+Tensor Dense::forward_impl(const Tensor& x) {
+  ENCORE_CHECK(x.dim() >= 1 && x.shape().back() == kernel_.shape()[0], ShapeError, "[", name(),
+               "] input ", x.shape().str(), " has ", x.dim() ? x.shape().back() : 0,
+               " features but the layer was built for ", kernel_.shape()[0]);
+  Tensor y = matmul(x, kernel_);
+  if (use_bias_) y = y + bias_;
+  return activation(y, activation_);
+}
+
+Conv1D::Conv1D(int64_t filters, int64_t kernel_size, Conv1DOptions options)
+    : filters_(filters), kernel_size_(kernel_size), options_(std::move(options)),
+      activation_(parse_activation(options_.activation)) {
+  ENCORE_CHECK(filters >= 1 && kernel_size >= 1 && options_.strides >= 1 && options_.dilation_rate >= 1,
+               ValueError, "[conv1d] filters, kernel_size, strides and dilation_rate must be >= 1");
+  Padding::parse(options_.padding);
+}
+
+Shape Conv1D::build_impl(const Shape& s) {
+  require_rank("conv1d", s, 3, "(batch, steps, channels)");
+  const int64_t c = s[2];
+  kernel_ = add_parameter("kernel", init::glorot_uniform({kernel_size_, c, filters_}, kernel_size_ * c,
+                                                         kernel_size_ * filters_));
+  if (options_.use_bias) bias_ = add_parameter("bias", zeros({filters_}));
+  const auto [pl, pr] = conv1d_padding(s[1], kernel_size_, options_.strides, options_.dilation_rate,
+                                       Padding::parse(options_.padding));
+  const int64_t len = (s[1] + pl + pr - options_.dilation_rate * (kernel_size_ - 1) - 1) / options_.strides + 1;
+  return {s[0], len, filters_};
+}
+
+Tensor Conv1D::forward_impl(const Tensor& x) {
+  Tensor y = conv1d(x, kernel_, options_.strides, Padding::parse(options_.padding), options_.dilation_rate);
+  if (options_.use_bias) y = y + bias_;
+  return activation(y, activation_);
+}
+
+Dropout::Dropout(double rate) : rate_(rate) {
+  ENCORE_CHECK(rate >= 0.0 && rate < 1.0, ValueError, "[dropout] rate must be in [0, 1), got ", rate);
+}
+
+Tensor Dropout::forward_impl(const Tensor& x) { return dropout(x, rate_, training()); }
+
+Shape GlobalAveragePooling1D::build_impl(const Shape& s) {
+  require_rank("global_average_pooling1d", s, 3, "(batch, steps, channels)");
+  return {s[0], s[2]};
+}
+Tensor GlobalAveragePooling1D::forward_impl(const Tensor& x) { return mean(x, {1}); }
+
+Shape GlobalMaxPooling1D::build_impl(const Shape& s) {
+  require_rank("global_max_pooling1d", s, 3, "(batch, steps, channels)");
+  return {s[0], s[2]};
+}
+Tensor GlobalMaxPooling1D::forward_impl(const Tensor& x) { return max(x, {1}); }
+
+Shape Flatten::build_impl(const Shape& s) {
+  ENCORE_CHECK(s.size() >= 1, ShapeError, "[flatten] expects a batch axis, got ", s.str());
+  int64_t rest = 1;
+  for (int i = 1; i < s.size(); ++i) rest *= s[i];
+  return {s[0], rest};
+}
+Tensor Flatten::forward_impl(const Tensor& x) { return x.flatten(1); }
+
+}  // namespace encore::nn

@@ -1,0 +1,100 @@
+// Keras-style layers on batch-major, channels-last tensors: (batch, steps, channels).
+#pragma once
+
+#include "nn/module.h"
+#include "ops/attrs.h"
+
+namespace encore::nn {
+
+struct DenseOptions {
+  std::string activation = "linear";
+  bool use_bias = true;
+};
+
+/// y = activation(x @ kernel + bias) over the last axis; kernel is (in, units).
+class Dense : public Module {
+ public:
+  explicit Dense(int64_t units, DenseOptions options = {});
+  std::string type_name() const override { return "dense"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override;
+  Tensor forward_impl(const Tensor& x) override;
+
+ private:
+  int64_t units_;
+  Activation activation_;
+  bool use_bias_;
+  Tensor kernel_, bias_;
+};
+
+struct Conv1DOptions {
+  int64_t strides = 1;
+  std::string padding = "valid";  // "valid" or "same"
+  int64_t dilation_rate = 1;
+  std::string activation = "linear";
+  bool use_bias = true;
+};
+
+/// 1-D convolution over steps; kernel is (kernel_size, in_channels, filters).
+class Conv1D : public Module {
+ public:
+  Conv1D(int64_t filters, int64_t kernel_size, Conv1DOptions options = {});
+  std::string type_name() const override { return "conv1d"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override;
+  Tensor forward_impl(const Tensor& x) override;
+
+ private:
+  int64_t filters_, kernel_size_;
+  Conv1DOptions options_;
+  Activation activation_;
+  Tensor kernel_, bias_;
+};
+
+/// Inverted dropout, active only in training mode (encore::training()).
+class Dropout : public Module {
+ public:
+  explicit Dropout(double rate);
+  std::string type_name() const override { return "dropout"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override { return input_shape; }
+  Tensor forward_impl(const Tensor& x) override;
+
+ private:
+  double rate_;
+};
+
+/// Mean over the steps axis: (batch, steps, channels) -> (batch, channels).
+class GlobalAveragePooling1D : public Module {
+ public:
+  std::string type_name() const override { return "global_average_pooling1d"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override;
+  Tensor forward_impl(const Tensor& x) override;
+};
+
+/// Max over the steps axis: (batch, steps, channels) -> (batch, channels).
+class GlobalMaxPooling1D : public Module {
+ public:
+  std::string type_name() const override { return "global_max_pooling1d"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override;
+  Tensor forward_impl(const Tensor& x) override;
+};
+
+/// (batch, ...) -> (batch, product of the rest).
+class Flatten : public Module {
+ public:
+  std::string type_name() const override { return "flatten"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override;
+  Tensor forward_impl(const Tensor& x) override;
+};
+
+}  // namespace encore::nn

@@ -1,0 +1,91 @@
+// Modules: layers with parameters, built lazily from the first input shape (Keras-style),
+// composed with Sequential. Parameters have stable hierarchical names ("conv1d.kernel",
+// "dense_1.bias") so they can be saved, loaded and compared.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace encore::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  /// Keras-style layer type name ("dense", "conv1d", "lstm", ...).
+  virtual std::string type_name() const = 0;
+
+  /// Creates the parameters for inputs of `input_shape` (batch first) and returns the output
+  /// shape. Called once; forward() calls it on first use.
+  Shape build(const Shape& input_shape);
+  bool built() const { return built_; }
+  /// The output shape computed when the module was built (batch dim as given to build).
+  const Shape& output_shape() const { return output_shape_; }
+
+  Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
+
+  /// Parameters with names relative to this module ("kernel", "forward_lstm.kernel", ...).
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  int64_t num_parameters() const;
+
+  /// Moves every parameter to `device` / converts it to `dtype`, in place (same tensors,
+  /// new storage).
+  void to(Device device);
+  void to(DType dtype);
+  /// Renames parameters under `prefix`; Sequential calls it so tensors know their full names.
+  void set_name(const std::string& prefix);
+  const std::string& name() const { return name_; }
+
+ protected:
+  virtual Shape build_impl(const Shape& input_shape) = 0;
+  virtual Tensor forward_impl(const Tensor& x) = 0;
+  /// Registers a parameter (requires_grad set).
+  Tensor& add_parameter(const std::string& name, Tensor value);
+  void add_child(const std::string& name, std::shared_ptr<Module> child);
+
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+
+ private:
+  NamedTensors params_;
+  std::string name_;
+  Shape output_shape_;
+  bool built_ = false;
+};
+
+/// A stack of layers applied in order. Children are named by type with a per-model counter:
+/// conv1d, dense, dense_1, ...
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+
+  template <class L, class... Args> std::shared_ptr<L> add(Args&&... args) {
+    auto layer = std::make_shared<L>(std::forward<Args>(args)...);
+    add(layer);
+    return layer;
+  }
+  void add(std::shared_ptr<Module> layer);
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& layers() const { return children_; }
+
+  std::string type_name() const override { return "sequential"; }
+  /// A Keras-like summary: layer, output shape, parameter count.
+  std::string summary(const Shape& input_shape);
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override;
+  Tensor forward_impl(const Tensor& x) override;
+};
+
+/// Writes every parameter (name, dtype, shape, data) to a binary file.
+void save(const Module& module, const std::string& path);
+/// Loads parameters by name into `module` in place; every name, shape and dtype must match.
+void load(Module& module, const std::string& path);
+
+}  // namespace encore::nn

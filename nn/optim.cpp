@@ -1,0 +1,157 @@
+#include "nn/optim.h"
+
+#include "autograd/grad_mode.h"
+#include "graph/tracer.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace encore::nn {
+
+namespace {
+std::pair<int, int> key(Device d) { return {static_cast<int>(d.type), d.index}; }
+}  // namespace
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
+    : params_(std::move(params)), name_(name), lr_(lr) {
+  ENCORE_CHECK(!params_.empty(), ValueError, "[", name, "] got no parameters: build the model first ",
+               "(model.build(input_shape)) and pass model.parameters()");
+  ENCORE_CHECK(lr > 0, ValueError, "[", name, "] learning rate must be positive, got ", lr);
+  for (const Tensor& p : params_)
+    ENCORE_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), ValueError, "[", name,
+                 "] parameters must be leaf tensors that require grad, got ", describe(p));
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (Tensor& p : params_) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      NoGradGuard no_grad;
+      p.grad().zero_();
+    }
+  }
+}
+
+void Optimizer::set_lr(double lr) {
+  ENCORE_CHECK(lr > 0, ValueError, "[", name_, "] learning rate must be positive, got ", lr);
+  lr_ = lr;
+  NoGradGuard no_grad;
+  for (auto& [k, t] : lr_tensors_) t.fill_(lr);
+}
+
+const Tensor& Optimizer::lr_tensor(Device device) {
+  Tensor& t = lr_tensors_[key(device)];
+  if (!t.defined()) {
+    graph::PauseTrace pause;
+    t = full({}, lr_, DType::Float64, device);
+    t.set_name(std::string(name_) + ".lr");
+  }
+  return t;
+}
+
+std::map<std::pair<int, int>, std::vector<size_t>> Optimizer::groups() const {
+  std::map<std::pair<int, int>, std::vector<size_t>> g;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].grad().defined()) g[key(params_[i].device())].push_back(i);
+  return g;
+}
+
+SGD::SGD(std::vector<Tensor> params, double lr, SGDOptions options)
+    : Optimizer(std::move(params), lr, "sgd"), options_(options) {
+  ENCORE_CHECK(options.momentum >= 0 && options.weight_decay >= 0, ValueError,
+               "[sgd] momentum and weight_decay must be >= 0");
+  ENCORE_CHECK(!options.nesterov || options.momentum > 0, ValueError, "[sgd] nesterov needs momentum > 0");
+  momentum_.resize(params_.size());
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  const bool momentum = options_.momentum > 0;
+  for (auto& [dev, idx] : groups()) {
+    const Device device = params_[idx[0]].device();
+    std::vector<Tensor> in;
+    for (size_t i : idx) in.push_back(params_[i]);
+    if (momentum) {
+      for (size_t i : idx) {
+        if (!momentum_[i].defined()) {
+          graph::PauseTrace pause;
+          momentum_[i] = zeros_like(params_[i]);
+          momentum_[i].set_name(params_[i].name() + ".momentum");
+        }
+        in.push_back(momentum_[i]);
+      }
+    }
+    for (size_t i : idx) in.push_back(params_[i].grad());
+    in.push_back(lr_tensor(device));
+    dispatch(OpId::sgd_update, in, SgdAttrs{options_.momentum, options_.weight_decay, options_.nesterov});
+  }
+}
+
+NamedTensors SGD::state() const {
+  NamedTensors s;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (momentum_[i].defined()) s.emplace_back(params_[i].name() + ".momentum", momentum_[i]);
+  return s;
+}
+
+Adam::Adam(std::vector<Tensor> params, double lr, AdamOptions options)
+    : Optimizer(std::move(params), lr, "adam"), options_(options) {
+  ENCORE_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1 &&
+                   options.epsilon > 0 && options.weight_decay >= 0,
+               ValueError, "[adam] needs 0 <= beta < 1, epsilon > 0, weight_decay >= 0");
+  m_.resize(params_.size());
+  v_.resize(params_.size());
+}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  for (auto& [dev, idx] : groups()) {
+    const Device device = params_[idx[0]].device();
+    Tensor& step = step_[dev];
+    {
+      graph::PauseTrace pause;
+      if (!step.defined()) {
+        step = zeros({}, DType::Int64, device);
+        step.set_name("adam.step");
+      }
+      for (size_t i : idx) {
+        if (!m_[i].defined()) {
+          m_[i] = zeros_like(params_[i]);
+          m_[i].set_name(params_[i].name() + ".m");
+        }
+        if (!v_[i].defined()) {
+          v_[i] = zeros_like(params_[i]);
+          v_[i].set_name(params_[i].name() + ".v");
+        }
+      }
+    }
+    const Tensor counter[] = {step};
+    dispatch(OpId::add_scalar_, counter, ScalarAttrs{1.0});
+    std::vector<Tensor> in;
+    for (size_t i : idx) in.push_back(params_[i]);
+    for (size_t i : idx) in.push_back(m_[i]);
+    for (size_t i : idx) in.push_back(v_[i]);
+    for (size_t i : idx) in.push_back(params_[i].grad());
+    in.push_back(step);
+    in.push_back(lr_tensor(device));
+    dispatch(OpId::adam_update, in,
+             AdamAttrs{options_.beta1, options_.beta2, options_.epsilon, options_.weight_decay});
+  }
+}
+
+NamedTensors Adam::state() const {
+  NamedTensors s;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (m_[i].defined()) s.emplace_back(params_[i].name() + ".m", m_[i]);
+    if (v_[i].defined()) s.emplace_back(params_[i].name() + ".v", v_[i]);
+  }
+  for (const auto& [k, t] : step_) s.emplace_back("step", t);
+  return s;
+}
+
+int64_t Adam::iterations() const {
+  return step_.empty() ? 0 : static_cast<int64_t>(step_.begin()->second.item());
+}
+
+}  // namespace encore::nn

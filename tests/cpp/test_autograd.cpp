@@ -1,0 +1,91 @@
+// Tape semantics: accumulation, no-grad scopes, views, reuse, freed graphs, stale saves.
+#include "autograd/grad_mode.h"
+#include "helpers.h"
+
+namespace encore {
+namespace {
+
+using test::expect_values;
+
+TEST(Autograd, ChainRuleThroughSharedInputs) {
+  Tensor x = from_vector<double>({1, 2, 3}, {3}).set_requires_grad();
+  sum(x * x * x).backward();
+  expect_values(x.grad(), {3, 12, 27});
+}
+
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = from_vector<double>({1, 2}, {2}).set_requires_grad();
+  sum(x * 3.0).backward();
+  sum(x * x).backward();
+  expect_values(x.grad(), {5, 7});
+}
+
+TEST(Autograd, LeafGradientsNeverAlias) {
+  Tensor a = ones({3}).set_requires_grad(), b = ones({3}).set_requires_grad();
+  sum(a + b).backward();
+  EXPECT_NE(a.grad().storage(), b.grad().storage());
+  {
+    NoGradGuard no_grad;
+    a.grad().fill_(5);
+  }
+  expect_values(b.grad(), {1, 1, 1});
+  // A broadcast gradient (stride 0) is materialized before it becomes .grad.
+  Tensor c = ones({1}).set_requires_grad();
+  sum(c.expand({4})).backward();
+  expect_values(c.grad(), {4});
+}
+
+TEST(Autograd, NoGradGuardStopsRecording) {
+  Tensor x = ones({2}).set_requires_grad();
+  {
+    NoGradGuard no_grad;
+    EXPECT_FALSE((x * 2.0).requires_grad());
+    EnableGradGuard enable;
+    EXPECT_TRUE((x * 2.0).requires_grad());
+  }
+  EXPECT_TRUE((x * 2.0).requires_grad());
+  EXPECT_FALSE((x.detach() * 2.0).requires_grad());
+}
+
+TEST(Autograd, GradientsFlowThroughViews) {
+  Tensor x = arange(0, 6, 1, DType::Float64).reshape({2, 3}).detach().set_requires_grad();
+  const Tensor y = x.transpose(0, 1).slice(0, 1, 3);  // rows 1..2 of x^T
+  sum(y * y).backward();
+  expect_values(x.grad(), {0, 2, 4, 0, 8, 10});
+}
+
+TEST(Autograd, SecondBackwardThroughAFreedGraphFails) {
+  Tensor x = ones({2}).set_requires_grad();
+  const Tensor y = sum(exp(x));
+  y.backward();
+  EXPECT_THROW(y.backward(), ValueError);
+}
+
+TEST(Autograd, InPlaceChangeOfASavedTensorIsDetected) {
+  Tensor x = ones({2}).set_requires_grad();
+  Tensor h = exp(x);  // h is saved by the next mul
+  Tensor y = sum(h * h);
+  {
+    NoGradGuard no_grad;
+    h.fill_(0);
+  }
+  EXPECT_THROW(y.backward(), ValueError);
+}
+
+TEST(Autograd, UnusedOutputOfAMultiOutputOp) {
+  Tensor z = test::rand64({2, 8}).set_requires_grad();
+  Tensor c = test::rand64({2, 2}, 2).set_requires_grad();
+  auto [h, c1] = lstm_cell(z, c, Activation::Tanh, Activation::Sigmoid);
+  sum(h).backward();  // c1 unused: its gradient is zero
+  EXPECT_TRUE(z.grad().defined());
+  EXPECT_TRUE(c.grad().defined());
+}
+
+TEST(Autograd, IntegerInputsGetNoGradient) {
+  Tensor x = test::rand64({2, 3}).set_requires_grad();
+  sum(gather_last(x, from_vector<int64_t>({0, 2}, {2}))).backward();
+  expect_values(x.grad(), {1, 0, 0, 0, 0, 1});
+}
+
+}  // namespace
+}  // namespace encore

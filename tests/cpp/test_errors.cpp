@@ -1,0 +1,87 @@
+// Every bad input gets an exception of the right type that names the op and the shapes,
+// and the runtime stays usable afterwards.
+#include "autograd/grad_mode.h"
+#include "helpers.h"
+
+namespace encore {
+namespace {
+
+template <class E, class F> std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "no exception";
+  return {};
+}
+
+#define EXPECT_ERROR(Kind, expr, fragment)                                        \
+  do {                                                                            \
+    const std::string msg = message_of<Kind>([&] { (void)(expr); });              \
+    EXPECT_NE(msg.find(fragment), std::string::npos) << "message: " << msg;       \
+  } while (0)
+
+TEST(Errors, ShapesDtypesAndValues) {
+  const Tensor a = zeros({2, 3}), b = zeros({4});
+  EXPECT_ERROR(ShapeError, a + b, "[add] shapes (2, 3) and (4,) cannot be broadcast together");
+  EXPECT_ERROR(DTypeError, a + zeros({2, 3}, DType::Float64), "[add] dtypes differ");
+  EXPECT_ERROR(DTypeError, exp(zeros({2}, DType::Int32)), "[exp] needs a floating tensor");
+  EXPECT_ERROR(ShapeError, matmul(zeros({2, 3}), zeros({4, 5})), "[matmul] (2, 3) @ (4, 5)");
+  EXPECT_ERROR(ShapeError, matmul(zeros({}), zeros({2})), "[matmul]");
+  EXPECT_ERROR(ShapeError, conv1d(zeros({32, 140, 30}), zeros({40, 16, 128})),
+               "[conv1d] input (32, 140, 30) has 30 channels but the kernel (40, 16, 128) expects 16");
+  EXPECT_ERROR(ShapeError, conv1d(zeros({1, 3, 2}), zeros({5, 2, 1})), "too short for kernel size 5");
+  EXPECT_ERROR(ShapeError, conv1d(zeros({3, 2}), zeros({5, 2, 1})), "[conv1d] expects input");
+  EXPECT_ERROR(ValueError, conv1d(zeros({1, 8, 2}), zeros({3, 2, 1}), 0), "[conv1d] stride 0");
+  EXPECT_ERROR(ShapeError, a.reshape({4, 2}), "[reshape] cannot reshape (2, 3)");
+  EXPECT_ERROR(ShapeError, a.reshape({-1, -1}), "only one dimension may be -1");
+  EXPECT_ERROR(ShapeError, sum(a, {2}), "[sum] axis 2 is out of range for a tensor of rank 2");
+  EXPECT_ERROR(ValueError, sum(a, {1, -1}), "listed twice");
+  EXPECT_ERROR(ValueError, a.slice(0, 0, 1, 0), "[slice] step must be positive");
+  EXPECT_ERROR(ShapeError, a.squeeze(0), "[squeeze] axis 0 of (2, 3) has size 2");
+  EXPECT_ERROR(ValueError, dropout(a, 1.0, true), "[dropout] rate must be in [0, 1)");
+  EXPECT_ERROR(ValueError, a.item(), "[item] needs a tensor with one element");
+  EXPECT_ERROR(ShapeError, concat({zeros({2, 3}), zeros({3, 3})}, 1), "[concat] input 1 (3, 3)");
+  EXPECT_ERROR(ValueError, gather_last(zeros({2, 3}), from_vector<int32_t>({0, 3}, {2})),
+               "[gather_last] index 3 is out of range");
+  EXPECT_ERROR(DTypeError, gather_last(zeros({2, 3}), zeros({2})), "indices must be int32 or int64");
+  EXPECT_ERROR(ShapeError, zeros({1, 1, 1, 1, 1, 1, 1, 1, 1}), "rank 9 exceeds the maximum of 8");
+  EXPECT_ERROR(ShapeError, zeros({-1}), "negative dimension");
+  EXPECT_ERROR(ValueError, add(Tensor(), a), "[add] input 0 is an undefined tensor");
+  EXPECT_ERROR(ValueError, clip(a, 1, 0), "[clip] lower bound 1 exceeds upper bound 0");
+  EXPECT_ERROR(ValueError, arange(0, 1, 0), "[arange]");
+  EXPECT_ERROR(ShapeError, from_vector<float>({1, 2, 3}, {2, 2}), "3 values cannot fill shape (2, 2)");
+  EXPECT_ERROR(ShapeError, lstm_cell(zeros({2, 7}), zeros({2, 2}), Activation::Tanh, Activation::Sigmoid),
+               "[lstm_cell] gates (2, 7) must be (batch, 4 * units)");
+  EXPECT_ERROR(ValueError, parse_activation("swish"), "unknown activation 'swish'");
+  // The runtime still works.
+  test::expect_values(ones({2}) + ones({2}), {2, 2});
+}
+
+TEST(Errors, Autograd) {
+  Tensor w = ones({2}).set_requires_grad();
+  EXPECT_ERROR(ShapeError, (w * 2.0).backward(), "[backward] implicit gradient needs a scalar");
+  EXPECT_ERROR(ValueError, zeros({1}).backward(), "does not require grad");
+  EXPECT_ERROR(ValueError, w.fill_(0), "[fill_] cannot write in place into a tensor that requires grad");
+  EXPECT_ERROR(DTypeError, zeros({2}, DType::Int64).set_requires_grad(), "only floating tensors");
+  EXPECT_ERROR(ValueError, (w * 2.0).set_requires_grad(), "leaf tensors");
+  {
+    NoGradGuard no_grad;
+    w.fill_(3);  // fine without grad mode: this is how optimizers update parameters
+  }
+  test::expect_values(w, {3, 3});
+}
+
+TEST(Errors, DevicesWithoutAGpu) {
+  if (cuda_available()) GTEST_SKIP() << "a GPU is present";
+  EXPECT_THROW(zeros({2}, DType::Float32, Device::cuda()), DeviceError);
+  EXPECT_THROW(ones({2}).to(Device::cuda()), DeviceError);
+  test::expect_values(ones({1}), {1});
+}
+
+}  // namespace
+}  // namespace encore

@@ -1,0 +1,258 @@
+// Forward results of every op family against hand-computed values or float64 references.
+#include "helpers.h"
+#include "ops/cpu/conv1d.h"
+#include "core/ledger.h"
+#include "ops/dispatch.h"
+
+namespace encore {
+namespace {
+
+using test::expect_values;
+using test::max_abs_diff;
+using test::rand32;
+using test::rand64;
+
+TEST(Elementwise, UnaryValues) {
+  const Tensor x = from_vector<double>({-2, -0.5, 0.5, 3}, {4});
+  expect_values(neg(x), {2, 0.5, -0.5, -3});
+  expect_values(relu(x), {0, 0, 0.5, 3});
+  expect_values(abs(x), {2, 0.5, 0.5, 3});
+  expect_values(leaky_relu(x, 0.1), {-0.2, -0.05, 0.5, 3});
+  expect_values(clip(x, -1, 1), {-1, -0.5, 0.5, 1});
+  expect_values(x * 2.0 + 1.0, {-3, 0, 2, 7});
+  expect_values(exp(x), {std::exp(-2), std::exp(-0.5), std::exp(0.5), std::exp(3)}, 1e-12);
+  expect_values(tanh(x), {std::tanh(-2), std::tanh(-0.5), std::tanh(0.5), std::tanh(3)}, 1e-12);
+  expect_values(sigmoid(x), {1 / (1 + std::exp(2)), 1 / (1 + std::exp(0.5)), 1 / (1 + std::exp(-0.5)),
+                             1 / (1 + std::exp(-3))}, 1e-12);
+  expect_values(softplus(from_vector<double>({-50, 0, 50}, {3})), {std::log1p(std::exp(-50)), std::log(2), 50}, 1e-12);
+  const Tensor p = from_vector<float>({1, 4, 9}, {3});
+  expect_values(sqrt(p), {1, 2, 3});
+  expect_values(log(p), {0, std::log(4), std::log(9)}, 1e-6);
+  expect_values(pow(p, 0.5), {1, 2, 3}, 1e-6);
+  expect_values(1.0 / p, {1, 0.25, 1.0 / 9}, 1e-7);
+  expect_values(neg(from_vector<int32_t>({1, -2}, {2})), {-1, 2});
+}
+
+TEST(Elementwise, BroadcastingBinary) {
+  const Tensor a = arange(0, 6, 1, DType::Float64).reshape({2, 3});
+  const Tensor row = from_vector<double>({10, 20, 30}, {3});
+  const Tensor col = from_vector<double>({100, 200}, {2, 1});
+  expect_values(a + row, {10, 21, 32, 13, 24, 35});
+  expect_values(a + col, {100, 101, 102, 203, 204, 205});
+  expect_values(col - row, {90, 80, 70, 190, 180, 170});
+  expect_values(row / col, {0.1, 0.2, 0.3, 0.05, 0.1, 0.15}, 1e-12);
+  expect_values(a * full({}, 2.0, DType::Float64), {0, 2, 4, 6, 8, 10});
+  expect_values(maximum(a, full({}, 2.5, DType::Float64)), {2.5, 2.5, 2.5, 3, 4, 5});
+  expect_values(minimum(a, row), {0, 1, 2, 3, 4, 5});
+  // Strided (transposed) operands go through the general loop.
+  const Tensor t = a.transpose(0, 1);  // (3, 2)
+  expect_values(t + from_vector<double>({1, 2}, {2}), {1, 5, 2, 6, 3, 7});
+  expect_values(t * t, {0, 9, 1, 16, 4, 25});
+  EXPECT_EQ((zeros({4, 1, 3}) + zeros({2, 1})).shape(), (Shape{4, 2, 3}));
+  expect_values(from_vector<int64_t>({5, 7}, {2}) + from_vector<int64_t>({1}, {1}), {6, 8});
+}
+
+TEST(Elementwise, ComparisonsAreMasks) {
+  const Tensor a = from_vector<float>({1, 2, 3}, {3}), b = from_vector<float>({2, 2, 2}, {3});
+  expect_values(eq(a, b), {0, 1, 0});
+  expect_values(ne(a, b), {1, 0, 1});
+  expect_values(gt(a, b), {0, 0, 1});
+  expect_values(ge(a, b), {0, 1, 1});
+  expect_values(lt(a, b), {1, 0, 0});
+  expect_values(le(a, b), {1, 1, 0});
+  EXPECT_EQ(gt(a, b).dtype(), DType::Float32);
+  expect_values(a * (a > b), {0, 0, 3});
+}
+
+TEST(Reduce, SumMeanMaxOverAxes) {
+  const Tensor x = arange(0, 24, 1, DType::Float64).reshape({2, 3, 4});
+  EXPECT_DOUBLE_EQ(sum(x).item(), 276);
+  EXPECT_DOUBLE_EQ(mean(x).item(), 11.5);
+  expect_values(sum(x, {2}), {6, 22, 38, 54, 70, 86});
+  expect_values(sum(x, {0, 2}), {60, 92, 124});
+  expect_values(mean(x, {1}), {4, 5, 6, 7, 16, 17, 18, 19});
+  EXPECT_EQ(sum(x, {1}, true).shape(), (Shape{2, 1, 4}));
+  EXPECT_EQ(sum(x, {-1}).shape(), (Shape{2, 3}));
+  expect_values(max(x, {1}), {8, 9, 10, 11, 20, 21, 22, 23});
+  expect_values(max(neg(x), {0, 2}), {0, -4, -8});
+  // Reductions of strided views.
+  expect_values(sum(x.transpose(0, 2), {2}), {12, 20, 28, 14, 22, 30, 16, 24, 32, 18, 26, 34});
+  expect_values(sum(from_vector<int32_t>({1, 2, 3}, {3})), {6});
+  // float32 sums of long rows accumulate in double.
+  const Tensor ones_big = ones({1 << 20});
+  EXPECT_DOUBLE_EQ(sum(ones_big * 0.1).item(), static_cast<double>(0.1f) * (1 << 20));
+}
+
+TEST(Reduce, SumToInvertsBroadcast) {
+  const Tensor g = ones({2, 3, 4});
+  expect_values(sum_to(g, {3, 1}), {8, 8, 8});
+  expect_values(sum_to(g, {4}), {6, 6, 6, 6});
+  EXPECT_EQ(sum_to(g, {2, 3, 4}).shape(), (Shape{2, 3, 4}));
+}
+
+Tensor naive_matmul(const Tensor& a, const Tensor& b) {  // (M, K) @ (K, N) in float64
+  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  std::vector<double> out(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) out[i * n + j] += x[i * k + p] * y[p * n + j];
+  return from_vector(out, {m, n});
+}
+
+TEST(Matmul, MatchesNaiveIncludingViewsAndBatches) {
+  const Tensor a = rand32({5, 7}, 1), b = rand32({7, 3}, 2);
+  EXPECT_LT(max_abs_diff(matmul(a, b), naive_matmul(a, b)), 1e-5);
+  // Transposed operands are passed to BLAS without a copy.
+  const Tensor at = rand32({7, 5}, 3).transpose(0, 1), bt = rand32({3, 7}, 4).transpose(0, 1);
+  EXPECT_LT(max_abs_diff(matmul(at, bt), naive_matmul(at.contiguous(), bt.contiguous())), 1e-5);
+  // Batched with broadcasting: (2, 1, 5, 7) @ (3, 7, 3) -> (2, 3, 5, 3).
+  const Tensor ba = rand64({2, 1, 5, 7}, 5), bb = rand64({3, 7, 3}, 6);
+  const Tensor out = matmul(ba, bb);
+  ASSERT_EQ(out.shape(), (Shape{2, 3, 5, 3}));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      const Tensor ref = naive_matmul(ba.slice(0, i, i + 1).reshape({5, 7}), bb.slice(0, j, j + 1).reshape({7, 3}));
+      EXPECT_LT(max_abs_diff(out.slice(0, i, i + 1).slice(1, j, j + 1).reshape({5, 3}), ref), 1e-12);
+    }
+  // Dense-style (B, T, K) @ (K, N) folds into one GEMM; 1-D operands follow NumPy.
+  const Tensor x3 = rand64({4, 6, 7}, 7);
+  EXPECT_LT(max_abs_diff(matmul(x3, b.to(DType::Float64)).reshape({24, 3}),
+                         naive_matmul(x3.reshape({24, 7}), b.to(DType::Float64))), 1e-12);
+  const Tensor v = from_vector<double>({1, 2}, {2});
+  const Tensor m = from_vector<double>({1, 2, 3, 4}, {2, 2});
+  expect_values(matmul(v, m), {7, 10});
+  expect_values(matmul(m, v), {5, 11});
+  EXPECT_EQ(matmul(v, v).shape(), Shape{});
+  expect_values(matmul(zeros({2, 0}), zeros({0, 3})), {0, 0, 0, 0, 0, 0});
+}
+
+struct ConvCase {
+  int64_t n, length, channels, filters, kernel, stride, dilation;
+  Padding padding;
+};
+
+class Conv1dMatchesReference : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(Conv1dMatchesReference, ForwardAndGradients) {
+  const ConvCase c = GetParam();
+  const Tensor x = rand32({c.n, c.length, c.channels}, 11), w = rand32({c.kernel, c.channels, c.filters}, 12);
+  const Tensor y = conv1d(x, w, c.stride, c.padding, c.dilation);  // oneDNN, float32
+  const Tensor y64 = conv1d(x.to(DType::Float64), w.to(DType::Float64), c.stride, c.padding, c.dilation);
+  EXPECT_LT(max_abs_diff(y, y64), 1e-4);
+  // Independent check of the float64 loops at one output position.
+  const auto [pl, pr] = conv1d_padding(c.length, c.kernel, c.stride, c.dilation, c.padding);
+  EXPECT_EQ(y.shape()[1], (c.length + pl + pr - c.dilation * (c.kernel - 1) - 1) / c.stride + 1);
+  const auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), yv = y64.to_vector<double>();
+  const int64_t t = y.shape()[1] - 1, f = c.filters - 1, b = c.n - 1;
+  double ref = 0;
+  for (int64_t k = 0; k < c.kernel; ++k) {
+    const int64_t i = t * c.stride + k * c.dilation - pl;
+    if (i < 0 || i >= c.length) continue;
+    for (int64_t ch = 0; ch < c.channels; ++ch)
+      ref += xv[(b * c.length + i) * c.channels + ch] * wv[(k * c.channels + ch) * c.filters + f];
+  }
+  EXPECT_NEAR(yv[(b * y.shape()[1] + t) * c.filters + f], ref, 1e-12);
+  // Gradients: oneDNN float32 against the float64 loops.
+  Tensor xg = x.detach().set_requires_grad(), wg = w.detach().set_requires_grad();
+  Tensor x64 = x.to(DType::Float64).set_requires_grad(), w64 = w.to(DType::Float64).set_requires_grad();
+  const Tensor gy = rand32(y.shape(), 13);
+  conv1d(xg, wg, c.stride, c.padding, c.dilation).backward(gy);
+  conv1d(x64, w64, c.stride, c.padding, c.dilation).backward(gy.to(DType::Float64));
+  EXPECT_LT(max_abs_diff(xg.grad(), x64.grad()), 1e-4);
+  EXPECT_LT(max_abs_diff(wg.grad(), w64.grad()), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Conv1dMatchesReference,
+    ::testing::Values(ConvCase{2, 16, 3, 4, 3, 1, 1, Padding::valid()},
+                      ConvCase{2, 17, 5, 6, 4, 2, 1, Padding::same()},
+                      ConvCase{3, 140, 30, 16, 40, 4, 1, Padding::same()},
+                      ConvCase{2, 20, 4, 3, 3, 1, 2, Padding::same()},
+                      ConvCase{1, 12, 2, 2, 5, 3, 1, Padding::explicit_(1, 3)},
+                      ConvCase{2, 9, 3, 2, 2, 1, 3, Padding::valid()}));
+
+TEST(Conv1d, SamePaddingMatchesKeras) {
+  // Keras 'same': output ceil(L / stride); left pad = total // 2.
+  EXPECT_EQ(conv1d_padding(140, 40, 4, 1, Padding::same()), (std::pair<int64_t, int64_t>{18, 18}));
+  EXPECT_EQ(conv1d_padding(141, 40, 4, 1, Padding::same()), (std::pair<int64_t, int64_t>{19, 20}));
+  EXPECT_EQ(conv1d_padding(10, 3, 1, 1, Padding::same()), (std::pair<int64_t, int64_t>{1, 1}));
+  EXPECT_EQ(conv1d_padding(10, 4, 1, 1, Padding::same()), (std::pair<int64_t, int64_t>{1, 2}));
+  EXPECT_EQ(conv1d(zeros({1, 140, 30}), zeros({40, 30, 8}), 4, Padding::same()).shape(), (Shape{1, 35, 8}));
+}
+
+TEST(Conv1d, PrimitivesAreCachedPerShape) {
+  const Tensor w = rand32({3, 2, 2}, 1);
+  const int64_t before = Ledger::global().get(Counter::Autotunes);
+  conv1d(rand32({1, 31, 2}, 2), w);
+  const int64_t after_first = Ledger::global().get(Counter::Autotunes);
+  EXPECT_EQ(after_first, before + 1);
+  const int64_t hits = Ledger::global().get(Counter::AutotuneHits);
+  conv1d(rand32({1, 31, 2}, 3), w);
+  EXPECT_EQ(Ledger::global().get(Counter::Autotunes), after_first);
+  EXPECT_EQ(Ledger::global().get(Counter::AutotuneHits), hits + 1);
+  conv1d(rand32({1, 32, 2}, 4), w);  // a new length is a new primitive
+  EXPECT_EQ(Ledger::global().get(Counter::Autotunes), after_first + 1);
+  bool listed = false;
+  for (const auto& p : cpu::conv1d_primitives()) listed |= p.key.find("L=31") != std::string::npos;
+  EXPECT_TRUE(listed);
+}
+
+TEST(Softmax, RowsSumToOneAndMatchLogSoftmax) {
+  const Tensor x = rand64({3, 5}) * 10.0;
+  const Tensor s = softmax(x, -1);
+  expect_values(sum(s, {1}), {1, 1, 1}, 1e-12);
+  EXPECT_LT(max_abs_diff(log(s), log_softmax(x, -1)), 1e-12);
+  // Large logits do not overflow.
+  expect_values(softmax(from_vector<float>({1000, 1000}, {2}), 0), {0.5, 0.5});
+  // Along a middle axis.
+  const Tensor y = softmax(rand64({2, 4, 3}), 1);
+  expect_values(sum(y, {1}), {1, 1, 1, 1, 1, 1}, 1e-12);
+}
+
+TEST(Dropout, ScalesKeptValuesAndIsDeterministicPerSeed) {
+  const Tensor x = ones({10000});
+  Generator g1(3), g2(3);
+  const Tensor a = dropout(x, 0.25, true, &g1), b = dropout(x, 0.25, true, &g2);
+  EXPECT_TRUE(test::bitwise_equal(a, b));
+  const auto v = a.to_vector<float>();
+  int kept = 0;
+  for (float f : v) {
+    EXPECT_TRUE(f == 0.0f || std::fabs(f - 1.0f / 0.75f) < 1e-6);
+    kept += f != 0.0f;
+  }
+  EXPECT_NEAR(kept / 10000.0, 0.75, 0.02);
+  EXPECT_FALSE(test::bitwise_equal(a, dropout(x, 0.25, true, &g1)));  // the stream advanced
+  EXPECT_TRUE(dropout(x, 0.25, false, &g1).same(x));                  // identity in inference
+}
+
+TEST(GatherScatter, PickAndScatterAlongLastAxis) {
+  const Tensor x = arange(0, 12, 1, DType::Float64).reshape({3, 4});
+  const Tensor idx = from_vector<int32_t>({3, 0, 2}, {3});
+  expect_values(gather_last(x, idx), {3, 4, 10});
+  expect_values(scatter_last(from_vector<double>({1, 2, 3}, {3}), idx, 4), {0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 3, 0});
+  EXPECT_THROW(gather_last(x, from_vector<int32_t>({4, 0, 0}, {3})), ValueError);
+}
+
+TEST(LstmCell, MatchesTheGateEquations) {
+  const Tensor z = rand64({2, 8}, 1), c = rand64({2, 2}, 2);
+  const auto [h, c1] = lstm_cell(z, c, Activation::Tanh, Activation::Sigmoid);
+  const Tensor i = sigmoid(z.slice(1, 0, 2)), f = sigmoid(z.slice(1, 2, 4)), g = tanh(z.slice(1, 4, 6)),
+               o = sigmoid(z.slice(1, 6, 8));
+  const Tensor c_ref = f * c + i * g;
+  EXPECT_LT(max_abs_diff(c1, c_ref), 1e-12);
+  EXPECT_LT(max_abs_diff(h, o * tanh(c_ref)), 1e-12);
+}
+
+TEST(DataMovement, ConcatStackFlip) {
+  const Tensor a = arange(0, 4).reshape({2, 2}), b = arange(4, 6).reshape({2, 1});
+  expect_values(concat({a, b}, 1), {0, 1, 4, 2, 3, 5});
+  expect_values(concat({a, a}, 0), {0, 1, 2, 3, 0, 1, 2, 3});
+  EXPECT_EQ(stack({a, a, a}, 1).shape(), (Shape{2, 3, 2}));
+  expect_values(stack({a, a + 10.0}, 0).slice(0, 1, 2).reshape({4}), {10, 11, 12, 13});
+  expect_values(flip(arange(0, 6).reshape({2, 3}), 1), {2, 1, 0, 5, 4, 3});
+  expect_values(flip(arange(0, 6).reshape({2, 3}), 0), {3, 4, 5, 0, 1, 2});
+}
+
+}  // namespace
+}  // namespace encore
