@@ -34,7 +34,8 @@ void accumulate_leaf(const std::shared_ptr<TensorImpl>& impl, Tensor g) {
     dispatch(OpId::add_, in);
     return;
   }
-  if (graph::Tracer::current()) {
+  if (graph::Tracer* tracer = graph::Tracer::current()) {
+    tracer->note_grad(impl);
     Tensor buffer(impl->trace_grad);
     if (!buffer.defined() || buffer.shape() != impl->shape || buffer.dtype() != impl->dtype ||
         buffer.device() != impl->device) {

@@ -1,6 +1,10 @@
 #include "core/modes.h"
 
 #include <atomic>
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#define ENCORE_HAS_MXCSR 1
+#endif
 
 #include "autograd/grad_mode.h"
 #include "core/device.h"
@@ -14,6 +18,7 @@ namespace encore {
 namespace {
 thread_local bool g_training = true;
 std::atomic<bool> g_allow_tf32{false};
+std::atomic<bool> g_flush_denormal{true};
 }  // namespace
 
 thread_local bool GradMode::enabled_ = true;
@@ -22,6 +27,26 @@ bool training() { return g_training; }
 void set_training(bool on) { g_training = on; }
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 void set_allow_tf32(bool on) { g_allow_tf32.store(on, std::memory_order_relaxed); }
+bool flush_denormal() { return g_flush_denormal.load(std::memory_order_relaxed); }
+void set_flush_denormal(bool on) { g_flush_denormal.store(on, std::memory_order_relaxed); }
+
+#ifdef ENCORE_HAS_MXCSR
+// FTZ (bit 15) flushes subnormal results, DAZ (bit 6) treats subnormal inputs as zero.
+constexpr unsigned kFlushBits = 0x8040;
+DenormalScope::DenormalScope() : saved_(_mm_getcsr()) {
+  const unsigned want = flush_denormal() ? (saved_ | kFlushBits) : saved_;
+  if (want != saved_) {
+    _mm_setcsr(want);
+    changed_ = true;
+  }
+}
+DenormalScope::~DenormalScope() {
+  if (changed_) _mm_setcsr(saved_);
+}
+#else
+DenormalScope::DenormalScope() : saved_(0) {}
+DenormalScope::~DenormalScope() = default;
+#endif
 
 Device parse_device(const std::string& s) {
   if (s == "cpu") return Device::cpu();

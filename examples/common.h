@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -25,11 +26,10 @@ class Args {
  public:
   Args(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a.rfind("--", 0) != 0) continue;
-      a = a.substr(2);
-      if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) values_[a] = argv[++i];
-      else values_[a] = "1";
+      if (std::strncmp(argv[i], "--", 2) != 0) continue;
+      const std::string key(argv[i] + 2);
+      const bool has_value = i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0;
+      values_[key] = has_value ? argv[++i] : "1";
     }
   }
   std::string get(const std::string& k, const std::string& def = "") const {

@@ -31,6 +31,11 @@ class Tracer {
 
   Graph& graph() { return graph_; }
 
+  /// Called when backward assigns a leaf's .grad during the trace; a replay re-applies the
+  /// final assignment so the caller's parameters see their gradient buffers.
+  void note_grad(const std::shared_ptr<TensorImpl>& leaf) { grad_leaves_.push_back(leaf); }
+  const std::vector<std::weak_ptr<TensorImpl>>& grad_leaves() const { return grad_leaves_; }
+
  private:
   friend class PauseTrace;
   static thread_local Tracer* current_;
@@ -38,6 +43,7 @@ class Tracer {
   uint64_t id_;
   Tracer* previous_;
   std::unordered_map<const Storage*, uint32_t> captured_;
+  std::vector<std::weak_ptr<TensorImpl>> grad_leaves_;
 };
 
 /// Runs ops eagerly inside a trace, for state that must exist before the graph does:

@@ -5,6 +5,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/ledger.h"
+#include "core/modes.h"
 #include "graph/tracer.h"
 #if ENCORE_CUDA
 #include "core/cuda/runtime.h"
@@ -64,6 +65,7 @@ void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> 
   TensorRef out_refs[kMaxOutputs];
   for (size_t i = 0; i < out.size(); ++i) out_refs[i] = ref(out[i]);
   const KernelCtx ctx{{in_refs, in.size()}, {out_refs, out.size()}, attrs, nullptr};
+  const DenormalScope denormals;
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
     kernel(ctx);

@@ -241,6 +241,11 @@ std::vector<ConvPrimitiveInfo> conv1d_primitives() {
   return out;
 }
 
+void clear_conv1d_primitives() {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  g_cache.clear();
+}
+
 void register_conv1d() {
   set_kernel(OpId::conv1d, kernel<ConvKind::Forward>, prepare<ConvKind::Forward>);
   set_kernel(OpId::conv1d_backward_data, kernel<ConvKind::BackwardData>, prepare<ConvKind::BackwardData>);

@@ -23,5 +23,7 @@ struct ConvPrimitiveInfo {
 };
 /// The cached oneDNN primitives: which shapes paid the setup cost, and what was chosen.
 std::vector<ConvPrimitiveInfo> conv1d_primitives();
+/// Forgets them (Plans keep the ones they hold): the next use of each shape pays again.
+void clear_conv1d_primitives();
 
 }  // namespace encore::cpu

@@ -21,6 +21,17 @@ template <class F, class T> void unary(const TensorRef& x, const TensorRef& y, F
   });
 }
 
+// True when `b` (ignoring leading 1s) equals the trailing dims of `shape`.
+inline bool trailing_match(const Shape& b, const Shape& shape) {
+  int lead = 0;
+  while (lead < b.size() && b[lead] == 1) ++lead;
+  const int k = b.size() - lead;
+  if (k > shape.size()) return false;
+  for (int i = 0; i < k; ++i)
+    if (b[lead + i] != shape[shape.size() - k + i]) return false;
+  return true;
+}
+
 template <class F, class T>
 void binary(const TensorRef& a, const TensorRef& b, const TensorRef& y, F f) {
   T* out = y.ptr<T>();
@@ -40,6 +51,16 @@ void binary(const TensorRef& a, const TensorRef& b, const TensorRef& y, F f) {
     if (a.numel() == 1 && b.numel() == n) {
       const T s = pa[0];
       for (int64_t i = 0; i < n; ++i) out[i] = f(s, pb[i]);
+      return;
+    }
+    // A row vector broadcast over leading dims (a bias): b's shape is a's trailing shape.
+    const int64_t m = b.numel();
+    if (a.numel() == n && m > 0 && n % m == 0 && trailing_match(b.shape, y.shape)) {
+      for (int64_t r = 0; r < n; r += m) {
+        T* __restrict o = out + r;
+        const T* __restrict x = pa + r;
+        for (int64_t i = 0; i < m; ++i) o[i] = f(x[i], pb[i]);
+      }
       return;
     }
   }

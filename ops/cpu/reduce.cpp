@@ -47,6 +47,24 @@ template <class Op, class T> void reduce(const TensorRef& x, const TensorRef& y,
     return;
   }
   for (int64_t o = 0; o < n_out; ++o) out[o] = Op::template init<T>();
+  // Reduced axes form a prefix of a contiguous input (bias gradients): sweep rows, each a
+  // vectorizable update of the whole output. Same order as the general path below.
+  bool prefix = x.contiguous();
+  bool seen_kept_front = false;
+  for (int d = 0; d < x.shape.size() && prefix; ++d) {
+    if (x.shape[d] == 1) continue;
+    if (axes >> d & 1u) prefix = !seen_kept_front;
+    else seen_kept_front = true;
+  }
+  if (prefix && n_out > 0) {
+    const int64_t rows = x.numel() / n_out;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* __restrict row = in + r * n_out;
+      T* __restrict o = out;
+      for (int64_t j = 0; j < n_out; ++j) o[j] = static_cast<T>(Op::apply(o[j], row[j]));
+    }
+    return;
+  }
   Strides out_st = Dims::filled(x.shape.size(), 0);
   // Output strides over the input shape: 0 on reduced axes, row-major over kept axes.
   int64_t st = 1;

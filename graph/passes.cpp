@@ -1,0 +1,96 @@
+#include "graph/passes.h"
+
+#include <vector>
+
+namespace encore::graph {
+
+namespace {
+
+bool writes(const Node& n, size_t k) {
+  return op_def(n.op).writes(static_cast<int>(k), static_cast<int>(n.in.size()), n.attrs);
+}
+
+bool observable(const Buffer& b) { return b.kind != BufferKind::Internal; }
+
+bool whole(const Graph& g, const Value& v) {
+  return v.offset == 0 && v.strides == contiguous_strides(v.shape) &&
+         v.shape.numel() * itemsize(v.dtype) == g.buffers[v.buffer].nbytes;
+}
+
+}  // namespace
+
+int eliminate_dead_code(Graph& g) {
+  std::vector<bool> live(g.buffers.size(), false);
+  for (const Value& v : g.outputs) live[v.buffer] = true;
+  std::vector<bool> keep(g.nodes.size(), false);
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    const Node& n = g.nodes[i];
+    bool needed = false;
+    for (const Value& v : n.out) needed |= live[v.buffer];
+    for (size_t k = 0; k < n.in.size(); ++k)
+      if (writes(n, k)) needed |= live[n.in[k].buffer] || observable(g.buffers[n.in[k].buffer]);
+    if (!needed) continue;
+    keep[i] = true;
+    for (const Value& v : n.in) live[v.buffer] = true;
+  }
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (keep[i]) kept.push_back(std::move(g.nodes[i]));
+  const int removed = static_cast<int>(g.nodes.size() - kept.size());
+  g.nodes = std::move(kept);
+  return removed;
+}
+
+int elide_copies_into_captured(Graph& g) {
+  int elided = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& copy = g.nodes[i];
+    if (copy.op != OpId::copy_ || !whole(g, copy.in[0]) || !whole(g, copy.in[1])) continue;
+    const uint32_t dst = copy.in[0].buffer, src = copy.in[1].buffer;
+    if (g.buffers[dst].kind != BufferKind::External || g.buffers[src].kind != BufferKind::Internal ||
+        g.buffers[src].nbytes != g.buffers[dst].nbytes || copy.in[0].dtype != copy.in[1].dtype)
+      continue;
+    // The producer: the first node with src as a whole output.
+    size_t producer = g.nodes.size();
+    for (size_t j = 0; j < i && producer == g.nodes.size(); ++j)
+      for (const Value& v : g.nodes[j].out)
+        if (v.buffer == src && whole(g, v)) producer = j;
+    if (producer == g.nodes.size()) continue;
+    bool clear = true;
+    for (const Value& v : g.outputs) clear &= v.buffer != src;
+    for (size_t j = 0; j < g.nodes.size() && clear; ++j) {
+      if (j == i || j == producer) continue;
+      for (const Value& v : g.nodes[j].in) {
+        // dst untouched from the producer to the copy; src unread after the copy.
+        if (v.buffer == dst && j > producer && j < i) clear = false;
+        if (v.buffer == src && j > i) clear = false;
+      }
+      for (const Value& v : g.nodes[j].out) {
+        if (v.buffer == src && j != producer) clear = false;
+        if (v.buffer == dst && j > producer && j < i) clear = false;
+      }
+    }
+    if (!clear) continue;
+    // Redirect every use of src (the producer's output and reads before the copy) to dst.
+    for (size_t j = producer; j < i; ++j) {
+      for (Value& v : g.nodes[j].in)
+        if (v.buffer == src) v.buffer = dst;
+      for (Value& v : g.nodes[j].out)
+        if (v.buffer == src) v.buffer = dst;
+    }
+    g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+    --i;
+    ++elided;
+  }
+  return elided;
+}
+
+PassStats run_passes(Graph& g) {
+  PassStats s;
+  s.copies_elided = elide_copies_into_captured(g);
+  s.dead_nodes_removed = eliminate_dead_code(g);
+  return s;
+}
+
+}  // namespace encore::graph

@@ -1,0 +1,155 @@
+#include "graph/signature.h"
+
+#include "autograd/grad_mode.h"
+#include "core/modes.h"
+
+namespace encore::graph {
+
+namespace {
+
+std::string arg_label(size_t i, const std::vector<std::string>& names) {
+  std::string s = "arg " + std::to_string(i);
+  if (i < names.size() && !names[i].empty()) s += " (" + names[i] + ")";
+  return s;
+}
+
+std::string key_str(const ArgKey& k) {
+  struct {
+    std::string operator()(const TensorKey& t) const {
+      return t.shape.str() + " " + std::string(name(t.dtype)) + " " + t.device.str() +
+             (t.requires_grad ? " requires_grad" : "");
+    }
+    std::string operator()(int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const { return detail::cat(v); }
+    std::string operator()(bool v) const { return v ? "true" : "false"; }
+    std::string operator()(const std::string& v) const { return "'" + v + "'"; }
+  } visitor;
+  return std::visit(visitor, k);
+}
+
+}  // namespace
+
+Signature Signature::of(const std::vector<Arg>& args) {
+  Signature s;
+  s.args.reserve(args.size());
+  for (const Arg& a : args) {
+    if (const Tensor* t = std::get_if<Tensor>(&a)) {
+      ENCORE_CHECK(t->defined(), ValueError, "[trace] a tensor argument is undefined");
+      s.args.emplace_back(TensorKey{t->shape(), t->dtype(), t->device(), t->requires_grad()});
+    } else {
+      std::visit([&](const auto& v) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, Tensor>) s.args.emplace_back(v);
+      }, a);
+    }
+  }
+  s.grad_mode = GradMode::enabled();
+  s.training = encore::training();
+  s.tf32 = allow_tf32();
+  return s;
+}
+
+bool Signature::matches(const std::vector<Arg>& call) const {
+  if (call.size() != args.size() || grad_mode != GradMode::enabled() || training != encore::training() ||
+      tf32 != allow_tf32())
+    return false;
+  for (size_t i = 0; i < call.size(); ++i) {
+    const ArgKey& k = args[i];
+    if (const Tensor* t = std::get_if<Tensor>(&call[i])) {
+      const TensorKey* tk = std::get_if<TensorKey>(&k);
+      if (!tk || !t->defined()) return false;
+      const TensorImpl* impl = t->impl();
+      if (impl->dtype != tk->dtype || !(impl->device == tk->device) ||
+          impl->requires_grad != tk->requires_grad || !(impl->shape == tk->shape))
+        return false;
+    } else {
+      const bool same = std::visit([&](const auto& v) -> bool {
+        using V = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<V, Tensor>) return false;
+        else {
+          const V* kv = std::get_if<V>(&k);
+          return kv && *kv == v;
+        }
+      }, call[i]);
+      if (!same) return false;
+    }
+  }
+  return true;
+}
+
+int Signature::distance(const Signature& o) const {
+  int d = (grad_mode != o.grad_mode) + (training != o.training) + (tf32 != o.tf32);
+  const size_t n = std::max(args.size(), o.args.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (i >= args.size() || i >= o.args.size() || args[i].index() != o.args[i].index()) {
+      d += 10;
+      continue;
+    }
+    const auto* a = std::get_if<TensorKey>(&args[i]);
+    const auto* b = std::get_if<TensorKey>(&o.args[i]);
+    if (a && b) {
+      d += (a->dtype != b->dtype) + !(a->device == b->device) + (a->requires_grad != b->requires_grad);
+      if (a->shape.size() != b->shape.size()) d += 5;
+      else
+        for (int j = 0; j < a->shape.size(); ++j) d += a->shape[j] != b->shape[j];
+    } else {
+      d += !(args[i] == o.args[i]);
+    }
+  }
+  return d;
+}
+
+std::string Signature::diff(const Signature& before, const std::vector<std::string>& names) const {
+  std::vector<std::string> clauses;
+  if (args.size() != before.args.size())
+    clauses.push_back(detail::cat("number of arguments ", before.args.size(), " -> ", args.size()));
+  for (size_t i = 0; i < std::min(args.size(), before.args.size()); ++i) {
+    const ArgKey &now = args[i], &old = before.args[i];
+    if (now == old) continue;
+    const auto* a = std::get_if<TensorKey>(&now);
+    const auto* b = std::get_if<TensorKey>(&old);
+    if (!a || !b) {
+      clauses.push_back(arg_label(i, names) + ": " + key_str(old) + " -> " + key_str(now));
+      continue;
+    }
+    if (!(a->shape == b->shape)) {
+      std::string c = arg_label(i, names) + ": shape " + b->shape.str() + " -> " + a->shape.str();
+      if (a->shape.size() == b->shape.size())
+        for (int j = 0; j < a->shape.size(); ++j)
+          if (a->shape[j] != b->shape[j]) c += detail::cat(", axis ", j, ": ", b->shape[j], " -> ", a->shape[j]);
+      clauses.push_back(c);
+    }
+    if (a->dtype != b->dtype)
+      clauses.push_back(arg_label(i, names) + ": dtype " + std::string(name(b->dtype)) + " -> " +
+                        std::string(name(a->dtype)));
+    if (!(a->device == b->device))
+      clauses.push_back(arg_label(i, names) + ": device " + b->device.str() + " -> " + a->device.str());
+    if (a->requires_grad != b->requires_grad)
+      clauses.push_back(arg_label(i, names) + ": requires_grad " + (b->requires_grad ? "true" : "false") +
+                        " -> " + (a->requires_grad ? "true" : "false"));
+  }
+  auto mode = [&](const char* what, bool old, bool now) {
+    if (old != now) clauses.push_back(std::string(what) + (old ? " on" : " off") + " -> " + (now ? "on" : "off"));
+  };
+  mode("grad mode", before.grad_mode, grad_mode);
+  mode("training", before.training, training);
+  mode("tf32", before.tf32, tf32);
+  std::string s;
+  for (size_t i = 0; i < clauses.size(); ++i) s += (i ? "; " : "") + clauses[i];
+  return s.empty() ? "identical signature" : s;
+}
+
+std::string Signature::str(const std::vector<std::string>& names) const {
+  std::string s = "(";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i) s += ", ";
+    if (i < names.size() && !names[i].empty()) s += names[i] + ": ";
+    s += key_str(args[i]);
+  }
+  s += ")";
+  s += grad_mode ? " grad" : " no_grad";
+  s += training ? " training" : " inference";
+  if (tf32) s += " tf32";
+  return s;
+}
+
+}  // namespace encore::graph

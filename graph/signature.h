@@ -1,0 +1,45 @@
+// The cache key of a traced function: for each tensor argument its dtype, shape, device and
+// requires_grad; the static (non-tensor) arguments by value; and the global modes that
+// change what a step computes (grad mode, training, TF32). A miss is explained against the
+// nearest cached signature: which argument, which component, old and new values.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace encore::graph {
+
+/// An argument of a traced function: a tensor, or a static value that is baked into the graph.
+using Arg = std::variant<Tensor, int64_t, double, bool, std::string>;
+
+struct TensorKey {
+  Shape shape;
+  DType dtype;
+  Device device;
+  bool requires_grad;
+  bool operator==(const TensorKey&) const = default;
+};
+
+using ArgKey = std::variant<TensorKey, int64_t, double, bool, std::string>;
+
+struct Signature {
+  std::vector<ArgKey> args;
+  bool grad_mode = true, training = true, tf32 = false;
+
+  /// The signature of a call (reads the current global modes).
+  static Signature of(const std::vector<Arg>& args);
+  /// Fast check that a call has this signature; allocates nothing.
+  bool matches(const std::vector<Arg>& args) const;
+  /// Number of differing components (arguments, dims, modes): smaller is nearer.
+  int distance(const Signature& other) const;
+  /// What changed from `before` to this signature, one clause per difference:
+  /// "arg 0 (x): shape (32, 140, 30) -> (32, 150, 30), axis 1: 140 -> 150".
+  std::string diff(const Signature& before, const std::vector<std::string>& arg_names) const;
+  /// "(x: (32, 140, 30) float32 cpu, 5) grad training"
+  std::string str(const std::vector<std::string>& arg_names) const;
+};
+
+}  // namespace encore::graph

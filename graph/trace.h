@@ -1,0 +1,248 @@
+// encore::trace — record a function (typically a whole training step: forward, loss,
+// backward, optimizer update) into a static graph keyed by its input signature, and replay
+// it. A call with a new signature retraces; every trace is counted, timed and explained.
+//
+//   auto step = encore::trace([&](const Tensor& x, const Tensor& y) {
+//     opt.zero_grad();
+//     Tensor loss = nn::binary_crossentropy(y, model(x));
+//     loss.backward();
+//     opt.step();
+//     return loss;
+//   }, {.name = "train_step"});
+//   for (...) Tensor loss = step(x, y);   // replays after the first call
+//
+// Semantics:
+//  - The function runs once per signature, symbolically: no kernel runs, tensors made inside
+//    have shapes but no values, and reading a value (item(), to_vector(), printing) is an
+//    error. C++ control flow on shapes is fine; side effects of the function body (counters,
+//    prints) happen only when it traces.
+//  - Tensors the function reads from outside (parameters, optimizer state, generator state)
+//    are captured by reference: replays read and update them in place. Replacing one's
+//    storage (set_data, Module::to) is detected on the next call, which retraces.
+//  - Outputs are fresh copies by default. With `alias_outputs` they are views of the Plan's
+//    buffers: no copy, but the next replay of the same signature overwrites them.
+//  - Gradients reach parameters' .grad as in eager mode (one persistent buffer per
+//    parameter). Gradients with respect to the function's own tensor arguments are not
+//    written back to the caller's tensors: return them instead.
+//  - Dropout and other random ops advance their generator inside the graph: every replay
+//    draws fresh values, identical to an eager run from the same seed.
+#pragma once
+
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "graph/plan.h"
+#include "graph/signature.h"
+
+namespace encore {
+
+using graph::Arg;
+
+/// How argument shapes map to cached graphs.
+struct ShapePolicy {
+  enum class Kind { Exact, Bucket };
+  Kind kind = Kind::Exact;
+  int axis = 1;
+  std::vector<int64_t> sizes = {};
+  std::vector<int> args = {0};
+
+  /// One graph per exact signature (the default).
+  static ShapePolicy exact() { return {}; }
+  /// Pads the tensor arguments `args` with zeros along `axis` up to the next size in
+  /// `sizes`, and trims outputs that have that axis by the same amount. Only valid for
+  /// length-equivariant functions (elementwise or per-step layers, stacks of 'valid'
+  /// Conv1D): anything that pools or reduces over the padded axis sees the zeros and
+  /// returns a different result than eager. Lengths above the largest bucket trace exactly.
+  static ShapePolicy bucket(int axis, std::vector<int64_t> sizes, std::vector<int> args = {0});
+  std::string str() const;
+};
+
+struct TraceOptions {
+  std::string name = "traced";
+  ShapePolicy shapes = ShapePolicy::exact();
+  /// Cached graphs kept (least recently used evicted first).
+  size_t max_cached = 32;
+  /// Warn once, with the explanation, when the function has traced more than this many
+  /// times (0: never).
+  int retrace_warning = 8;
+  bool alias_outputs = false;
+  /// Run graph passes (dead code elimination, copy elision). They never change results.
+  bool optimize = true;
+  /// Names of the arguments, for explanations ("x", "y").
+  std::vector<std::string> arg_names = {};
+  /// Receives the retrace warning (default: printed to stderr).
+  std::function<void(const std::string&)> on_warning = {};
+};
+
+/// One trace: why it happened and what it cost.
+struct TraceRecord {
+  int64_t call = 0;  // 1-based call number that caused it
+  std::string reason;
+  std::string signature;
+  int64_t trace_ns = 0, optimize_ns = 0, plan_ns = 0, capture_ns = 0, instantiate_ns = 0;
+  int64_t autotune_ns = 0;  // per-shape setup (primitive creation / algorithm search) during plan
+  int nodes = 0, nodes_removed = 0, copies_elided = 0;
+  size_t arena_bytes = 0, intermediate_bytes = 0, peak_live_bytes = 0;
+  int64_t total_ns() const { return trace_ns + optimize_ns + plan_ns + capture_ns + instantiate_ns; }
+};
+
+struct TraceStats {
+  int64_t calls = 0, hits = 0, traces = 0, evictions = 0;
+  int64_t replay_ns = 0;  // total time of the replays (bind, run, outputs)
+  std::vector<TraceRecord> records;
+  /// A printable summary with one line per trace and its reason.
+  std::string table(const std::string& name) const;
+};
+
+class TracedFunction {
+ public:
+  using Fn = std::function<std::vector<Tensor>(const std::vector<Arg>&)>;
+  TracedFunction(Fn fn, TraceOptions options = {});
+
+  std::vector<Tensor> operator()(const std::vector<Arg>& args);
+
+  const TraceStats& stats() const { return stats_; }
+  const TraceOptions& options() const { return options_; }
+  /// Every trace so far with its reason, as text.
+  std::string explain() const;
+  /// The Plan replayed last (null before the first call): its graph, memory plan, steps.
+  const graph::Plan* last_plan() const { return last_ ? last_->plan.get() : nullptr; }
+  size_t cache_size() const { return cache_.size(); }
+  /// Drops every cached graph (statistics are kept).
+  void clear();
+
+ private:
+  struct Captured {
+    std::weak_ptr<TensorImpl> owner;
+    const TensorImpl* raw;
+    const Storage* storage;
+    std::string label;
+  };
+  struct GradBinding {
+    std::weak_ptr<TensorImpl> leaf;
+    std::shared_ptr<TensorImpl> grad;
+  };
+  struct Entry {
+    graph::Signature signature;
+    std::unique_ptr<graph::Plan> plan;
+    std::vector<Captured> captured;
+    std::vector<GradBinding> grads;
+  };
+
+  std::string stale_reason(const Entry& e) const;
+  Entry& trace(const std::vector<Arg>& args, std::string reason);
+  std::vector<Tensor> replay(Entry& e, const std::vector<Arg>& args);
+
+  Fn fn_;
+  TraceOptions options_;
+  TraceStats stats_;
+  std::list<Entry> cache_;  // most recently used first
+  Entry* last_ = nullptr;
+  bool warned_ = false;
+};
+
+namespace detail {
+
+template <class T> struct callable_traits : callable_traits<decltype(&T::operator())> {};
+template <class C, class R, class... A> struct callable_traits<R (C::*)(A...) const> {
+  using result = R;
+  using args = std::tuple<std::decay_t<A>...>;
+};
+template <class C, class R, class... A> struct callable_traits<R (C::*)(A...)> {
+  using result = R;
+  using args = std::tuple<std::decay_t<A>...>;
+};
+template <class R, class... A> struct callable_traits<R (*)(A...)> {
+  using result = R;
+  using args = std::tuple<std::decay_t<A>...>;
+};
+
+template <class T> Arg to_arg(const T& v) {
+  if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, bool>) return v;
+  else if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(v);
+  else if constexpr (std::is_floating_point_v<T>) return static_cast<double>(v);
+  else return std::string(v);
+}
+
+template <class T> T from_arg(const Arg& a, size_t i) {
+  auto get = [&]<class V>() -> const V& {
+    const V* v = std::get_if<V>(&a);
+    ENCORE_CHECK(v, DTypeError, "[trace] argument ", i, " has the wrong type for the traced function");
+    return *v;
+  };
+  if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, bool> || std::is_same_v<T, std::string>)
+    return get.template operator()<T>();
+  else if constexpr (std::is_integral_v<T>) return static_cast<T>(get.template operator()<int64_t>());
+  else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(get.template operator()<double>());
+  else static_assert(sizeof(T) == 0, "traced arguments: Tensor, integers, floats, bool or std::string");
+}
+
+inline std::vector<Tensor> to_outputs(const Tensor& t) { return {t}; }
+inline std::vector<Tensor> to_outputs(std::vector<Tensor> v) { return v; }
+template <class... T> std::vector<Tensor> to_outputs(const std::tuple<T...>& t) {
+  return std::apply([](const auto&... x) { return std::vector<Tensor>{x...}; }, t);
+}
+template <class A, class B> std::vector<Tensor> to_outputs(const std::pair<A, B>& p) {
+  return {p.first, p.second};
+}
+
+template <class R> R from_outputs(std::vector<Tensor>&& out) {
+  if constexpr (std::is_void_v<R>) return;
+  else if constexpr (std::is_same_v<R, Tensor>) return std::move(out[0]);
+  else if constexpr (std::is_same_v<R, std::vector<Tensor>>) return std::move(out);
+  else if constexpr (std::is_same_v<R, std::pair<Tensor, Tensor>>) return {out[0], out[1]};
+  else return [&]<size_t... I>(std::index_sequence<I...>) { return R{out[I]...}; }(
+      std::make_index_sequence<std::tuple_size_v<R>>{});
+}
+
+}  // namespace detail
+
+/// A traced C++ callable with its typed signature.
+template <class F> class Traced {
+  using Traits = detail::callable_traits<F>;
+  using Result = std::decay_t<typename Traits::result>;
+  static constexpr size_t kArity = std::tuple_size_v<typename Traits::args>;
+
+ public:
+  Traced(F fn, TraceOptions options)
+      : fn_(std::make_shared<TracedFunction>(wrap(std::move(fn), options.name), std::move(options))) {}
+
+  template <class... A> Result operator()(const A&... args) {
+    static_assert(sizeof...(A) == kArity, "wrong number of arguments for the traced function");
+    return detail::from_outputs<Result>((*fn_)({detail::to_arg(args)...}));
+  }
+
+  TracedFunction& function() { return *fn_; }
+  const TraceStats& stats() const { return fn_->stats(); }
+  std::string explain() const { return fn_->explain(); }
+
+ private:
+  static TracedFunction::Fn wrap(F fn, std::string name) {
+    return [fn = std::move(fn), name](const std::vector<Arg>& a) mutable -> std::vector<Tensor> {
+      ENCORE_CHECK(a.size() == kArity, ValueError, "[trace] '", name, "' takes ", kArity, " arguments, got ", a.size());
+      return [&]<size_t... I>(std::index_sequence<I...>) -> std::vector<Tensor> {
+        using Args = typename Traits::args;
+        if constexpr (std::is_void_v<Result>) {
+          fn(detail::from_arg<std::tuple_element_t<I, Args>>(a[I], I)...);
+          return {};
+        } else {
+          return detail::to_outputs(fn(detail::from_arg<std::tuple_element_t<I, Args>>(a[I], I)...));
+        }
+      }(std::make_index_sequence<kArity>{});
+    };
+  }
+
+  std::shared_ptr<TracedFunction> fn_;
+};
+
+/// Traces `fn` (a lambda or function taking Tensors and static values, returning a Tensor,
+/// a tuple/pair/vector of Tensors, or nothing).
+template <class F> Traced<F> trace(F fn, TraceOptions options = {}) {
+  return Traced<F>(std::move(fn), std::move(options));
+}
+
+}  // namespace encore

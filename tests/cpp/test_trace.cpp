@@ -1,0 +1,338 @@
+// Tracing: symbolic recording, graph IR and passes, memory plan, replay, the signature
+// cache and its explanations, shape policies, randomness, and eager/traced equivalence.
+#include "autograd/grad_mode.h"
+#include "core/ledger.h"
+#include "core/modes.h"
+#include "graph/trace.h"
+#include "helpers.h"
+#include "nn/layers.h"
+#include "nn/losses.h"
+#include "nn/lstm.h"
+#include "nn/optim.h"
+
+namespace encore {
+namespace {
+
+using test::bitwise_equal;
+using test::expect_values;
+using test::rand32;
+
+TEST(Trace, NoKernelRunsWhileTracingAndValuesCannotBeRead) {
+  int64_t dispatched_inside = -1;
+  auto f = trace([&](const Tensor& x) {
+    const int64_t before = Ledger::global().get(Counter::OpsDispatched);
+    Tensor y = exp(x) * 2.0;
+    dispatched_inside = Ledger::global().get(Counter::OpsDispatched) - before;
+    EXPECT_TRUE(y.is_symbolic());
+    return y;
+  });
+  const Tensor x = rand32({3});
+  EXPECT_LT(test::max_abs_diff(f(x), exp(x) * 2.0), 1e-7);
+  EXPECT_EQ(dispatched_inside, 0);
+
+  auto reads = trace([](const Tensor& x) {
+    (void)sum(x).item();
+    return x;
+  });
+  try {
+    reads(x);
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("[item] cannot read the value"), std::string::npos) << e.what();
+  }
+  // The failed trace left nothing behind: eager ops work and a new trace succeeds.
+  expect_values(ones({1}) + 1.0, {2});
+  EXPECT_EQ(f(x).shape(), x.shape());
+}
+
+TEST(Trace, SymbolicTensorsDoNotEscape) {
+  Tensor leaked;
+  auto f = trace([&](const Tensor& x) {
+    leaked = x * 2.0;
+    return x + 1.0;
+  });
+  f(ones({2}));
+  EXPECT_THROW(leaked + 1.0, ValueError);
+  EXPECT_THROW(leaked.item(), ValueError);
+}
+
+TEST(Trace, GraphTextDotAndDeadCodeElimination) {
+  auto f = trace([](const Tensor& x) {
+    (void)exp(x);  // unused: removed
+    return relu(x) * 3.0;
+  }, {.name = "f", .arg_names = {"x"}});
+  f(rand32({2, 2}));
+  const graph::Plan* plan = f.function().last_plan();
+  ASSERT_NE(plan, nullptr);
+  const std::string text = plan->graph().str();
+  EXPECT_NE(text.find("relu(x)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("exp("), std::string::npos) << text;
+  EXPECT_EQ(plan->graph().count(OpId::relu), 1);
+  EXPECT_EQ(f.stats().records[0].nodes_removed, 1);
+  const std::string dot = plan->graph().dot();
+  EXPECT_NE(dot.find("digraph"), std::string::npos);
+  EXPECT_NE(dot.find("relu"), std::string::npos);
+}
+
+TEST(Trace, MemoryPlanReusesBuffersAndReplaysAllocateNothing) {
+  // A chain of elementwise ops: every intermediate dies right after its use.
+  auto chain = [](const Tensor& x) {
+    Tensor h = x;
+    for (int i = 0; i < 10; ++i) h = tanh(h) + 1.0;
+    return h;
+  };
+  auto f = trace(chain, {.alias_outputs = true});
+  const Tensor x = rand32({64, 64});
+  f(x);
+  const TraceRecord& r = f.stats().records[0];
+  EXPECT_EQ(r.intermediate_bytes, 20u * 64 * 64 * 4);
+  EXPECT_LE(r.arena_bytes, 3u * 64 * 64 * 4);  // a few buffers, reused
+  EXPECT_LE(r.peak_live_bytes, r.arena_bytes);
+  const int64_t before = Ledger::global().get(Counter::Allocations);
+  for (int i = 0; i < 5; ++i) f(x);
+  EXPECT_EQ(Ledger::global().get(Counter::Allocations), before);  // alias mode: nothing
+  EXPECT_LT(test::max_abs_diff(f(x), chain(x)), 1e-6);
+
+  auto g = trace(chain);  // copy mode: one allocation per output and replay
+  g(x);
+  const int64_t before_copy = Ledger::global().get(Counter::Allocations);
+  for (int i = 0; i < 5; ++i) g(x);
+  EXPECT_EQ(Ledger::global().get(Counter::Allocations), before_copy + 5);
+}
+
+TEST(Trace, AliasOutputsAreOverwrittenCopiesAreNot) {
+  auto alias = trace([](const Tensor& x) { return x * 2.0; }, {.alias_outputs = true});
+  auto copy = trace([](const Tensor& x) { return x * 2.0; });
+  const Tensor a1 = alias(ones({2})), c1 = copy(ones({2}));
+  alias(full({2}, 5.0));
+  copy(full({2}, 5.0));
+  expect_values(a1, {10, 10});  // the next replay overwrote it
+  expect_values(c1, {2, 2});
+  // An alias output keeps the Plan's memory alive after the cache is cleared.
+  alias.function().clear();
+  expect_values(a1, {10, 10});
+}
+
+TEST(Trace, ParametersAreCapturedByReference) {
+  Tensor w = ones({2});
+  w.set_name("w");
+  auto f = trace([&](const Tensor& x) { return x * w; });
+  expect_values(f(ones({2})), {1, 1});
+  w.fill_(3);  // in place: no retrace, the replay reads the new values
+  expect_values(f(ones({2})), {3, 3});
+  EXPECT_EQ(f.stats().traces, 1);
+  w.set_data(full({2}, 7.0));  // new storage: detected, retraced
+  expect_values(f(ones({2})), {7, 7});
+  EXPECT_EQ(f.stats().traces, 2);
+  EXPECT_NE(f.stats().records[1].reason.find("storage of captured tensor 'w' was replaced"), std::string::npos)
+      << f.stats().records[1].reason;
+}
+
+TEST(Trace, RetraceCountingAndExplanations) {
+  auto f = trace([](const Tensor& x, int64_t k) { return sum(x, {1}) * static_cast<double>(k); },
+                 {.name = "f", .arg_names = {"x", "k"}});
+  const std::vector<std::pair<int64_t, int64_t>> calls = {{10, 2}, {10, 2}, {12, 2}, {10, 2}, {12, 2}, {14, 2}, {14, 3}};
+  for (auto [len, k] : calls) {
+    const Tensor x = ones({2, len});
+    expect_values(f(x, k), {static_cast<double>(len * k), static_cast<double>(len * k)});
+  }
+  const TraceStats& s = f.stats();
+  EXPECT_EQ(s.calls, 7);
+  EXPECT_EQ(s.traces, 4);
+  EXPECT_EQ(s.hits, 3);
+  EXPECT_EQ(s.records[0].reason, "first call");
+  EXPECT_EQ(s.records[1].call, 3);
+  EXPECT_NE(s.records[1].reason.find("arg 0 (x): shape (2, 10) -> (2, 12), axis 1: 10 -> 12"), std::string::npos)
+      << s.records[1].reason;
+  EXPECT_NE(s.records[3].reason.find("arg 1 (k): 2 -> 3"), std::string::npos) << s.records[3].reason;
+  EXPECT_NE(f.explain().find("trace 3 (call 6)"), std::string::npos) << f.explain();
+  EXPECT_NE(s.table("f").find("first call"), std::string::npos);
+}
+
+TEST(Trace, ModesArePartOfTheKey) {
+  auto f = trace([](const Tensor& x) { return dropout(x, 0.5, training()); });
+  const Tensor x = ones({8});
+  f(x);
+  {
+    TrainingGuard eval(false);
+    expect_values(f(x), std::vector<double>(8, 1.0));  // retraced without dropout
+  }
+  {
+    NoGradGuard no_grad;
+    f(x);
+  }
+  EXPECT_EQ(f.stats().traces, 3);
+  EXPECT_NE(f.stats().records[1].reason.find("training on -> off"), std::string::npos);
+  EXPECT_NE(f.stats().records[2].reason.find("grad mode on -> off"), std::string::npos);
+}
+
+TEST(Trace, LruEvictionAndRetraceWarning) {
+  std::vector<std::string> warnings;
+  auto f = trace([](const Tensor& x) { return x + 1.0; },
+                 {.max_cached = 2, .retrace_warning = 3,
+                  .on_warning = [&](const std::string& m) { warnings.push_back(m); }});
+  for (int64_t n : {1, 2, 3, 1, 2, 3}) f(ones({n}));
+  EXPECT_EQ(f.stats().traces, 6);  // alternating among 3 shapes with room for 2
+  EXPECT_EQ(f.stats().evictions, 4);
+  EXPECT_EQ(f.function().cache_size(), 2u);
+  ASSERT_EQ(warnings.size(), 1u);  // once
+  EXPECT_NE(warnings[0].find("traced 4 times"), std::string::npos) << warnings[0];
+}
+
+TEST(Trace, BucketPolicyMatchesEagerForLengthEquivariantFunctions) {
+  manual_seed(3);
+  const Tensor w1 = rand32({3, 2, 4}, 1), w2 = rand32({5, 4, 3}, 2);
+  // Two 'valid' convolutions: output step t depends on input steps t..t+6 only.
+  auto body = [&](const Tensor& x) { return conv1d(relu(conv1d(x, w1)), w2); };
+  auto f = trace(body, {.shapes = ShapePolicy::bucket(1, {16, 32})});
+  for (int64_t len : {9, 12, 16, 20, 31, 40}) {
+    const Tensor x = rand32({2, len, 2}, 10 + len);
+    const Tensor eager = body(x), traced = f(x);
+    ASSERT_EQ(traced.shape(), eager.shape()) << len;
+    EXPECT_LT(test::max_abs_diff(traced, eager), 1e-5) << len;
+  }
+  EXPECT_EQ(f.stats().traces, 3);  // buckets 16 and 32, and 40 traced exactly
+  EXPECT_NE(f.stats().records[2].reason.find("exceeds the largest bucket 32"), std::string::npos);
+  // Pooling over the padded axis sees the zeros: documented as wrong for bucketing.
+  auto pooled = trace([](const Tensor& x) { return mean(x, {1}); }, {.shapes = ShapePolicy::bucket(1, {16})});
+  const Tensor x = rand32({2, 9, 2}, 5) + 2.0;
+  EXPECT_GT(test::max_abs_diff(pooled(x), mean(x, {1})), 0.1);
+}
+
+TEST(Trace, DropoutDrawsFreshMasksMatchingEager) {
+  auto body = [](const Tensor& x) { return dropout(x, 0.5, true); };
+  auto f = trace(body);
+  const Tensor x = ones({64});
+  manual_seed(9);
+  const Tensor e1 = body(x), e2 = body(x);
+  manual_seed(9);
+  const Tensor t1 = f(x), t2 = f(x);
+  EXPECT_TRUE(bitwise_equal(t1, e1));
+  EXPECT_TRUE(bitwise_equal(t2, e2));
+  EXPECT_FALSE(bitwise_equal(t1, t2));
+}
+
+TEST(Trace, NestedTracedFunctionsInline) {
+  auto inner = trace([](const Tensor& x) { return x * 2.0; });
+  auto outer = trace([&](const Tensor& x) { return inner(x) + 1.0; });
+  expect_values(outer(ones({2})), {3, 3});
+  EXPECT_EQ(inner.stats().calls, 0);
+  EXPECT_EQ(outer.function().last_plan()->graph().count(OpId::mul_scalar), 1);
+}
+
+TEST(Trace, ArgumentErrors) {
+  auto f = trace([](const Tensor& x) { return x; });
+  EXPECT_THROW(f.function()({}), ValueError);
+  EXPECT_THROW(f.function()({int64_t{3}}), DTypeError);
+  auto g = trace([](const Tensor&) { return Tensor(); });
+  EXPECT_THROW(g(ones({1})), ValueError);
+}
+
+TEST(Trace, InferenceWithoutGrad) {
+  manual_seed(4);
+  nn::Dense dense(3);
+  dense.build({2, 4});
+  auto predict = trace([&](const Tensor& x) { return dense(x); });
+  NoGradGuard no_grad;
+  const Tensor x = rand32({2, 4});
+  EXPECT_TRUE(bitwise_equal(predict(x), dense(x)));
+  EXPECT_FALSE(predict(x).requires_grad());
+}
+
+TEST(Trace, LedgerCountsAndChromeTrace) {
+  Ledger& l = Ledger::global();
+  const int64_t traces = l.get(Counter::Traces), replays = l.get(Counter::Replays);
+  l.set_profiling(true);
+  auto f = trace([](const Tensor& x) { return relu(x); }, {.name = "profiled"});
+  for (int i = 0; i < 3; ++i) f(ones({4}));
+  l.set_profiling(false);
+  EXPECT_EQ(l.get(Counter::Traces), traces + 1);
+  EXPECT_EQ(l.get(Counter::Replays), replays + 3);
+  EXPECT_GT(l.get(Counter::TraceNs), 0);
+  const std::string json = l.chrome_trace_json();
+  EXPECT_NE(json.find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(json.find("\"name\":\"profiled\",\"cat\":\"replay\""), std::string::npos);
+  EXPECT_NE(l.table().find("replays"), std::string::npos);
+}
+
+// N training steps eager and traced from the same initial weights and seed.
+struct Run {
+  std::vector<Tensor> params;
+  std::vector<double> losses;
+};
+
+template <class Build>
+Run train(Build build, const Shape& xshape, bool traced, int steps, bool sgd = false) {
+  manual_seed(0);
+  auto model = build();
+  model->build(xshape);
+  std::unique_ptr<nn::Optimizer> opt;
+  if (sgd) opt = std::make_unique<nn::SGD>(model->parameters(), 0.05, nn::SGDOptions{.momentum = 0.9, .nesterov = true});
+  else opt = std::make_unique<nn::Adam>(model->parameters(), 1e-2);
+  auto step_fn = [&](const Tensor& x, const Tensor& y) {
+    opt->zero_grad();
+    Tensor loss = nn::mean_squared_error(y, (*model)(x));
+    loss.backward();
+    opt->step();
+    return loss;
+  };
+  auto traced_step = trace(step_fn);
+  manual_seed(1);
+  Run run;
+  for (int i = 0; i < steps; ++i) {
+    const Tensor x = rand32(xshape, 100 + i);
+    Shape ys = model->output_shape();
+    const Tensor y = rand32(ys, 200 + i);
+    run.losses.push_back((traced ? traced_step(x, y) : step_fn(x, y)).item());
+  }
+  if (traced) {
+    EXPECT_EQ(traced_step.stats().traces, 1);
+  }
+  run.params = model->parameters();
+  return run;
+}
+
+void expect_identical(const Run& eager, const Run& traced) {
+  ASSERT_EQ(eager.params.size(), traced.params.size());
+  for (size_t i = 0; i < eager.params.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(eager.params[i], traced.params[i])) << eager.params[i].name();
+    EXPECT_TRUE(bitwise_equal(eager.params[i].grad(), traced.params[i].grad())) << eager.params[i].name();
+  }
+  EXPECT_EQ(eager.losses, traced.losses);
+}
+
+TEST(Equivalence, SmallConvModelBitwise) {
+  auto build = [] {
+    auto m = std::make_shared<nn::Sequential>();
+    m->add<nn::Conv1D>(16, 8, nn::Conv1DOptions{.strides = 4, .padding = "same"});
+    m->add<nn::GlobalAveragePooling1D>();
+    m->add<nn::Dropout>(0.5);
+    m->add<nn::Dense>(8, nn::DenseOptions{.activation = "relu"});
+    m->add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
+    return m;
+  };
+  expect_identical(train(build, {8, 28, 6}, false, 6), train(build, {8, 28, 6}, true, 6));
+}
+
+TEST(Equivalence, DenseModelBitwiseWithSgdNesterov) {
+  auto build = [] {
+    auto m = std::make_shared<nn::Sequential>();
+    m->add<nn::Dense>(16, nn::DenseOptions{.activation = "tanh"});
+    m->add<nn::Dense>(4);
+    return m;
+  };
+  expect_identical(train(build, {16, 5}, false, 8, true), train(build, {16, 5}, true, 8, true));
+}
+
+TEST(Equivalence, LstmModelBitwise) {
+  auto build = [] {
+    auto m = std::make_shared<nn::Sequential>();
+    m->add(std::make_shared<nn::Bidirectional>(std::make_shared<nn::LSTM>(6, nn::LSTMOptions{.activation = "relu"})));
+    m->add<nn::Dense>(1);
+    return m;
+  };
+  expect_identical(train(build, {4, 7, 3}, false, 5), train(build, {4, 7, 3}, true, 5));
+}
+
+}  // namespace
+}  // namespace encore
