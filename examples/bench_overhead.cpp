@@ -65,7 +65,27 @@ int main(int argc, char** argv) {
                        .add("unit", "per call"));
   }
 
-  // 3. The small model's training step, eager and traced.
+  // 3. The cache lookup itself: matching a call's arguments against a cached signature.
+  {
+    std::vector<graph::Arg> call;
+    for (int i = 0; i < 8; ++i) call.emplace_back(full({32, 140, 30}, 1.0, DType::Float32, device));
+    const graph::Signature sig = graph::Signature::of(call);
+    std::vector<double> ns;
+    for (int r = 0; r < repeats; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      int hits = 0;
+      for (int i = 0; i < 10000; ++i) hits += sig.matches(call);
+      ns.push_back(examples::seconds_since(t0) * 1e9 / 10000 / 8);
+      if (hits != 10000) return 1;
+    }
+    rows.push_back(examples::Row()
+                       .add("benchmark", "signature lookup on a hit")
+                       .add("device", device.str())
+                       .add("median_us", examples::median(ns) / 1e3)
+                       .add("unit", "per tensor input"));
+  }
+
+  // 4. The small model's training step, eager and traced.
   manual_seed(0);
   nn::Sequential model;
   model.add<nn::Conv1D>(128, 40, nn::Conv1DOptions{.strides = 4, .padding = "same"});

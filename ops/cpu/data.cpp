@@ -19,9 +19,16 @@ template <class TD, class TS, class F> void update(const TensorRef& dst, const T
   }
   StridedLoop<2>(dst.shape, {dst.strides, broadcast_strides(src, dst.shape)})
       .run([&](auto off, auto st, int64_t m) {
-        TD* o = d + off[0];
-        const TS* a = s + off[1];
-        for (int64_t i = 0; i < m; ++i) o[i * st[0]] = f(o[i * st[0]], a[i * st[1]]);
+        TD* __restrict o = d + off[0];
+        const TS* __restrict a = s + off[1];
+        if (st[0] == 1 && st[1] == 1) {
+          for (int64_t i = 0; i < m; ++i) o[i] = f(o[i], a[i]);
+        } else if (st[0] == 1 && st[1] == 0) {
+          const TS v = *a;
+          for (int64_t i = 0; i < m; ++i) o[i] = f(o[i], v);
+        } else {
+          for (int64_t i = 0; i < m; ++i) o[i * st[0]] = f(o[i * st[0]], a[i * st[1]]);
+        }
       });
 }
 

@@ -15,9 +15,13 @@ template <class F, class T> void unary(const TensorRef& x, const TensorRef& y, F
     return;
   }
   StridedLoop<2>(y.shape, {y.strides, x.strides}).run([&](auto off, auto st, int64_t n) {
-    T* o = out + off[0];
-    const T* a = in + off[1];
-    for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(a[i * st[1]]);
+    T* __restrict o = out + off[0];
+    const T* __restrict a = in + off[1];
+    if (st[0] == 1 && st[1] == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(a[i * st[1]]);
+    }
   });
 }
 
@@ -66,10 +70,21 @@ void binary(const TensorRef& a, const TensorRef& b, const TensorRef& y, F f) {
   }
   StridedLoop<3>(y.shape, {y.strides, broadcast_strides(a, y.shape), broadcast_strides(b, y.shape)})
       .run([&](auto off, auto st, int64_t m) {
-        T* o = out + off[0];
-        const T* x0 = pa + off[1];
-        const T* x1 = pb + off[2];
-        for (int64_t i = 0; i < m; ++i) o[i * st[0]] = f(x0[i * st[1]], x1[i * st[2]]);
+        // Unit-stride and broadcast inner runs get loops the compiler can vectorize.
+        T* __restrict o = out + off[0];
+        const T* __restrict x0 = pa + off[1];
+        const T* __restrict x1 = pb + off[2];
+        if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+          for (int64_t i = 0; i < m; ++i) o[i] = f(x0[i], x1[i]);
+        } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+          const T s = *x1;
+          for (int64_t i = 0; i < m; ++i) o[i] = f(x0[i], s);
+        } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+          const T s = *x0;
+          for (int64_t i = 0; i < m; ++i) o[i] = f(s, x1[i]);
+        } else {
+          for (int64_t i = 0; i < m; ++i) o[i * st[0]] = f(x0[i * st[1]], x1[i * st[2]]);
+        }
       });
 }
 

@@ -74,9 +74,13 @@ template <class Op, class T> void reduce(const TensorRef& x, const TensorRef& y,
     st *= x.shape[d];
   }
   StridedLoop<2>(x.shape, {out_st, x.strides}).run([&](auto off, auto s, int64_t m) {
-    T* o = out + off[0];
-    const T* a = in + off[1];
-    for (int64_t i = 0; i < m; ++i) o[i * s[0]] = static_cast<T>(Op::apply(o[i * s[0]], a[i * s[1]]));
+    T* __restrict o = out + off[0];
+    const T* __restrict a = in + off[1];
+    if (s[0] == 1 && s[1] == 1) {
+      for (int64_t i = 0; i < m; ++i) o[i] = static_cast<T>(Op::apply(o[i], a[i]));
+    } else {
+      for (int64_t i = 0; i < m; ++i) o[i * s[0]] = static_cast<T>(Op::apply(o[i * s[0]], a[i * s[1]]));
+    }
   });
 }
 
