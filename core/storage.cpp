@@ -1,6 +1,5 @@
 #include "core/storage.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <new>
 
@@ -27,12 +26,8 @@ class CpuAllocator final : public Allocator {
 };
 
 CpuAllocator g_cpu_allocator;
-std::atomic<uint64_t> g_serial{1};
 
 }  // namespace
-
-Storage::Storage() : serial_(g_serial.fetch_add(1, std::memory_order_relaxed)) {}
-uint64_t Storage::next_serial() { return g_serial.load(std::memory_order_relaxed); }
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) return g_cpu_allocator;

@@ -32,18 +32,12 @@ class Storage {
   uint64_t trace_id() const { return trace_id_; }
   uint32_t buffer() const { return buffer_; }
 
-  /// Increases with every Storage made in this process: a trace tells tensors captured from
-  /// before it (parameters: checked for replacement on every replay) from constants made
-  /// while it ran.
-  uint64_t serial() const { return serial_; }
-  static uint64_t next_serial();
-
   /// Bumped by every in-place write; autograd uses it to reject stale saved tensors.
   uint32_t version() const { return version_; }
   void bump_version() { ++version_; }
 
  private:
-  Storage();
+  Storage() = default;
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
@@ -51,7 +45,6 @@ class Storage {
   uint32_t version_ = 0;
   uint32_t buffer_ = 0;
   uint64_t trace_id_ = 0;
-  uint64_t serial_;
   std::shared_ptr<void> owner_;
 };
 

@@ -18,7 +18,8 @@
 // the kernel time vs framework overhead per step (from a profiled pass). --json FILE writes
 // the rows.
 //
-//   compare_modes [--steps 30] [--device cpu|cuda] [--json out.json] [--lstm]
+//   compare_modes [--steps 30] [--device cpu|cuda] [--json out.json] [--only MODEL]
+//                 [--lstm [--lstm-units 64] [--lstm-length 50] [--lstm-impl auto|composed|cudnn]]
 #include <cstdio>
 #include <functional>
 
@@ -59,13 +60,19 @@ std::vector<Model> models(const examples::Args& args) {
                }, {16, 32, 64}});
   if (args.flag("lstm")) {
     const int64_t units = args.num("lstm-units", 64), length = args.num("lstm-length", 50);
-    m.push_back({"lstm", {32, length, 16}, [units] {
+    const std::string impl = args.get("lstm-impl", "auto");
+    const nn::LSTMImplementation which = impl == "composed" ? nn::LSTMImplementation::Composed
+                                         : impl == "cudnn"  ? nn::LSTMImplementation::Cudnn
+                                                            : nn::LSTMImplementation::Auto;
+    m.push_back({"lstm", {32, length, 16}, [units, which] {
                    auto s = std::make_shared<nn::Sequential>();
-                   s->add(std::make_shared<nn::Bidirectional>(std::make_shared<nn::LSTM>(units)));
+                   s->add(std::make_shared<nn::Bidirectional>(
+                       std::make_shared<nn::LSTM>(units, nn::LSTMOptions{.implementation = which})));
                    s->add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
                    return s;
                  }, {length + 16, length + 32, length + 64}});
   }
+  if (args.flag("only")) std::erase_if(m, [&](const Model& x) { return x.name != args.get("only"); });
   return m;
 }
 

@@ -20,7 +20,9 @@ struct Buffer {
   Device device;
   int input = -1;                      // Input: which tensor argument
   std::shared_ptr<Storage> storage;    // External: the captured storage, kept alive
-  std::weak_ptr<TensorImpl> owner;     // External: the tensor it was first seen through
+  /// External: every tensor it was seen through. Those alive after the trace are the
+  /// caller's (parameters, optimizer state) and are checked for replaced storage.
+  std::vector<std::weak_ptr<TensorImpl>> owners;
   std::string label;                   // "x", "dense.kernel", "%12"
   bool written = false;                // some node writes it (parameter updates, generator state)
 };

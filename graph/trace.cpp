@@ -86,7 +86,6 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   entry.signature = graph::Signature::of(args);
   rec.signature = entry.signature.str(options_.arg_names);
   graph::Graph g;
-  const uint64_t first_serial = Storage::next_serial();
   std::vector<std::weak_ptr<TensorImpl>> grad_leaves;
   {
     ScopedTimer timer(Counter::TraceNs, "trace", options_.name);
@@ -119,11 +118,13 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
     rec.optimize_ns = timer.stop();
   }
   rec.nodes = static_cast<int>(g.nodes.size());
-  // Tensors that existed before the trace are checked for replacement on every call;
-  // constants and state created while tracing belong to the graph.
+  // Captured tensors still alive now are the caller's (parameters, optimizer state): each
+  // call checks they still own the storage the graph uses. Temporaries (constants made while
+  // tracing, views) are gone by now and their storage belongs to the graph.
   for (const graph::Buffer& b : g.buffers) {
-    if (b.kind != graph::BufferKind::External || b.storage->serial() >= first_serial) continue;
-    if (auto owner = b.owner.lock()) entry.captured.push_back({b.owner, owner.get(), b.storage.get(), b.label});
+    if (b.kind != graph::BufferKind::External) continue;
+    for (const auto& w : b.owners)
+      if (auto owner = w.lock()) entry.captured.push_back({w, owner.get(), b.storage.get(), b.label});
   }
   const int64_t tune_before = ledger.get(Counter::AutotuneNs);
   entry.plan = std::make_unique<graph::Plan>(std::move(g));

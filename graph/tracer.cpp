@@ -1,5 +1,6 @@
 #include "graph/tracer.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "core/ledger.h"
@@ -63,11 +64,16 @@ Value Tracer::value(const Tensor& t, const char* op) {
       buf.nbytes = s->nbytes();
       buf.device = s->device();
       buf.storage = t.storage();
-      buf.owner = t.impl_ptr();
       buf.label = t.name().empty() ? "captured" + std::to_string(captured_.size() - 1) : t.name();
       graph_.buffers.push_back(std::move(buf));
     }
     b = it->second;
+    Buffer& buf = graph_.buffers[b];
+    if (buf.label.rfind("captured", 0) == 0 && !t.name().empty()) buf.label = t.name();
+    const bool known = std::any_of(buf.owners.begin(), buf.owners.end(), [&](const auto& w) {
+      return !w.owner_before(t.impl_ptr()) && !t.impl_ptr().owner_before(w);
+    });
+    if (!known) buf.owners.push_back(t.impl_ptr());
   }
   return {b, t.offset(), t.shape(), t.strides(), t.dtype()};
 }

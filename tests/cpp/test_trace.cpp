@@ -128,6 +128,19 @@ TEST(Trace, ParametersAreCapturedByReference) {
       << f.stats().records[1].reason;
 }
 
+TEST(Trace, ParametersBuiltDuringTheFirstTraceAreChecked) {
+  manual_seed(2);
+  nn::Dense dense(2);  // built lazily, inside the first trace
+  auto f = trace([&](const Tensor& x) { return dense(x); });
+  const Tensor x = ones({1, 3});
+  const Tensor before = f(x);
+  for (Tensor& p : dense.parameters()) p.set_data(full(p.shape(), 0.5));
+  expect_values(f(x), {2, 2});  // 3 * 0.5 + 0.5
+  EXPECT_EQ(f.stats().traces, 2);
+  EXPECT_NE(f.stats().records[1].reason.find("'kernel' was replaced"), std::string::npos)
+      << f.stats().records[1].reason;
+}
+
 TEST(Trace, RetraceCountingAndExplanations) {
   auto f = trace([](const Tensor& x, int64_t k) { return sum(x, {1}) * static_cast<double>(k); },
                  {.name = "f", .arg_names = {"x", "k"}});

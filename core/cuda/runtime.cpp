@@ -1,0 +1,259 @@
+// Devices, the compute stream of each device, the stream-ordered pool allocator, kernel
+// timing, and the kernel error word. Per-device state is created on first use.
+#include "core/cuda/runtime.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+#include "core/cuda/check.h"
+#include "core/cuda/device_state.h"
+#include "core/error.h"
+#include "core/ledger.h"
+
+namespace encore::cuda {
+
+namespace {
+
+constexpr int kMaxDevices = 128;  // Device::index is an int8_t
+
+// Never destroyed: the states own streams, pools and library handles, and releasing those from
+// static destructors races the CUDA runtime's own teardown at process exit.
+DeviceState* g_states[kMaxDevices] = {};
+std::once_flag g_state_once[kMaxDevices];
+
+// Frees requested while the compute stream is being captured: a cudaFreeAsync there would
+// become a node of the graph instead of freeing now. They run at the next allocation.
+std::mutex g_deferred_mutex;
+std::vector<std::pair<void*, int>> g_deferred_frees;
+
+void create_state(int device) {
+  auto s = std::make_unique<DeviceState>();
+  s->index = device;
+  DeviceGuard guard(device);
+  cudaStream_t stream = nullptr;
+  ENCORE_CUDA_CHECK("cuda", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  s->stream = Stream(stream);
+  ENCORE_CUDA_CHECK("cuda", cudaDeviceGetDefaultMemPool(&s->pool, device));
+  // Keep freed memory cached in the pool instead of returning it to the driver at every
+  // synchronization: eager steps free and reallocate the same sizes over and over.
+  uint64_t keep = std::numeric_limits<uint64_t>::max();
+  ENCORE_CUDA_CHECK("cuda", cudaMemPoolSetAttribute(s->pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  void* word = nullptr;
+  ENCORE_CUDA_CHECK("cuda", cudaHostAlloc(&word, sizeof(int), cudaHostAllocMapped));
+  s->error_host = static_cast<int*>(word);
+  *s->error_host = 0;
+  void* word_device = nullptr;
+  ENCORE_CUDA_CHECK("cuda", cudaHostGetDevicePointer(&word_device, word, 0));
+  s->error_device = static_cast<int*>(word_device);
+  cudaDeviceProp prop{};
+  ENCORE_CUDA_CHECK("cuda", cudaGetDeviceProperties(&prop, device));
+  s->sm_count = prop.multiProcessorCount;
+  s->model = detail::cat(prop.name, " sm_", prop.major, prop.minor);
+  g_states[device] = s.release();
+}
+
+void run_deferred_frees() {
+  std::vector<std::pair<void*, int>> frees;
+  {
+    std::lock_guard<std::mutex> lock(g_deferred_mutex);
+    if (g_deferred_frees.empty()) return;
+    frees.swap(g_deferred_frees);
+  }
+  for (auto [ptr, device] : frees)
+    if (cudaFreeAsync(ptr, g_states[device]->stream.get()) != cudaSuccess) (void)cudaGetLastError();
+}
+
+std::string gib(uint64_t bytes) { return detail::cat(static_cast<double>(bytes) / (1 << 30), " GiB"); }
+
+std::string oom_message(DeviceState& s, size_t nbytes) {
+  uint64_t reserved = 0, used = 0;
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess ||
+      cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess ||
+      cudaMemGetInfo(&free_bytes, &total) != cudaSuccess)
+    (void)cudaGetLastError();
+  return detail::cat("[alloc] out of memory on cuda:", s.index, ": cannot allocate ", nbytes,
+                     " bytes (", gib(nbytes), "); encore's pool holds ", gib(reserved), ", ",
+                     gib(used), " of it in use; the device has ", gib(free_bytes), " free of ",
+                     gib(total));
+}
+
+}  // namespace
+
+// ---- devices -----------------------------------------------------------------------------
+
+int device_count() {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();  // no driver, or no device: not an error for a CPU run
+      return 0;
+    }
+    return std::min(n, kMaxDevices);
+  }();
+  return count;
+}
+
+void require_device(int device) {
+  const int n = device_count();
+  ENCORE_CHECK(device >= 0 && device < n, DeviceError, "[cuda] device cuda:", device,
+               " is not present (",
+               n == 0 ? std::string("no CUDA device or driver was found")
+                      : detail::cat(n, " CUDA device(s) found"),
+               ")");
+}
+
+DeviceState& device_state(int device) {
+  require_device(device);
+  std::call_once(g_state_once[device], create_state, device);
+  return *g_states[device];
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  int current = -1;
+  ENCORE_CUDA_CHECK("cuda", cudaGetDevice(&current));
+  if (current != device) {
+    ENCORE_CUDA_CHECK("cuda", cudaSetDevice(device));
+    previous_ = current;
+  }
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+}
+
+cudaStream_t stream(int device) { return device_state(device).stream.get(); }
+
+void synchronize(int device) {
+  DeviceState& s = device_state(device);
+  ENCORE_CUDA_CHECK("synchronize", cudaStreamSynchronize(s.stream.get()));
+  raise_kernel_errors(device);
+}
+
+bool capturing(int device) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  ENCORE_CUDA_CHECK("cuda", cudaStreamIsCapturing(device_state(device).stream.get(), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+int multiprocessor_count(int device) { return device_state(device).sm_count; }
+const std::string& device_model(int device) { return device_state(device).model; }
+
+size_t free_memory(int device) {
+  DeviceGuard guard(device);
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return free_bytes;
+}
+
+Event make_event(bool timing) {
+  cudaEvent_t e = nullptr;
+  ENCORE_CUDA_CHECK("cuda", cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+  return Event(e);
+}
+
+// ---- memory ------------------------------------------------------------------------------
+
+void* PoolAllocator::allocate(size_t nbytes, Device device) {
+  if (nbytes == 0) return nullptr;
+  DeviceState& s = device_state(device.index);
+  DeviceGuard guard(device.index);
+  const bool in_capture = capturing(device.index);
+  if (!in_capture) run_deferred_frees();
+  void* p = nullptr;
+  cudaError_t e = cudaMallocAsync(&p, nbytes, s.stream.get());
+  if (e == cudaErrorMemoryAllocation && !in_capture) {
+    (void)cudaGetLastError();
+    // Memory cached by the pool in blocks of other sizes may be what is missing: wait for the
+    // pending frees, hand the unused part of the pool back to the driver, and try once more.
+    if (cudaStreamSynchronize(s.stream.get()) == cudaSuccess && cudaMemPoolTrimTo(s.pool, 0) == cudaSuccess)
+      e = cudaMallocAsync(&p, nbytes, s.stream.get());
+    else
+      (void)cudaGetLastError();
+  }
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    throw OutOfMemoryError(oom_message(s, nbytes));
+  }
+  ENCORE_CUDA_CHECK("alloc", e);
+  return p;
+}
+
+void PoolAllocator::deallocate(void* ptr, Device device) {
+  if (!ptr) return;
+  DeviceState* s = g_states[device.index];  // exists: allocate() created it
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s->stream.get(), &status) == cudaSuccess &&
+      status != cudaStreamCaptureStatusNone) {
+    std::lock_guard<std::mutex> lock(g_deferred_mutex);
+    g_deferred_frees.emplace_back(ptr, device.index);
+    return;
+  }
+  // Stream-ordered: the memory is reused only by work queued after this point, so a buffer
+  // can be freed as soon as the last kernel reading it has been queued. Errors are ignored
+  // (a destructor calls this; at process exit the runtime may already be unloaded).
+  if (cudaFreeAsync(ptr, s->stream.get()) != cudaSuccess) (void)cudaGetLastError();
+}
+
+Allocator& allocator(int device) { return device_state(device).allocator; }
+
+DeviceBuffer::DeviceBuffer(size_t nbytes, int device) : device_(device) {
+  data_ = device_state(device).allocator.allocate(nbytes, Device::cuda(device));
+  size_ = nbytes;
+  Ledger::global().add(Counter::Allocations, 1);
+  Ledger::global().add(Counter::BytesAllocated, static_cast<int64_t>(nbytes));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_) g_states[device_]->allocator.deallocate(data_, Device::cuda(device_));
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (data_) g_states[device_]->allocator.deallocate(data_, Device::cuda(device_));
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    device_ = o.device_;
+  }
+  return *this;
+}
+
+// ---- kernel errors and timing ------------------------------------------------------------
+
+int* error_flag(int device) { return device_state(device).error_device; }
+
+void raise_kernel_errors(int device) {
+  volatile int* word = device_state(device).error_host;
+  const int code = *word;
+  if (code == 0) return;
+  *word = 0;
+  const int op = code - 1;
+  const char* name = op >= 0 && op < kNumOps ? op_name(static_cast<OpId>(op)) : "kernel";
+  throw ValueError(detail::cat("[", name, "] an index was out of range on cuda:", device,
+                               " (detected by the kernel and reported when the device "
+                               "synchronized; the entries with bad indices were left as 0)"));
+}
+
+void time_kernel(KernelFn kernel, const KernelCtx& ctx, const char* name, int device) {
+  DeviceState& s = device_state(device);
+  DeviceGuard guard(device);
+  Event start = make_event(true), stop = make_event(true);
+  ENCORE_CUDA_CHECK(name, cudaEventRecord(start.get(), s.stream.get()));
+  kernel(ctx);
+  ENCORE_CUDA_CHECK(name, cudaEventRecord(stop.get(), s.stream.get()));
+  ENCORE_CUDA_CHECK(name, cudaEventSynchronize(stop.get()));
+  float ms = 0.0f;
+  ENCORE_CUDA_CHECK(name, cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  const auto ns = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+  Ledger& ledger = Ledger::global();
+  ledger.add(Counter::KernelNs, ns);
+  // The GPU interval ended at most a synchronization ago: place the event just before now.
+  if (ledger.profiling()) ledger.record({name, "kernel", now_ns() - ns, ns});
+}
+
+}  // namespace encore::cuda

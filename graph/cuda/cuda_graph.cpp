@@ -1,0 +1,111 @@
+// CUDA Graph capture and replay of a Plan (see graph/cuda_graph.h).
+#include "graph/cuda_graph.h"
+
+#include "core/cuda/check.h"
+#include "core/cuda/handles.h"
+#include "core/cuda/runtime.h"
+#include "core/ledger.h"
+
+namespace encore::graph {
+
+namespace {
+
+// Ends a capture that went wrong, so that the stream is usable again and nothing leaks.
+void abandon_capture(cudaStream_t stream) {
+  cudaGraph_t partial = nullptr;
+  if (cudaStreamEndCapture(stream, &partial) == cudaSuccess && partial) cudaGraphDestroy(partial);
+  (void)cudaGetLastError();
+}
+
+bool capture_invalidated(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusActive;
+}
+
+}  // namespace
+
+std::unique_ptr<CudaGraph> CudaGraph::capture(const std::vector<Step>& steps, int device, PlanTimes& times) {
+  cuda::DeviceGuard guard(device);
+  const cudaStream_t stream = cuda::stream(device);
+  std::unique_ptr<CudaGraph> g(new CudaGraph());
+  g->device_ = device;
+  cudaGraph_t graph = nullptr;
+  {
+    ScopedTimer timer(Counter::CaptureNs, "capture");
+    // Thread-local mode: another thread's unrelated CUDA calls cannot invalidate the capture.
+    ENCORE_CUDA_CHECK("capture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (const Step& s : steps) {
+      try {
+        s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get()});
+      } catch (const std::exception& e) {
+        abandon_capture(stream);
+        throw BackendError(detail::cat("[capture] ", op_name(s.op), " failed while being captured into a CUDA Graph: ", e.what()));
+      }
+      // An op that synchronizes, allocates or copies from pageable memory invalidates the
+      // capture without an error of its own: find it here, where we still know which op.
+      if (capture_invalidated(stream)) {
+        abandon_capture(stream);
+        throw BackendError(detail::cat("[capture] ", op_name(s.op),
+                                       " cannot be captured into a CUDA Graph (it synchronized, allocated or "
+                                       "copied from pageable host memory); the capture was abandoned"));
+      }
+    }
+    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    if (end != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw BackendError(detail::cat("[capture] ending the CUDA Graph capture failed: ", cuda::status_string(end)));
+    }
+    times.capture_ns = timer.stop();
+  }
+  g->graph_ = graph;
+  {
+    ScopedTimer timer(Counter::InstantiateNs, "instantiate");
+    cudaGraphExec_t exec = nullptr;
+    ENCORE_CUDA_CHECK("instantiate", cudaGraphInstantiate(&exec, graph, 0));
+    g->exec_ = exec;
+    // Upload now so the first replay does not pay for it.
+    ENCORE_CUDA_CHECK("instantiate", cudaGraphUpload(exec, stream));
+    times.instantiate_ns = timer.stop();
+  }
+  return g;
+}
+
+CudaGraph::~CudaGraph() {
+  // Destruction must not throw; at process exit the driver may already be gone.
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+  (void)cudaGetLastError();
+}
+
+void CudaGraph::launch() {
+  cuda::DeviceGuard guard(device_);
+  const cudaStream_t stream = cuda::stream(device_);
+  const auto exec = static_cast<cudaGraphExec_t>(exec_);
+  Ledger& ledger = Ledger::global();
+  if (!ledger.profiling()) {
+    ENCORE_CUDA_CHECK("replay", cudaGraphLaunch(exec, stream));
+    return;
+  }
+  // While profiling, the whole graph's device time counts as kernel time.
+  const cuda::Event start = cuda::make_event(true), stop = cuda::make_event(true);
+  ENCORE_CUDA_CHECK("replay", cudaEventRecord(start.get(), stream));
+  ENCORE_CUDA_CHECK("replay", cudaGraphLaunch(exec, stream));
+  ENCORE_CUDA_CHECK("replay", cudaEventRecord(stop.get(), stream));
+  ENCORE_CUDA_CHECK("replay", cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  ENCORE_CUDA_CHECK("replay", cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  const auto ns = static_cast<int64_t>(ms * 1e6);
+  ledger.add(Counter::KernelNs, ns);
+  ledger.add(Counter::KernelsTimed, 1);
+  ledger.record({"cuda graph", "kernel", now_ns() - ns, ns});
+}
+
+void CudaGraph::copy_in(void* dst, const void* src, size_t bytes, int device) {
+  ENCORE_CUDA_CHECK("replay", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda::stream(device)));
+}
+
+}  // namespace encore::graph
