@@ -26,7 +26,7 @@ struct AdamScalars {
   double inv_sqrt_bc2;     // 1 / sqrt(1 - beta2^t)
 };
 
-inline AdamScalars adam_scalars(const AdamAttrs& a, int64_t t, double lr) {
+ENCORE_HD AdamScalars adam_scalars(const AdamAttrs& a, int64_t t, double lr) {
   const double bc1 = 1.0 - ::pow(a.beta1, static_cast<double>(t));
   const double bc2 = 1.0 - ::pow(a.beta2, static_cast<double>(t));
   return {lr / bc1, 1.0 / ::sqrt(bc2)};

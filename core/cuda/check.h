@@ -1,7 +1,7 @@
 // Status checks for CUDA runtime, cuBLAS, cuDNN and cuRAND calls. A failed call throws, never
 // aborts: OutOfMemoryError when the library ran out of memory, BackendError otherwise. The
 // message names the op, quotes the failing call and gives the library's status string:
-//   "[conv1d] cudnnConvolutionForward(...) failed: CUDNN_STATUS_BAD_PARAM (ops/cuda/conv1d.cpp:212)"
+//   "[conv1d] cudnnConvolutionForward(...) failed: CUDNN_STATUS_BAD_PARAM (conv1d.cpp:212)"
 #pragma once
 
 #include <cublas_v2.h>
@@ -29,8 +29,8 @@ inline bool out_of_memory(cublasStatus_t s) { return s == CUBLAS_STATUS_ALLOC_FA
 inline bool out_of_memory(cudnnStatus_t s) { return s == CUDNN_STATUS_ALLOC_FAILED; }
 inline bool out_of_memory(curandStatus_t s) { return s == CURAND_STATUS_ALLOCATION_FAILED; }
 
-[[noreturn]] void throw_status(const char* op, const char* call, const std::string& status, bool oom,
-                               const char* file, int line);
+[[noreturn]] void throw_status(const char* op, const char* call, const std::string& status,
+                               bool oom, const char* file, int line);
 
 template <class Status>
 void check_status(Status s, const char* op, const char* call, const char* file, int line) {

@@ -1,9 +1,9 @@
 // Per-device runtime state shared by the files of core/cuda (not for use elsewhere).
 #pragma once
 
+#include <deque>
 #include <mutex>
 #include <string>
-#include <deque>
 #include <vector>
 
 #include "core/allocator.h"
@@ -33,6 +33,7 @@ struct DeviceState {
   int* error_host = nullptr;    // mapped pinned word (see error_flag)
   int* error_device = nullptr;  // its device address
   int sm_count = 0;
+  size_t total_memory = 0;
   std::string model;
 
   std::once_flag cublas_once;

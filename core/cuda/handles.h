@@ -28,7 +28,8 @@ class DeviceGuard {
 
 /// An owned library handle, released with `Destroy`. Errors while releasing are ignored: a
 /// destructor must not throw, and at process exit the driver may already be gone.
-template <class H, auto Destroy> class Handle {
+template <class H, auto Destroy>
+class Handle {
  public:
   Handle() = default;
   explicit Handle(H h) : h_(h) {}
@@ -72,14 +73,19 @@ class DeviceBuffer {
   DeviceBuffer(size_t nbytes, int device);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), device_(o.device_) {}
+      : data_(std::exchange(o.data_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
+        device_(o.device_) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
-  template <class T> T* as() const { return static_cast<T*>(data_); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
 
  private:
   void* data_ = nullptr;

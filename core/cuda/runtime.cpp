@@ -3,6 +3,7 @@
 #include "core/cuda/runtime.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -27,6 +28,7 @@ std::once_flag g_state_once[kMaxDevices];
 // become a node of the graph instead of freeing now. They run at the next allocation.
 std::mutex g_deferred_mutex;
 std::vector<std::pair<void*, int>> g_deferred_frees;
+std::atomic<bool> g_have_deferred{false};
 
 void create_state(int device) {
   auto s = std::make_unique<DeviceState>();
@@ -39,7 +41,8 @@ void create_state(int device) {
   // Keep freed memory cached in the pool instead of returning it to the driver at every
   // synchronization: eager steps free and reallocate the same sizes over and over.
   uint64_t keep = std::numeric_limits<uint64_t>::max();
-  ENCORE_CUDA_CHECK("cuda", cudaMemPoolSetAttribute(s->pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  ENCORE_CUDA_CHECK("cuda",
+                    cudaMemPoolSetAttribute(s->pool, cudaMemPoolAttrReleaseThreshold, &keep));
   void* word = nullptr;
   ENCORE_CUDA_CHECK("cuda", cudaHostAlloc(&word, sizeof(int), cudaHostAllocMapped));
   s->error_host = static_cast<int*>(word);
@@ -50,27 +53,32 @@ void create_state(int device) {
   cudaDeviceProp prop{};
   ENCORE_CUDA_CHECK("cuda", cudaGetDeviceProperties(&prop, device));
   s->sm_count = prop.multiProcessorCount;
+  s->total_memory = prop.totalGlobalMem;
   s->model = detail::cat(prop.name, " sm_", prop.major, prop.minor);
   g_states[device] = s.release();
 }
 
 void run_deferred_frees() {
+  if (!g_have_deferred.load(std::memory_order_acquire)) return;
   std::vector<std::pair<void*, int>> frees;
   {
     std::lock_guard<std::mutex> lock(g_deferred_mutex);
-    if (g_deferred_frees.empty()) return;
     frees.swap(g_deferred_frees);
+    g_have_deferred.store(false, std::memory_order_release);
   }
   for (auto [ptr, device] : frees)
     if (cudaFreeAsync(ptr, g_states[device]->stream.get()) != cudaSuccess) (void)cudaGetLastError();
 }
 
-std::string gib(uint64_t bytes) { return detail::cat(static_cast<double>(bytes) / (1 << 30), " GiB"); }
+std::string gib(uint64_t bytes) {
+  return detail::cat(static_cast<double>(bytes) / (1 << 30), " GiB");
+}
 
 std::string oom_message(DeviceState& s, size_t nbytes) {
   uint64_t reserved = 0, used = 0;
   size_t free_bytes = 0, total = 0;
-  if (cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess ||
+  if (cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrReservedMemCurrent, &reserved) !=
+          cudaSuccess ||
       cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess ||
       cudaMemGetInfo(&free_bytes, &total) != cudaSuccess)
     (void)cudaGetLastError();
@@ -153,7 +161,8 @@ size_t free_memory(int device) {
 
 Event make_event(bool timing) {
   cudaEvent_t e = nullptr;
-  ENCORE_CUDA_CHECK("cuda", cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+  ENCORE_CUDA_CHECK(
+      "cuda", cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
   return Event(e);
 }
 
@@ -163,20 +172,25 @@ void* PoolAllocator::allocate(size_t nbytes, Device device) {
   if (nbytes == 0) return nullptr;
   DeviceState& s = device_state(device.index);
   DeviceGuard guard(device.index);
-  const bool in_capture = capturing(device.index);
-  if (!in_capture) run_deferred_frees();
+  if (g_have_deferred.load(std::memory_order_acquire) && !capturing(device.index))
+    run_deferred_frees();
   void* p = nullptr;
   cudaError_t e = cudaMallocAsync(&p, nbytes, s.stream.get());
-  if (e == cudaErrorMemoryAllocation && !in_capture) {
+  if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     // Memory cached by the pool in blocks of other sizes may be what is missing: wait for the
-    // pending frees, hand the unused part of the pool back to the driver, and try once more.
-    if (cudaStreamSynchronize(s.stream.get()) == cudaSuccess && cudaMemPoolTrimTo(s.pool, 0) == cudaSuccess)
-      e = cudaMallocAsync(&p, nbytes, s.stream.get());
-    else
-      (void)cudaGetLastError();
+    // pending frees, hand the unused part of the pool back to the driver, and try once more
+    // (not while capturing: a synchronization would invalidate the capture).
+    if (!capturing(device.index)) {
+      if (cudaStreamSynchronize(s.stream.get()) == cudaSuccess &&
+          cudaMemPoolTrimTo(s.pool, 0) == cudaSuccess)
+        e = cudaMallocAsync(&p, nbytes, s.stream.get());
+      else
+        (void)cudaGetLastError();
+    }
   }
-  if (e == cudaErrorMemoryAllocation) {
+  // A request beyond the device's memory may be refused as an invalid size instead.
+  if (e == cudaErrorMemoryAllocation || (e == cudaErrorInvalidValue && nbytes > s.total_memory)) {
     (void)cudaGetLastError();
     throw OutOfMemoryError(oom_message(s, nbytes));
   }
@@ -192,6 +206,7 @@ void PoolAllocator::deallocate(void* ptr, Device device) {
       status != cudaStreamCaptureStatusNone) {
     std::lock_guard<std::mutex> lock(g_deferred_mutex);
     g_deferred_frees.emplace_back(ptr, device.index);
+    g_have_deferred.store(true, std::memory_order_release);
     return;
   }
   // Stream-ordered: the memory is reused only by work queued after this point, so a buffer
@@ -205,6 +220,7 @@ Allocator& allocator(int device) { return device_state(device).allocator; }
 DeviceBuffer::DeviceBuffer(size_t nbytes, int device) : device_(device) {
   data_ = device_state(device).allocator.allocate(nbytes, Device::cuda(device));
   size_ = nbytes;
+  if (nbytes == 0) return;
   Ledger::global().add(Counter::Allocations, 1);
   Ledger::global().add(Counter::BytesAllocated, static_cast<int64_t>(nbytes));
 }

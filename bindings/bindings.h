@@ -1,0 +1,110 @@
+// Shared pieces of the pybind11 module encore._C: one init function per area (module.cpp
+// calls them in order) and the argument conversions every area uses.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <vector>
+
+#include "encore.h"
+
+namespace py = pybind11;
+
+namespace encore::python {
+
+/// A Python number as the scalar operand of an op. Its caster accepts float and int (and bool)
+/// without conversion, and other numbers (NumPy scalars) when converting, but never arrays or
+/// tensors: listed before the Tensor overload, it lets `t * 0.5` and `t * u` both resolve on
+/// the first, cheap try (a failed Tensor load is the slow path of overload resolution).
+struct Scalar {
+  double value = 0.0;
+  operator double() const { return value; }
+};
+
+void init_errors(py::module_& m);
+void init_runtime(py::module_& m);  // Device, DType, modes, grad mode, ledger, cuda, autotune
+void init_tensor(py::module_& m);
+void init_indexing(py::class_<Tensor>& cls);
+void init_interop(py::module_& m, py::class_<Tensor>& cls);  // NumPy
+void init_dlpack(py::module_& m, py::class_<Tensor>& cls);
+void init_ops(py::module_& m);
+void init_nn(py::module_& m);
+void init_optim(py::module_& m);
+void init_trace(py::module_& m);
+
+/// A device from an encore.Device, a string ("cpu", "cuda", "cuda:1") or None (the CPU).
+Device to_device(py::handle obj);
+/// A dtype from an encore dtype, a string ("float32") or anything numpy.dtype() accepts.
+DType to_dtype(py::handle obj);
+/// `obj` as a dtype, or `fallback` when it is None.
+inline DType to_dtype(py::handle obj, DType fallback) {
+  return obj.is_none() ? fallback : to_dtype(obj);
+}
+/// A shape from an int or a sequence of ints; `op` names the caller in errors. Rejects negative
+/// sizes and sizes whose element count overflows.
+Shape to_shape(py::handle obj, const char* op);
+/// A shape from `*shape` arguments: f(2, 3) or f((2, 3)).
+Shape shape_from_args(const py::args& args, const char* op);
+/// Reduction axes: None (all), an int, or a sequence of ints.
+std::vector<int64_t> to_axes(py::handle obj);
+
+/// The Python value of a tensor that may be undefined (None then).
+inline py::object wrap(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
+
+/// Throws the ValueError that reading a value inside a trace gives (same text as the C++ API).
+void check_readable(const Tensor& t, const char* op);
+
+/// NumPy interop (numpy.cpp): a tensor sharing the memory of a C-contiguous, aligned, writeable
+/// array of a supported dtype; or, with `copy`, a fresh tensor holding its values.
+Tensor from_numpy(const py::array& a, bool copy);
+/// An array of a tensor's values: sharing its memory when it is a contiguous CPU tensor and
+/// `copy` is false, else a copy.
+py::array to_numpy(const Tensor& t, bool copy);
+/// encore.tensor / encore.Tensor: a tensor from a Tensor, NumPy array, scalar or nested
+/// sequence. Python floats become float32, ints int64, NumPy arrays keep their dtype (narrow
+/// types widen to a supported one). With `share`, a compatible NumPy array is not copied.
+Tensor tensor_from_data(py::handle data, py::handle dtype, py::handle device, bool requires_grad,
+                        bool share);
+DType dtype_of_numpy(const py::dtype& d, const char* op);
+py::dtype numpy_dtype(DType t);
+
+/// A shared_ptr that keeps a Python object alive; its deleter takes the GIL (storages can be
+/// released from threads that do not hold it) and does nothing once Python has shut down.
+std::shared_ptr<void> keep_alive(py::object obj);
+
+}  // namespace encore::python
+
+namespace pybind11::detail {
+template <>
+struct type_caster<encore::python::Scalar> {
+  PYBIND11_TYPE_CASTER(encore::python::Scalar, const_name("float"));
+  bool load(handle src, bool convert) {
+    PyObject* o = src.ptr();
+    if (PyFloat_Check(o)) {
+      value.value = PyFloat_AS_DOUBLE(o);
+      return true;
+    }
+    if (PyLong_Check(o)) {
+      value.value = PyLong_AsDouble(o);
+      if (value.value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+      }
+      return true;
+    }
+    // NumPy scalars and other numbers; arrays and tensors (sequences, buffers) are not scalars.
+    if (!convert || !PyNumber_Check(o) || PySequence_Check(o)) return false;
+    value.value = PyFloat_AsDouble(o);
+    if (value.value == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    return true;
+  }
+  static handle cast(encore::python::Scalar s, return_value_policy, handle) {
+    return PyFloat_FromDouble(s.value);
+  }
+};
+}  // namespace pybind11::detail

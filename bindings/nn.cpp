@@ -1,0 +1,241 @@
+// encore.nn: Keras-style layers, Sequential, save/load and the losses. Modules are held by
+// shared_ptr so a layer can live in Python and in a Sequential at once.
+#include "bindings.h"
+
+namespace encore::python {
+
+namespace {
+
+using ModulePtr = std::shared_ptr<nn::Module>;
+
+py::tuple shape_tuple(const Shape& s) {
+  py::tuple t(s.size());
+  for (int i = 0; i < s.size(); ++i) t[i] = py::int_(s[i]);
+  return t;
+}
+
+py::list named(const nn::NamedTensors& v) {
+  py::list out;
+  for (const auto& [name, t] : v) out.append(py::make_tuple(name, t));
+  return out;
+}
+
+nn::LSTMImplementation to_implementation(const std::string& s) {
+  if (s == "auto") return nn::LSTMImplementation::Auto;
+  if (s == "composed") return nn::LSTMImplementation::Composed;
+  if (s == "cudnn") return nn::LSTMImplementation::Cudnn;
+  throw encore::ValueError("[lstm] implementation must be 'auto', 'composed' or 'cudnn', got '" +
+                           s + "'");
+}
+
+// Module.to(device), .to(dtype), .to("cuda"), .to("float64"): in place, returns the module.
+void module_to(nn::Module& module, py::handle target) {
+  if (py::isinstance<DType>(target)) {
+    module.to(target.cast<DType>());
+    return;
+  }
+  if (py::isinstance<py::str>(target)) {
+    const std::string s = target.cast<std::string>();
+    if (s != "cpu" && s.rfind("cuda", 0) != 0) {
+      module.to(to_dtype(target));
+      return;
+    }
+  }
+  if (py::isinstance<Device>(target) || py::isinstance<py::str>(target)) {
+    const Device d = to_device(target);
+    py::gil_scoped_release release;
+    module.to(d);
+    return;
+  }
+  module.to(to_dtype(target));
+}
+
+}  // namespace
+
+void init_nn(py::module_& m) {
+  py::class_<nn::Module, ModulePtr>(
+      m, "Module", "A layer with parameters, built from the first input shape (Keras-style).")
+      .def(
+          "__call__",
+          [](nn::Module& module, const Tensor& x) {
+            py::gil_scoped_release release;
+            return module(x);
+          },
+          py::arg("x"))
+      .def(
+          "forward",
+          [](nn::Module& module, const Tensor& x) {
+            py::gil_scoped_release release;
+            return module.forward(x);
+          },
+          py::arg("x"))
+      .def(
+          "build",
+          [](nn::Module& module, py::object shape) {
+            return shape_tuple(module.build(to_shape(shape, "build")));
+          },
+          py::arg("input_shape"),
+          "Creates the parameters for inputs of `input_shape` (batch first); returns the output "
+          "shape.")
+      .def_property_readonly("built", &nn::Module::built)
+      .def_property_readonly("output_shape",
+                             [](const nn::Module& module) {
+                               return module.built()
+                                          ? py::object(shape_tuple(module.output_shape()))
+                                          : py::object(py::none());
+                             })
+      .def_property_readonly("type_name", &nn::Module::type_name)
+      .def_property_readonly("name", &nn::Module::name)
+      .def("set_name", &nn::Module::set_name, py::arg("prefix"))
+      .def("parameters", &nn::Module::parameters)
+      .def(
+          "named_parameters",
+          [](const nn::Module& module) { return named(module.named_parameters()); },
+          "A list of (name, Tensor) pairs.")
+      .def("num_parameters", &nn::Module::num_parameters)
+      .def(
+          "to",
+          [](ModulePtr module, py::object target) {
+            module_to(*module, target);
+            return module;
+          },
+          py::arg("device_or_dtype"),
+          "Moves/converts every parameter in place (same tensors, new storage); returns self.")
+      .def("__repr__", [](const nn::Module& module) {
+        std::string s = "<encore.nn." + module.type_name();
+        if (!module.name().empty()) s += " '" + module.name() + "'";
+        if (module.built()) s += " output " + module.output_shape().str();
+        return s + ">";
+      });
+
+  py::class_<nn::Dense, nn::Module, std::shared_ptr<nn::Dense>>(
+      m, "Dense", "y = activation(x @ kernel + bias) over the last axis.")
+      .def(py::init([](int64_t units, const std::string& activation, bool use_bias) {
+             return std::make_shared<nn::Dense>(units, nn::DenseOptions{activation, use_bias});
+           }),
+           py::arg("units"), py::arg("activation") = "linear", py::arg("use_bias") = true);
+
+  py::class_<nn::Conv1D, nn::Module, std::shared_ptr<nn::Conv1D>>(
+      m, "Conv1D",
+      "1-D convolution over steps on (batch, steps, channels); kernel (kernel_size, in, filters).")
+      .def(py::init([](int64_t filters, int64_t kernel_size, int64_t strides,
+                       const std::string& padding, int64_t dilation_rate,
+                       const std::string& activation, bool use_bias) {
+             return std::make_shared<nn::Conv1D>(
+                 filters, kernel_size,
+                 nn::Conv1DOptions{strides, padding, dilation_rate, activation, use_bias});
+           }),
+           py::arg("filters"), py::arg("kernel_size"), py::arg("strides") = 1,
+           py::arg("padding") = "valid", py::arg("dilation_rate") = 1,
+           py::arg("activation") = "linear", py::arg("use_bias") = true);
+
+  py::class_<nn::LSTM, nn::Module, std::shared_ptr<nn::LSTM>>(
+      m, "LSTM", "LSTM with Keras semantics (gates i, f, c, o).")
+      .def(py::init([](int64_t units, const std::string& activation,
+                       const std::string& recurrent_activation, bool return_sequences, bool reverse,
+                       bool unit_forget_bias, const std::string& implementation) {
+             nn::LSTMOptions o;
+             o.activation = activation;
+             o.recurrent_activation = recurrent_activation;
+             o.return_sequences = return_sequences;
+             o.reverse = reverse;
+             o.unit_forget_bias = unit_forget_bias;
+             o.implementation = to_implementation(implementation);
+             return std::make_shared<nn::LSTM>(units, o);
+           }),
+           py::arg("units"), py::arg("activation") = "tanh",
+           py::arg("recurrent_activation") = "sigmoid", py::arg("return_sequences") = false,
+           py::arg("reverse") = false, py::arg("unit_forget_bias") = true,
+           py::arg("implementation") = "auto")
+      .def_property_readonly("units", &nn::LSTM::units)
+      .def("uses_cudnn", &nn::LSTM::uses_cudnn, py::arg("x"),
+           "Whether a forward on `x` takes the cuDNN path.");
+
+  py::class_<nn::Bidirectional, nn::Module, std::shared_ptr<nn::Bidirectional>>(
+      m, "Bidirectional",
+      "A forward and a reversed copy of an LSTM, merged ('concat', 'sum', 'mul' or 'ave').")
+      .def(py::init([](std::shared_ptr<nn::LSTM> layer, const std::string& merge_mode) {
+             ENCORE_CHECK(layer != nullptr, encore::ValueError,
+                          "[bidirectional] needs an LSTM layer");
+             return std::make_shared<nn::Bidirectional>(std::move(layer), merge_mode);
+           }),
+           py::arg("layer"), py::arg("merge_mode") = "concat");
+
+  py::class_<nn::Dropout, nn::Module, std::shared_ptr<nn::Dropout>>(
+      m, "Dropout", "Inverted dropout, active in training mode.")
+      .def(py::init<double>(), py::arg("rate"));
+  py::class_<nn::GlobalAveragePooling1D, nn::Module, std::shared_ptr<nn::GlobalAveragePooling1D>>(
+      m, "GlobalAveragePooling1D",
+      "Mean over the steps axis: (batch, steps, channels) -> (batch, channels).")
+      .def(py::init<>());
+  py::class_<nn::GlobalMaxPooling1D, nn::Module, std::shared_ptr<nn::GlobalMaxPooling1D>>(
+      m, "GlobalMaxPooling1D",
+      "Max over the steps axis: (batch, steps, channels) -> (batch, channels).")
+      .def(py::init<>());
+  py::class_<nn::Flatten, nn::Module, std::shared_ptr<nn::Flatten>>(
+      m, "Flatten", "(batch, ...) -> (batch, product of the rest).")
+      .def(py::init<>());
+
+  py::class_<nn::Sequential, nn::Module, std::shared_ptr<nn::Sequential>>(m, "Sequential",
+                                                                          "A stack of layers.")
+      .def(py::init([](py::object layers) {
+             auto s = std::make_shared<nn::Sequential>();
+             if (!layers.is_none())
+               for (py::handle l : layers) {
+                 if (!py::isinstance<nn::Module>(l))
+                   throw py::type_error(
+                       "Sequential takes encore.nn layers, got " +
+                       std::string(py::str(py::type::handle_of(l).attr("__name__"))));
+                 s->add(l.cast<ModulePtr>());
+               }
+             return s;
+           }),
+           py::arg("layers") = py::none())
+      .def(
+          "add",
+          [](nn::Sequential& s, ModulePtr layer) {
+            ENCORE_CHECK(layer != nullptr, encore::ValueError, "[sequential] cannot add None");
+            s.add(layer);
+            return layer;
+          },
+          py::arg("layer"))
+      .def_property_readonly("layers",
+                             [](const nn::Sequential& s) {
+                               py::list out;
+                               for (const auto& [name, layer] : s.layers()) out.append(layer);
+                               return out;
+                             })
+      .def("__len__", [](const nn::Sequential& s) { return s.layers().size(); })
+      .def("__getitem__",
+           [](const nn::Sequential& s, int64_t i) {
+             const int64_t n = static_cast<int64_t>(s.layers().size());
+             if (i < 0) i += n;
+             if (i < 0 || i >= n) throw py::index_error("layer index out of range");
+             return s.layers()[i].second;
+           })
+      .def(
+          "summary",
+          [](nn::Sequential& s, py::object shape) { return s.summary(to_shape(shape, "summary")); },
+          py::arg("input_shape"),
+          "A Keras-like summary (layer, output shape, parameters) as text.");
+
+  m.def(
+      "save_module",
+      [](const nn::Module& module, const std::string& path) { nn::save(module, path); },
+      py::arg("module"), py::arg("path"),
+      "Writes every parameter (name, dtype, shape, data) to a binary file.");
+  m.def(
+      "load_module", [](nn::Module& module, const std::string& path) { nn::load(module, path); },
+      py::arg("module"), py::arg("path"), "Loads parameters by name into `module` in place.");
+
+  // ---- losses ---------------------------------------------------------------------------
+  m.def("binary_crossentropy", &nn::binary_crossentropy, py::arg("y_true"), py::arg("y_pred"),
+        py::arg("from_logits") = false);
+  m.def("mean_squared_error", &nn::mean_squared_error, py::arg("y_true"), py::arg("y_pred"));
+  m.def("sparse_categorical_crossentropy", &nn::sparse_categorical_crossentropy, py::arg("labels"),
+        py::arg("y_pred"), py::arg("from_logits") = true);
+  m.def("binary_accuracy", &nn::binary_accuracy, py::arg("y_true"), py::arg("y_pred"),
+        py::arg("threshold") = 0.5);
+}
+
+}  // namespace encore::python

@@ -1,0 +1,47 @@
+"""Per-shape algorithm choices (cuDNN on the GPU, oneDNN primitives on the CPU): what was
+chosen, what it cost, and a file to carry choices to another process."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from . import _C
+
+
+def set_policy(policy: str) -> None:
+    """'heuristic' (default: no timing), 'exhaustive' (time every algorithm once per shape) or 'off'."""
+    _C.autotune_set_policy(policy)
+
+
+def policy() -> str:
+    return _C.autotune_policy()
+
+
+def entries() -> List[Dict[str, Any]]:
+    """Every choice made or loaded so far (op, key, algorithm, time_ms, backend, source, ...)."""
+    return _C.autotune_entries()
+
+
+def save(path: str) -> None:
+    """Writes the GPU choices to ``path``."""
+    _C.autotune_save(str(path))
+
+
+def load(path: str) -> None:
+    """Adds the choices saved in ``path``."""
+    _C.autotune_load(str(path))
+
+
+def clear() -> None:
+    """Forgets every GPU choice (the CPU's primitive cache is kept)."""
+    _C.autotune_clear()
+
+
+def conv1d_primitives() -> List[Tuple[str, str]]:
+    """The CPU's cached oneDNN convolution primitives: (shape key, implementation)."""
+    return _C.conv1d_primitives()
+
+
+def clear_conv1d_primitives() -> None:
+    """Forgets the CPU's cached primitives: the next use of each shape pays the setup again."""
+    _C.clear_conv1d_primitives()

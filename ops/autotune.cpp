@@ -1,0 +1,209 @@
+// The autotune store. File format (text, tab-separated fields, '#' starts a comment line):
+//   encore-autotune 1
+//   cudnn 91900
+//   <op> <key> <algorithm> <math> <time_ms> <workspace_bytes> <source>
+#include "ops/autotune.h"
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "core/error.h"
+#include "ops/cpu/conv1d.h"
+
+namespace encore::autotune {
+
+namespace {
+
+std::mutex g_mutex;
+std::map<std::pair<std::string, std::string>, Entry> g_entries;
+std::atomic<Policy> g_policy{Policy::Heuristic};
+std::atomic<uint64_t> g_generation{1};
+std::atomic<size_t> g_backend_version{0};
+
+constexpr const char* kMagic = "encore-autotune";
+constexpr int kFormat = 1;
+
+std::string version_str(size_t v) {
+  if (v == 0) return "none";
+  // cuDNN 9 encodes major * 10000 + minor * 100 + patch.
+  return encore::detail::cat(v / 10000, ".", v / 100 % 100, ".", v % 100);
+}
+
+bool usable(const Entry& e, Policy p) {
+  switch (p) {
+    case Policy::Off:
+      return e.source == "off";
+    case Policy::Heuristic:
+      return e.source == "heuristic" || e.source == "exhaustive";
+    case Policy::Exhaustive:
+      return e.source == "exhaustive";
+  }
+  return false;
+}
+
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> fields;
+  size_t start = 0;
+  for (;;) {
+    const size_t tab = line.find('\t', start);
+    fields.push_back(
+        line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+    if (tab == std::string::npos) return fields;
+    start = tab + 1;
+  }
+}
+
+// The CPU primitive keys read "forward N=..."; the op is named by the first word.
+Entry cpu_entry(const cpu::ConvPrimitiveInfo& p) {
+  Entry e;
+  const size_t space = p.key.find(' ');
+  const std::string kind = p.key.substr(0, space);
+  e.op = kind == "forward" ? "conv1d" : "conv1d_" + kind;
+  e.key = space == std::string::npos ? std::string() : p.key.substr(space + 1) + " float32 cpu";
+  e.algorithm = p.impl;
+  e.backend = "onednn";
+  e.source = "onednn";
+  return e;
+}
+
+}  // namespace
+
+void set_policy(Policy p) {
+  g_policy.store(p);
+  g_generation.fetch_add(1);
+}
+Policy policy() { return g_policy.load(); }
+
+std::string_view name(Policy p) {
+  switch (p) {
+    case Policy::Heuristic:
+      return "heuristic";
+    case Policy::Exhaustive:
+      return "exhaustive";
+    case Policy::Off:
+      return "off";
+  }
+  return "?";
+}
+
+Policy parse_policy(const std::string& s) {
+  for (Policy p : {Policy::Heuristic, Policy::Exhaustive, Policy::Off})
+    if (s == name(p)) return p;
+  throw ValueError("[autotune] unknown policy '" + s + "' (expected heuristic, exhaustive or off)");
+}
+
+std::vector<Entry> entries() {
+  std::vector<Entry> out;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (const auto& [k, e] : g_entries) out.push_back(e);
+  }
+  for (const cpu::ConvPrimitiveInfo& p : cpu::conv1d_primitives()) out.push_back(cpu_entry(p));
+  return out;
+}
+
+void save(const std::string& path) {
+  std::ofstream f(path);
+  ENCORE_CHECK(f, ValueError, "[autotune] cannot open ", path, " for writing");
+  f << kMagic << ' ' << kFormat << '\n';
+  f << "cudnn " << g_backend_version.load() << '\n';
+  f << "# op\tkey\talgorithm\tmath\ttime_ms\tworkspace_bytes\tsource\n";
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (const auto& [k, e] : g_entries) {
+    std::ostringstream t;
+    t.precision(9);
+    t << e.time_ms;
+    f << e.op << '\t' << e.key << '\t' << e.algorithm << '\t' << e.math << '\t' << t.str() << '\t'
+      << e.workspace_bytes << '\t' << e.source << '\n';
+  }
+  f.flush();
+  ENCORE_CHECK(f, ValueError, "[autotune] writing ", path, " failed");
+}
+
+void load(const std::string& path) {
+  std::ifstream f(path);
+  ENCORE_CHECK(f, ValueError, "[autotune] cannot open ", path);
+  std::string line;
+  std::string magic;
+  int format = 0;
+  ENCORE_CHECK(std::getline(f, line) && (std::istringstream(line) >> magic >> format) &&
+                   magic == kMagic && format == kFormat,
+               ValueError, "[autotune] ", path, " is not an encore autotune file (format ", kFormat,
+               ")");
+  std::string word;
+  size_t version = 0;
+  ENCORE_CHECK(
+      std::getline(f, line) && (std::istringstream(line) >> word >> version) && word == "cudnn",
+      ValueError, "[autotune] ", path, ": line 2 must name the cuDNN version");
+  const size_t ours = g_backend_version.load();
+  ENCORE_CHECK(version == ours, ValueError, "[autotune] ", path, " was written with cuDNN ",
+               version_str(version), " but this process uses cuDNN ", version_str(ours),
+               ": algorithm choices do not carry over between versions; delete the file or tune "
+               "again and save");
+  std::vector<Entry> loaded;
+  for (int number = 3; std::getline(f, line); ++number) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> fields = split_tabs(line);
+    ENCORE_CHECK(fields.size() == 7, ValueError, "[autotune] ", path, ":", number,
+                 ": expected 7 tab-separated fields, got ", fields.size());
+    Entry e;
+    e.op = fields[0];
+    e.key = fields[1];
+    e.algorithm = fields[2];
+    e.math = fields[3];
+    e.backend = "cudnn";
+    e.source = fields[6];
+    e.from_file = true;
+    try {
+      e.time_ms = std::stod(fields[4]);
+      e.workspace_bytes = static_cast<size_t>(std::stoull(fields[5]));
+    } catch (const std::exception&) {
+      throw ValueError(
+          encore::detail::cat("[autotune] ", path, ":", number, ": bad time or workspace size"));
+    }
+    ENCORE_CHECK(e.source == "heuristic" || e.source == "exhaustive" || e.source == "off",
+                 ValueError, "[autotune] ", path, ":", number, ": unknown source '", e.source, "'");
+    loaded.push_back(std::move(e));
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (Entry& e : loaded) g_entries[{e.op, e.key}] = std::move(e);
+  }
+  g_generation.fetch_add(1);
+}
+
+void clear() {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_entries.clear();
+  }
+  g_generation.fetch_add(1);
+}
+
+namespace detail {
+
+std::optional<Entry> find(const std::string& op, const std::string& key) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_entries.find({op, key});
+  if (it == g_entries.end() || !usable(it->second, policy())) return std::nullopt;
+  return it->second;
+}
+
+void store(Entry e) {
+  for (std::string* s : {&e.op, &e.key, &e.algorithm, &e.math, &e.source})
+    for (char& ch : *s)
+      if (ch == '\t' || ch == '\n') ch = ' ';
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_entries[{e.op, e.key}] = std::move(e);
+}
+
+uint64_t generation() { return g_generation.load(); }
+void set_backend_version(size_t v) { g_backend_version.store(v); }
+size_t backend_version() { return g_backend_version.load(); }
+
+}  // namespace detail
+
+}  // namespace encore::autotune

@@ -1,0 +1,71 @@
+// Per-shape algorithm choices: which cuDNN algorithm each convolution shape runs on the GPU,
+// and which oneDNN implementation each shape got on the CPU. Choosing costs time the first
+// time a shape is seen (problem 1 of docs/ARCHITECTURE.md), and small configuration changes
+// can change the choice and the run time (problem 2): both are made visible here, counted in
+// the ledger (autotunes = searches, autotune_time, autotune_hits), and the GPU choices can be
+// saved to a file so that a second process does not pay again.
+//
+// Searching never happens inside a CUDA Graph capture: a traced step searches while its Plan
+// is built (the kernels' PrepareFn), eager calls on first use of a shape.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace encore::autotune {
+
+enum class Policy {
+  Heuristic,   // cuDNN's heuristics pick (cudnnGet*_v7); nothing is timed. The default.
+  Exhaustive,  // every applicable algorithm is timed once per shape (cudnnFind*Ex)
+  Off,         // a fixed default algorithm for every shape
+};
+
+/// Applies to shapes seen from now on; choices made under another policy are not reused
+/// (except that exhaustive choices also serve the heuristic policy).
+void set_policy(Policy p);
+Policy policy();
+std::string_view name(Policy p);
+/// "heuristic", "exhaustive" or "off"; throws ValueError otherwise.
+Policy parse_policy(const std::string& s);
+
+struct Entry {
+  std::string op;         // "conv1d", "conv1d_backward_data" or "conv1d_backward_filter"
+  std::string key;        // the problem: shapes, stride, dilation, padding, dtype, math, GPU model
+  std::string algorithm;  // cuDNN: e.g. "IMPLICIT_PRECOMP_GEMM"; CPU: oneDNN's implementation
+  double time_ms = -1;    // time measured by the exhaustive search; -1 when nothing was timed
+  size_t workspace_bytes = 0;
+  std::string backend;  // "cudnn" or "onednn"
+  std::string source;   // the policy that chose it: "heuristic", "exhaustive" or "off"
+  std::string math;  // cuDNN math type: "fma" without TF32, "default"/"tensor_op" with; CPU: empty
+  bool from_file = false;  // loaded with load() rather than chosen in this process
+};
+
+/// Every choice made or loaded so far: the GPU's (cuDNN) and the CPU's cached oneDNN
+/// primitives.
+std::vector<Entry> entries();
+/// Writes the GPU choices to `path` (a small text file, one choice per line).
+void save(const std::string& path);
+/// Adds the choices saved in `path`. Throws ValueError if the file is malformed or was written
+/// with another cuDNN version (algorithm choices do not carry over between versions).
+void load(const std::string& path);
+/// Forgets every GPU choice (the next use of each shape searches again). The CPU's primitive
+/// cache is not affected.
+void clear();
+
+/// For the backends (ops/cuda/conv1d.cpp).
+namespace detail {
+/// The stored choice for (op, key) that `policy()` may reuse, if any.
+std::optional<Entry> find(const std::string& op, const std::string& key);
+void store(Entry e);
+/// Bumped by set_policy, load and clear: backends revalidate choices they cached.
+uint64_t generation();
+/// cudnnGetVersion() of the CUDA backend (0: no CUDA backend in this build).
+void set_backend_version(size_t cudnn_version);
+size_t backend_version();
+}  // namespace detail
+
+}  // namespace encore::autotune

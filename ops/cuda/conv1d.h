@@ -1,0 +1,24 @@
+// Internal to the CUDA conv1d kernels: the float64 direct convolutions (cuDNN's NHWC
+// convolutions are float32; float64 on the GPU serves references and gradchecks).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace encore::cuda {
+
+struct ConvShape {
+  int64_t n, length, channels, filters, kernel, out_length, stride, dilation, pad_l;
+};
+
+template <class T>
+void conv1d_direct(const ConvShape& s, const T* x, const T* w, T* y, cudaStream_t stream);
+template <class T>
+void conv1d_backward_data_direct(const ConvShape& s, const T* gy, const T* w, T* gx,
+                                 cudaStream_t stream);
+template <class T>
+void conv1d_backward_filter_direct(const ConvShape& s, const T* x, const T* gy, T* gw,
+                                   cudaStream_t stream);
+
+}  // namespace encore::cuda

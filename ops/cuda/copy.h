@@ -1,0 +1,19 @@
+// Strided copies on the GPU, shared by the data-movement kernels, transfers and conv1d.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "ops/registry.h"
+
+namespace encore::cuda {
+
+/// dst = src elementwise (same dtype; src broadcast to dst's shape; any strides, including
+/// negative ones). A dense same-size copy is one cudaMemcpyAsync.
+void strided_copy(const TensorRef& dst, const TensorRef& src, cudaStream_t stream, const char* op);
+
+/// A view of `t` covering `shape` from index `start` along `axis`, with the axis stride times
+/// `step`.
+TensorRef sub_view(const TensorRef& t, int axis, int64_t start, const Shape& shape,
+                   int64_t step = 1);
+
+}  // namespace encore::cuda

@@ -1,0 +1,128 @@
+// CUDA kernels for full, arange, uniform and normal: the same streams and formulas as
+// ops/cpu/creation.cpp. Double arithmetic uses the _rn intrinsics, which the compiler never
+// contracts into FMAs, so arange and uniform produce the CPU's bits.
+#include <cmath>
+
+#include "ops/cuda/device/vector.cuh"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.h"
+#include "ops/cuda/random.h"
+#include "ops/philox.h"
+
+namespace encore::cuda {
+namespace {
+
+__global__ void advance_offset(int64_t* state, uint64_t blocks) {
+  state[1] = static_cast<int64_t>(static_cast<uint64_t>(state[1]) + blocks);
+}
+
+template <class T>
+__global__ void fill_kernel(T* __restrict__ y, int64_t n, T v) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) y[i] = v;
+}
+
+template <class T>
+__global__ void arange_kernel(T* __restrict__ y, int64_t n, double start, double step) {
+  for (int64_t i = thread_index(); i < n; i += thread_count())
+    y[i] = static_cast<T>(__dadd_rn(start, __dmul_rn(step, static_cast<double>(i))));
+}
+
+// Thread per Philox block: value i = lane i % 4 of block offset + i / 4.
+template <class T>
+__global__ void uniform_kernel(T* __restrict__ y, int64_t n, const int64_t* __restrict__ state,
+                               double low, double range) {
+  const uint64_t seed = static_cast<uint64_t>(state[0]), offset = static_cast<uint64_t>(state[1]);
+  const int64_t blocks = static_cast<int64_t>(philox_blocks(static_cast<uint64_t>(n)));
+  for (int64_t b = thread_index(); b < blocks; b += thread_count()) {
+    const Philox4 r = philox(seed, offset + static_cast<uint64_t>(b));
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const int64_t i = b * 4 + l;
+      if (i >= n) break;
+      y[i] =
+          static_cast<T>(__dadd_rn(low, __dmul_rn(range, static_cast<double>(uniform01(r.v[l])))));
+    }
+  }
+}
+
+// Box-Muller on value pairs (2i, 2i + 1): one Philox block gives outputs 2b and 2b + 1.
+template <class T>
+__global__ void normal_kernel(T* __restrict__ y, int64_t n, const int64_t* __restrict__ state,
+                              double mean, double std) {
+  const uint64_t seed = static_cast<uint64_t>(state[0]), offset = static_cast<uint64_t>(state[1]);
+  const int64_t blocks = static_cast<int64_t>(philox_blocks(2 * static_cast<uint64_t>(n)));
+  for (int64_t b = thread_index(); b < blocks; b += thread_count()) {
+    const Philox4 r = philox(seed, offset + static_cast<uint64_t>(b));
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int64_t i = 2 * b + j;
+      if (i >= n) break;
+      const double u1 = (r.v[2 * j] + 1.0) / 4294967296.0;
+      const double u2 = r.v[2 * j + 1] / 4294967296.0;
+      y[i] = static_cast<T>(mean + std * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+    }
+  }
+}
+
+void full(const KernelCtx& c) {
+  const TensorRef& y = c.out[0];
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  const OnDevice dev(c);
+  const double v = std::get<FullAttrs>(c.attrs).value;
+  visit_dtype(y.dtype, [&]<class T>() {
+    fill_kernel<T><<<grid_for(n), kBlock, 0, dev.stream()>>>(y.ptr<T>(), n, static_cast<T>(v));
+  });
+  ENCORE_CUDA_LAUNCH_CHECK("full");
+}
+
+void arange(const KernelCtx& c) {
+  const TensorRef& y = c.out[0];
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  const OnDevice dev(c);
+  const auto& a = std::get<FullAttrs>(c.attrs);
+  visit_dtype(y.dtype, [&]<class T>() {
+    arange_kernel<T><<<grid_for(n), kBlock, 0, dev.stream()>>>(y.ptr<T>(), n, a.value, a.step);
+  });
+  ENCORE_CUDA_LAUNCH_CHECK("arange");
+}
+
+template <bool Normal>
+void random(const KernelCtx& c) {
+  const char* op = Normal ? "normal" : "uniform";
+  const OnDevice dev(c);
+  const auto& a = std::get<FullAttrs>(c.attrs);
+  const TensorRef& y = c.out[0];
+  const int64_t n = y.numel();
+  int64_t* state = c.in[0].ptr<int64_t>();
+  const uint64_t blocks = philox_blocks((Normal ? 2 : 1) * static_cast<uint64_t>(n));
+  if (n > 0) {
+    visit_float(y.dtype, [&]<class T>() {
+      if constexpr (Normal)
+        normal_kernel<T><<<grid_for(static_cast<int64_t>(blocks)), kBlock, 0, dev.stream()>>>(
+            y.ptr<T>(), n, state, a.value, a.step);
+      else
+        uniform_kernel<T><<<grid_for(static_cast<int64_t>(blocks)), kBlock, 0, dev.stream()>>>(
+            y.ptr<T>(), n, state, a.value, a.step - a.value);
+    });
+    ENCORE_CUDA_LAUNCH_CHECK(op);
+  }
+  advance_generator(state, blocks, dev.stream(), op);
+}
+
+}  // namespace
+
+void advance_generator(int64_t* state, uint64_t blocks, cudaStream_t stream, const char* op) {
+  advance_offset<<<1, 1, 0, stream>>>(state, blocks);
+  ENCORE_CUDA_LAUNCH_CHECK(op);
+}
+
+void register_creation() {
+  set_kernel(OpId::full, full);
+  set_kernel(OpId::arange, arange);
+  set_kernel(OpId::uniform, random<false>);
+  set_kernel(OpId::normal, random<true>);
+}
+
+}  // namespace encore::cuda

@@ -1,0 +1,128 @@
+// matmul through cuBLAS. Our matrices are row-major; cuBLAS is column-major, and a row-major
+// (m, n) matrix read column-major is its transpose. So C = A B is computed as
+// C^T = B^T A^T, with each operand passed as it lies in memory (ops/matrix_layout.h has
+// already made incompatible views contiguous). Batched operands whose batch offsets form one
+// arithmetic progression (broadcast included, as stride 0) run as one strided-batched GEMM;
+// others run one GEMM per batch entry.
+#include <climits>
+
+#include "core/modes.h"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.h"
+#include "ops/matrix_layout.h"
+
+namespace encore::cuda {
+namespace {
+
+// The single stride S with offset(p) = p * S over the flattened batch, if there is one.
+bool uniform_batch(const int64_t* strides, const Shape& batch, int64_t& S) {
+  S = 0;
+  int64_t span = 1;  // elements of the flattened batch covered by the dims seen so far
+  bool first = true;
+  for (int d = batch.size() - 1; d >= 0; --d) {
+    if (batch[d] == 1) continue;
+    if (first) {
+      S = strides[d];
+      first = false;
+    } else if (strides[d] != S * span) {
+      return false;
+    }
+    span *= batch[d];
+  }
+  return true;
+}
+
+int as_int(int64_t v, const char* what) {
+  ENCORE_CHECK(v <= INT_MAX, UnsupportedError, "[matmul] ", what, " ", v,
+               " exceeds cuBLAS's 32-bit limit");
+  return static_cast<int>(v);
+}
+
+template <class T>
+void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+          const T* a, int lda, long long sa, const T* b, int ldb, long long sb, T* c, int ldc,
+          long long sc, int batch) {
+  const T one = 1, zero = 0;
+  if constexpr (std::is_same_v<T, float>)
+    ENCORE_CUDA_CHECK("matmul", cublasSgemmStridedBatched(h, ta, tb, m, n, k, &one, a, lda, sa, b,
+                                                          ldb, sb, &zero, c, ldc, sc, batch));
+  else
+    ENCORE_CUDA_CHECK("matmul", cublasDgemmStridedBatched(h, ta, tb, m, n, k, &one, a, lda, sa, b,
+                                                          ldb, sb, &zero, c, ldc, sc, batch));
+}
+
+template <class T>
+void matmul(const TensorRef& a, const TensorRef& b, const TensorRef& y, int device,
+            cudaStream_t stream) {
+  const int nd = y.shape.size();
+  const int64_t m = y.shape[nd - 2], n = y.shape[nd - 1], k = a.shape[a.shape.size() - 1];
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    ENCORE_CUDA_CHECK("matmul", cudaMemsetAsync(y.data, 0, y.numel() * sizeof(T), stream));
+    return;
+  }
+  const MatrixLayout la = matrix_layout(a.shape, a.strides), lb = matrix_layout(b.shape, b.strides);
+  ENCORE_CHECK(la.ok && lb.ok, ValueError, "[matmul] operands ", a.shape.str(), " and ",
+               b.shape.str(), " are views cuBLAS cannot read; make them contiguous first");
+  // Batch strides of each operand over the output's batch dims (0 where broadcast).
+  const int nb = nd - 2;
+  Shape batch_shape(std::span<const int64_t>(y.shape.begin(), nb));
+  int64_t sa[kMaxDims] = {}, sb[kMaxDims] = {};
+  for (int i = 0; i < nb; ++i) {
+    const int ia = i - (nb - (a.shape.size() - 2)), ib = i - (nb - (b.shape.size() - 2));
+    if (ia >= 0 && a.shape[ia] != 1) sa[i] = a.strides[ia];
+    if (ib >= 0 && b.shape[ib] != 1) sb[i] = b.strides[ib];
+  }
+  const int64_t batch = batch_shape.numel();
+  const cublasHandle_t h = cublas(device);
+  const bool tf32 = std::is_same_v<T, float> && allow_tf32();
+  ENCORE_CUDA_CHECK("matmul",
+                    cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  // Column-major: C^T (n x m) = op(B^T) (n x k) * op(A^T) (k x m).
+  const cublasOperation_t ob = lb.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t oa = la.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int M = as_int(n, "dimension"), N = as_int(m, "dimension"), K = as_int(k, "dimension");
+  const int ldb = as_int(lb.ld, "leading dimension"), lda = as_int(la.ld, "leading dimension");
+  const T* pa = a.ptr<const T>();
+  const T* pb = b.ptr<const T>();
+  T* pc = y.ptr<T>();
+  int64_t ua = 0, ub = 0;
+  if (uniform_batch(sa, batch_shape, ua) && uniform_batch(sb, batch_shape, ub) &&
+      batch <= INT_MAX) {
+    gemm<T>(h, ob, oa, M, N, K, pb, ldb, ub, pa, lda, ua, pc, M, m * n, static_cast<int>(batch));
+    return;
+  }
+  int64_t idx[kMaxDims] = {};
+  int64_t off_a = 0, off_b = 0;
+  for (int64_t p = 0; p < batch; ++p) {
+    gemm<T>(h, ob, oa, M, N, K, pb + off_b, ldb, 0, pa + off_a, lda, 0, pc + p * m * n, M, 0, 1);
+    for (int d = nb - 1; d >= 0; --d) {
+      off_a += sa[d];
+      off_b += sb[d];
+      if (++idx[d] < y.shape[d]) break;
+      off_a -= sa[d] * y.shape[d];
+      off_b -= sb[d] * y.shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+void matmul_kernel(const KernelCtx& c) {
+  const OnDevice dev(c);
+  visit_float(c.in[0].dtype, [&]<class T>() {
+    matmul<T>(c.in[0], c.in[1], c.out[0], dev.device(), dev.stream());
+  });
+}
+
+// Nothing to prepare but the cuBLAS handle itself: creating it (and its workspace) allocates,
+// which must happen before a graph capture, not during it.
+std::shared_ptr<void> prepare_matmul(const KernelCtx& c) {
+  cublas(device_of(c));
+  return nullptr;
+}
+
+}  // namespace
+
+void register_matmul() { set_kernel(OpId::matmul, matmul_kernel, prepare_matmul); }
+
+}  // namespace encore::cuda

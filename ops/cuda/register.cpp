@@ -1,0 +1,25 @@
+#include <cudnn.h>
+
+#include "ops/autotune.h"
+#include "ops/cuda/kernels.h"
+
+namespace encore::cuda {
+
+void register_kernels() {
+  register_unary();
+  register_binary();
+  register_reduce();
+  register_data();
+  register_transfer();
+  register_matmul();
+  register_conv1d();
+  register_nn();
+  register_creation();
+  register_optim();
+  define_cudnn_lstm();
+  // Saved autotune choices are only valid for the cuDNN that made them (a library call, no
+  // GPU needed).
+  autotune::detail::set_backend_version(cudnnGetVersion());
+}
+
+}  // namespace encore::cuda

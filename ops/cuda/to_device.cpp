@@ -1,0 +1,85 @@
+// to_device: host-to-device, device-to-host and device-to-device copies. The dispatcher runs
+// every transfer that involves a GPU here. A strided source is first made dense on its own
+// side (CPU copy kernel, or the GPU strided copy), then copied in one piece.
+#include <memory>
+
+#include "ops/cuda/copy.h"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.h"
+
+namespace encore::cuda {
+namespace {
+
+// Host transfers read or write host memory at the moment of the call, which a captured graph
+// could not repeat on replay: refuse them instead of recording something else.
+void require_not_capturing(int device) {
+  ENCORE_CHECK(!capturing(device), UnsupportedError,
+               "[to_device] copies between host and cuda:", device,
+               " cannot be captured into a CUDA Graph; move tensors before the traced function or "
+               "return them from it");
+}
+
+void to_device_kernel(const KernelCtx& c) {
+  const TensorRef& src = c.in[0];
+  const TensorRef& dst = c.out[0];  // contiguous
+  const size_t nbytes = static_cast<size_t>(dst.numel()) * itemsize(dst.dtype);
+  if (nbytes == 0) return;
+  if (src.device.is_cpu()) {
+    const int device = dst.device.index;
+    require_not_capturing(device);
+    if (src.contiguous()) {
+      copy_to_device(dst.data, src.data, nbytes, device);
+      return;
+    }
+    std::unique_ptr<char[]> dense(new char[nbytes]);  // operator new: aligned for any dtype
+    TensorRef host = dst;
+    host.data = dense.get();
+    host.device = Device::cpu();
+    const TensorRef ins[] = {src}, outs[] = {host};
+    op_def(OpId::copy)
+        .kernel[static_cast<int>(DeviceType::CPU)](KernelCtx{ins, outs, c.attrs, nullptr});
+    copy_to_device(dst.data, dense.get(), nbytes, device);
+    return;
+  }
+
+  const int from = src.device.index;
+  DeviceBuffer dense;
+  const void* src_data = src.data;
+  if (!src.contiguous()) {
+    const OnDevice dev(from);
+    dense = DeviceBuffer(nbytes, from);
+    TensorRef packed = dst;
+    packed.data = dense.data();
+    packed.device = src.device;
+    strided_copy(packed, src, dev.stream(), "to_device");
+    src_data = dense.data();
+  }
+  if (dst.device.is_cpu()) {
+    require_not_capturing(from);
+    copy_to_host(dst.data, src_data, nbytes, from);
+    return;
+  }
+  const int to = dst.device.index;
+  if (to == from) {
+    const OnDevice dev(to);
+    ENCORE_CUDA_CHECK("to_device", cudaMemcpyAsync(dst.data, src_data, nbytes,
+                                                   cudaMemcpyDeviceToDevice, dev.stream()));
+    return;
+  }
+  // Between two GPUs: the copy runs on the destination's stream after the source's queued
+  // work, and the source's stream waits for the copy before it may reuse the source memory.
+  const Event produced = make_event(), copied = make_event();
+  ENCORE_CUDA_CHECK("to_device", cudaEventRecord(produced.get(), stream(from)));
+  const OnDevice dev(to);
+  ENCORE_CUDA_CHECK("to_device", cudaStreamWaitEvent(dev.stream(), produced.get(), 0));
+  ENCORE_CUDA_CHECK("to_device",
+                    cudaMemcpyPeerAsync(dst.data, to, src_data, from, nbytes, dev.stream()));
+  ENCORE_CUDA_CHECK("to_device", cudaEventRecord(copied.get(), dev.stream()));
+  ENCORE_CUDA_CHECK("to_device", cudaStreamWaitEvent(stream(from), copied.get(), 0));
+}
+
+}  // namespace
+
+void register_transfer() { set_kernel(OpId::to_device, to_device_kernel); }
+
+}  // namespace encore::cuda

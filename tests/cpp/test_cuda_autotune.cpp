@@ -1,0 +1,153 @@
+// The autotune store: policies, visible choices, save/load. The file-format and CPU-primitive
+// tests run in every build; the cuDNN ones need a GPU.
+#include <cstdio>
+#include <fstream>
+
+#include "core/ledger.h"
+#include "helpers.h"
+#include "ops/autotune.h"
+
+namespace encore {
+namespace {
+
+using test::rand64;
+
+const Device kGpu = Device::cuda(0);
+
+std::string temp_path(const char* name) {
+  return (testing::TempDir().empty() ? std::string("/tmp/") : testing::TempDir()) + name;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+std::vector<autotune::Entry> entries_of(const std::string& backend) {
+  std::vector<autotune::Entry> out;
+  for (const autotune::Entry& e : autotune::entries())
+    if (e.backend == backend) out.push_back(e);
+  return out;
+}
+
+class Autotune : public testing::Test {
+ protected:
+  void SetUp() override { autotune::clear(); }
+  void TearDown() override {
+    autotune::set_policy(autotune::Policy::Heuristic);
+    autotune::clear();
+  }
+};
+
+TEST_F(Autotune, PolicyNames) {
+  for (auto p : {autotune::Policy::Heuristic, autotune::Policy::Exhaustive, autotune::Policy::Off})
+    EXPECT_EQ(autotune::parse_policy(std::string(autotune::name(p))), p);
+  EXPECT_THROW(autotune::parse_policy("fastest"), ValueError);
+  EXPECT_EQ(autotune::policy(), autotune::Policy::Heuristic);
+}
+
+TEST_F(Autotune, CpuPrimitivesAreListed) {
+  conv1d(test::rand32({2, 19, 3}, 1), test::rand32({4, 3, 5}, 2), 2, Padding::same());
+  bool found = false;
+  for (const autotune::Entry& e : entries_of("onednn"))
+    found |= e.op == "conv1d" && e.key.find("L=19") != std::string::npos && !e.algorithm.empty();
+  EXPECT_TRUE(found);
+}
+
+TEST_F(Autotune, RejectsForeignAndMalformedFiles) {
+  const std::string path = temp_path("encore_autotune_bad.txt");
+  write_file(path, "encore-autotune 1\ncudnn 12345\n");
+  try {
+    autotune::load(path);
+    ADD_FAILURE() << "a file from another cuDNN version was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuDNN 1.23.45"), std::string::npos) << e.what();
+  }
+  write_file(path, "something else\n");
+  EXPECT_THROW(autotune::load(path), ValueError);
+  write_file(path, "encore-autotune 1\ncudnn " +
+                       std::to_string(autotune::detail::backend_version()) +
+                       "\nconv1d\tkey\tGEMM\tfma\t1.0\n");
+  EXPECT_THROW(autotune::load(path), ValueError);
+  EXPECT_THROW(autotune::load(temp_path("encore_autotune_missing.txt")), ValueError);
+  std::remove(path.c_str());
+}
+
+TEST_F(Autotune, EmptyRoundTrip) {
+  const std::string path = temp_path("encore_autotune_empty.txt");
+  autotune::save(path);
+  EXPECT_NO_THROW(autotune::load(path));
+  EXPECT_TRUE(entries_of("cudnn").empty());
+  std::remove(path.c_str());
+}
+
+// Forward and both backward convolutions of one shape on the GPU.
+void run_conv() {
+  const Tensor x = rand64({2, 37, 6}, 1).to(DType::Float32).to(kGpu).set_requires_grad();
+  const Tensor w = (rand64({4, 6, 8}, 2) * 0.3).to(DType::Float32).to(kGpu).set_requires_grad();
+  sum(conv1d(x, w, 2, Padding::same(), 2)).backward();
+  synchronize(kGpu);
+}
+
+TEST_F(Autotune, PoliciesChooseAndCount) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (auto policy :
+       {autotune::Policy::Heuristic, autotune::Policy::Exhaustive, autotune::Policy::Off}) {
+    SCOPED_TRACE(std::string(autotune::name(policy)));
+    autotune::clear();
+    autotune::set_policy(policy);
+    Ledger& ledger = Ledger::global();
+    const int64_t searches = ledger.get(Counter::Autotunes),
+                  hits = ledger.get(Counter::AutotuneHits);
+    run_conv();
+    EXPECT_EQ(ledger.get(Counter::Autotunes) - searches, 3);  // one per op, first time
+    const auto chosen = entries_of("cudnn");
+    ASSERT_EQ(chosen.size(), 3u);
+    for (const autotune::Entry& e : chosen) {
+      EXPECT_FALSE(e.algorithm.empty()) << e.op;
+      EXPECT_EQ(e.source, autotune::name(policy)) << e.op;
+      EXPECT_EQ(e.math, "fma") << e.op;  // TF32 is off by default
+      EXPECT_NE(e.key.find("L=37"), std::string::npos) << e.key;
+      if (policy == autotune::Policy::Exhaustive) {
+        EXPECT_GE(e.time_ms, 0.0) << e.op;
+      } else {
+        EXPECT_EQ(e.time_ms, -1.0) << e.op;
+      }
+    }
+    run_conv();
+    EXPECT_EQ(ledger.get(Counter::Autotunes) - searches, 3);  // the second time only hits
+    EXPECT_GE(ledger.get(Counter::AutotuneHits) - hits, 3);
+  }
+}
+
+TEST_F(Autotune, SaveLoadRoundTrip) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  autotune::set_policy(autotune::Policy::Exhaustive);
+  run_conv();
+  const auto before = entries_of("cudnn");
+  ASSERT_EQ(before.size(), 3u);
+  const std::string path = temp_path("encore_autotune.txt");
+  autotune::save(path);
+  autotune::clear();
+  EXPECT_TRUE(entries_of("cudnn").empty());
+  autotune::load(path);
+  const auto after = entries_of("cudnn");
+  ASSERT_EQ(after.size(), 3u);
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_TRUE(after[i].from_file);
+    EXPECT_EQ(after[i].op, before[i].op);
+    EXPECT_EQ(after[i].key, before[i].key);
+    EXPECT_EQ(after[i].algorithm, before[i].algorithm);
+    EXPECT_EQ(after[i].math, before[i].math);
+    EXPECT_EQ(after[i].workspace_bytes, before[i].workspace_bytes);
+    EXPECT_NEAR(after[i].time_ms, before[i].time_ms, 1e-6);
+  }
+  // A process that loaded the file does not search again.
+  const int64_t searches = Ledger::global().get(Counter::Autotunes);
+  run_conv();
+  EXPECT_EQ(Ledger::global().get(Counter::Autotunes), searches);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace encore

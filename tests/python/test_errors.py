@@ -1,0 +1,149 @@
+"""C++ errors surface as natural Python exceptions with the C++ messages; bad input never
+crashes the interpreter."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import encore
+from encore import nn
+
+
+def test_exception_hierarchy():
+    assert issubclass(encore.ShapeError, ValueError)
+    assert issubclass(encore.DTypeError, TypeError)
+    assert issubclass(encore.OutOfMemoryError, MemoryError)
+    for cls in (encore.DeviceError, encore.UnsupportedError, encore.BackendError):
+        assert issubclass(cls, encore.Error) and issubclass(cls, RuntimeError)
+
+
+def test_messages_name_the_op_and_shapes():
+    with pytest.raises(encore.ShapeError, match=r"\[add\] shapes \(2, 3\) and \(4,\) cannot be broadcast"):
+        encore.ones(2, 3) + encore.ones(4)
+    with pytest.raises(ValueError, match=r"\[matmul\]"):
+        encore.ones(2, 3) @ encore.ones(4, 2)
+    with pytest.raises(encore.DTypeError, match=r"\[add\] dtypes differ"):
+        encore.ones(2, dtype=encore.int32) + encore.ones(2)
+    with pytest.raises(TypeError):
+        encore.ones(2, dtype=encore.int32) + encore.ones(2)
+    with pytest.raises(ValueError, match=r"\[conv1d\]"):
+        encore.conv1d(encore.ones(1, 8, 3), encore.ones(3, 4, 2))
+    with pytest.raises(ValueError, match=r"\[clip\]"):
+        encore.clip(encore.ones(1), 2, 1)
+    with pytest.raises(ValueError, match=r"\[reshape\]"):
+        encore.ones(6).reshape(4, 2)
+    with pytest.raises(encore.ShapeError, match="axis 5 is out of range"):
+        encore.ones(2).sum(axis=5)
+
+
+def test_plain_value_errors():
+    with pytest.raises(ValueError) as info:
+        encore.ones(3).item()
+    assert not isinstance(info.value, encore.ShapeError) and "[item]" in str(info.value)
+    with pytest.raises(ValueError):
+        encore.arange(0, 1, 0)
+
+
+def test_device_errors():
+    if encore.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(encore.DeviceError):
+        encore.ones(2, device="cuda")
+    with pytest.raises(RuntimeError):
+        encore.ones(2).to("cuda:0")
+    with pytest.raises(encore.DeviceError, match="cannot parse device"):
+        encore.ones(2, device="tpu")
+    with pytest.raises(encore.DeviceError):
+        encore.Device("cuda:999")
+    with pytest.raises(TypeError):
+        encore.ones(2, device=3.5)
+
+
+def test_none_and_wrong_types_are_type_errors():
+    x = encore.ones(2)
+    with pytest.raises(TypeError):
+        encore.exp(None)
+    with pytest.raises(TypeError):
+        x + None
+    with pytest.raises(TypeError):
+        x + "a"
+    with pytest.raises(TypeError):
+        encore.matmul(x, [1, 2])
+    with pytest.raises(TypeError):
+        encore.zeros("3")
+    with pytest.raises(TypeError):
+        encore.zeros(2.5)
+    with pytest.raises(TypeError):
+        encore.zeros(2, dtype="complex64")
+    with pytest.raises(TypeError):
+        encore.ones(2, dtype=object)
+    with pytest.raises(TypeError):
+        nn.Dense("ten")
+    with pytest.raises(TypeError):
+        nn.Sequential([None])
+    with pytest.raises(TypeError):
+        x.backward(grad=3)
+    with pytest.raises(TypeError):
+        x.to(3.5)
+    with pytest.raises(TypeError):
+        encore.tensor(object())
+    with pytest.raises(TypeError):
+        encore.tensor(["a"])
+    with pytest.raises(ValueError):
+        encore.tensor([[1, 2], [3]])  # ragged
+
+
+def test_bad_and_huge_sizes():
+    with pytest.raises(encore.ShapeError):
+        encore.zeros(-1)
+    with pytest.raises(encore.ShapeError, match="too many elements"):
+        encore.zeros(2**40, 2**40)
+    with pytest.raises(encore.ShapeError):
+        encore.zeros(2**70)
+    with pytest.raises(encore.ShapeError, match="rank"):
+        encore.zeros(*([1] * 9))
+    with pytest.raises(MemoryError):
+        encore.zeros(2**46)  # 256 TiB: the allocation fails, encore stays usable
+    with pytest.raises(MemoryError):
+        encore.arange(0, 2**46)
+    with pytest.raises(encore.ShapeError):
+        encore.ones(4).reshape(2**40, 2**40)
+    assert encore.ones(2).sum().item() == 2
+
+
+def test_mode_and_misc_errors():
+    with pytest.raises(ValueError):
+        encore.autotune.set_policy("fastest")
+    with pytest.raises(ValueError):
+        encore.activation(encore.ones(1), "swish")
+    with pytest.raises(ValueError):
+        encore.bucket(1, [])
+    with pytest.raises(ValueError):
+        encore.trace(lambda x: x, max_cached=0)
+
+
+def test_trace_called_from_two_threads_is_an_error_not_a_crash():
+    started, release = threading.Event(), threading.Event()
+    errors = []
+
+    @encore.trace
+    def slow(x):
+        started.set()
+        release.wait(5)
+        return x + 1
+
+    def first():
+        slow(encore.ones(1))
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert started.wait(5)
+    try:
+        slow(encore.ones(1))
+    except RuntimeError as e:
+        errors.append(str(e))
+    release.set()
+    t.join()
+    assert errors and "another thread" in errors[0]
+    assert slow(encore.ones(1)).tolist() == [2]

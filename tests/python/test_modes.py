@@ -1,0 +1,117 @@
+"""Grad and training modes, precision switches, the ledger, autotuning, CUDA queries."""
+
+import json
+
+import pytest
+
+import encore
+
+
+def test_no_grad_and_enable_grad_as_context_managers_and_decorators():
+    assert encore.is_grad_enabled()
+    with encore.no_grad():
+        assert not encore.is_grad_enabled()
+        with encore.enable_grad():
+            assert encore.is_grad_enabled()
+        assert not encore.is_grad_enabled()
+    assert encore.is_grad_enabled()
+
+    @encore.no_grad()
+    def f():
+        return encore.is_grad_enabled()
+
+    @encore.no_grad
+    def g():
+        return encore.is_grad_enabled()
+
+    @encore.enable_grad
+    def h():
+        return encore.is_grad_enabled()
+
+    assert f() is False and g() is False and encore.is_grad_enabled()
+    assert g.__name__ == "g"
+    with encore.no_grad():
+        assert h() is True
+    with encore.set_grad_enabled(False):
+        assert not encore.is_grad_enabled()
+    assert encore.is_grad_enabled()
+
+    with pytest.raises(KeyError):
+        with encore.no_grad():
+            raise KeyError
+    assert encore.is_grad_enabled()
+
+
+def test_training_mode():
+    assert encore.is_training()
+    with encore.training(False):
+        assert not encore.is_training()
+        with encore.training():
+            assert encore.is_training()
+    assert encore.is_training()
+
+    @encore.training(False)
+    def evaluate():
+        return encore.is_training()
+
+    assert evaluate() is False and encore.is_training()
+    encore.set_training(False)
+    assert not encore.is_training()
+    encore.set_training(True)
+
+
+def test_precision_switches():
+    assert encore.allow_tf32() is False
+    encore.set_allow_tf32(True)
+    assert encore.allow_tf32()
+    encore.set_allow_tf32(False)
+    before = encore.flush_denormal()
+    encore.set_flush_denormal(not before)
+    assert encore.flush_denormal() == (not before)
+    encore.set_flush_denormal(before)
+
+
+def test_ledger(tmp_path):
+    encore.ledger.reset()
+    x = encore.ones(4)
+    for _ in range(3):
+        x = x + 1
+    d = encore.ledger.as_dict()
+    assert d["ops_dispatched"] >= 3 and "dispatch_ns" in d
+    assert "ops_dispatched" in encore.ledger.table()
+    with encore.ledger.profiling():
+        assert encore.ledger.is_profiling()
+        encore.exp(x)
+    assert not encore.ledger.is_profiling()
+    assert any(e[1] == "kernel" or e[1] == "op" for e in encore.ledger.events())
+    path = tmp_path / "trace.json"
+    encore.ledger.write_chrome_trace(path)
+    assert "traceEvents" in json.loads(path.read_text())
+    encore.ledger.profiling(True)
+    assert encore.ledger.is_profiling()
+    encore.ledger.profiling(False)
+    encore.ledger.reset()
+    assert encore.ledger.as_dict()["ops_dispatched"] == 0
+
+
+def test_autotune_and_cpu_primitives():
+    assert encore.autotune.policy() == "heuristic"
+    encore.autotune.set_policy("off")
+    assert encore.autotune.policy() == "off"
+    encore.autotune.set_policy("heuristic")
+    encore.autotune.clear_conv1d_primitives()
+    encore.conv1d(encore.ones(1, 9, 2), encore.ones(3, 2, 2))
+    prims = encore.autotune.conv1d_primitives()
+    assert prims and isinstance(prims[0][0], str)
+    entries = encore.autotune.entries()
+    assert isinstance(entries, list)
+    for e in entries:
+        assert {"op", "key", "algorithm", "backend"} <= set(e)
+
+
+def test_cuda_queries_work_without_a_gpu():
+    n = encore.cuda.device_count()
+    assert isinstance(n, int) and encore.cuda.is_available() == (n > 0)
+    assert isinstance(encore.cuda.is_built(), bool)
+    encore.cuda.synchronize()  # a no-op without a GPU
+    encore.cuda.synchronize("cpu")

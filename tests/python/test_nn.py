@@ -1,0 +1,131 @@
+"""encore.nn layers, Sequential, parameter files, losses and encore.optim."""
+
+import numpy as np
+import pytest
+
+import encore
+from encore import nn, optim
+
+
+def test_layers_shapes_and_parameters():
+    x = encore.randn(4, 20, 6)
+    assert nn.Dense(5)(x).shape == (4, 20, 5)
+    assert nn.Dense(5, activation="relu", use_bias=False).build((4, 6)) == (4, 5)
+    conv = nn.Conv1D(8, 3, strides=2, padding="same", dilation_rate=1, activation="tanh")
+    assert conv(x).shape == (4, 10, 8)
+    assert [n for n, _ in conv.named_parameters()] == ["kernel", "bias"]
+    assert conv.named_parameters()[0][1].shape == (3, 6, 8)
+    assert conv.num_parameters() == 3 * 6 * 8 + 8
+    lstm = nn.LSTM(7, return_sequences=True)
+    assert lstm(x).shape == (4, 20, 7) and lstm.units == 7 and not lstm.uses_cudnn(x)
+    assert nn.LSTM(7, activation="relu", implementation="composed", reverse=True)(x).shape == (4, 7)
+    bi = nn.Bidirectional(nn.LSTM(5), merge_mode="concat")
+    assert bi(x).shape == (4, 10)
+    assert nn.Bidirectional(nn.LSTM(5), merge_mode="sum")(x).shape == (4, 5)
+    assert nn.GlobalAveragePooling1D()(x).shape == (4, 6)
+    np.testing.assert_allclose(nn.GlobalMaxPooling1D()(x).numpy(), x.numpy().max(axis=1))
+    assert nn.Flatten()(x).shape == (4, 120)
+    assert nn.Dropout(0.3)(x).shape == x.shape
+    with pytest.raises(ValueError):
+        nn.LSTM(3, implementation="fast")
+
+
+def test_sequential():
+    model = nn.Sequential([nn.Conv1D(4, 3), nn.GlobalAveragePooling1D()])
+    dense = model.add(nn.Dense(1, activation="sigmoid"))
+    assert isinstance(dense, nn.Dense) and len(model) == 3 and model[-1] is not None
+    assert model.build((2, 10, 3)) == (2, 1) and model.built and model.output_shape == (2, 1)
+    names = [n for n, _ in model.named_parameters()]
+    assert names == ["conv1d.kernel", "conv1d.bias", "dense.kernel", "dense.bias"]
+    assert [p.name for p in model.parameters()] == names
+    assert all(p.requires_grad for p in model.parameters())
+    summary = model.summary((2, 10, 3))
+    assert "conv1d" in summary and "total parameters" in summary
+    assert [layer.type_name for layer in model.layers] == ["conv1d", "global_average_pooling1d", "dense"]
+    assert model(encore.randn(2, 10, 3)).shape == (2, 1)
+    assert "sequential" in repr(model)
+    with pytest.raises(TypeError):
+        nn.Sequential([3])
+
+
+def test_module_to_dtype_keeps_tensors():
+    model = nn.Sequential([nn.Dense(3)])
+    model.build((2, 4))
+    params = model.parameters()
+    assert model.to(encore.float64) is model
+    assert all(p.dtype == encore.float64 for p in params)  # same tensors, new storage
+    assert model(encore.randn(2, 4, dtype=encore.float64)).dtype == encore.float64
+    model.to("float32").to("cpu")
+    assert model.parameters()[0].dtype == encore.float32
+
+
+def test_save_and_load(tmp_path):
+    encore.manual_seed(1)
+    a = nn.Sequential([nn.Dense(3), nn.Dense(1)])
+    a.build((2, 4))
+    encore.manual_seed(2)
+    b = nn.Sequential([nn.Dense(3), nn.Dense(1)])
+    b.build((2, 4))
+    path = tmp_path / "model.bin"
+    nn.save(a, path)
+    assert nn.load(b, str(path)) is b
+    for (na, pa), (nb, pb) in zip(a.named_parameters(), b.named_parameters()):
+        assert na == nb
+        np.testing.assert_array_equal(pa.numpy(), pb.numpy())
+    c = nn.Sequential([nn.Dense(5)])
+    c.build((2, 4))
+    with pytest.raises(ValueError):
+        nn.load(c, path)
+    with pytest.raises(Exception):
+        nn.load(c, tmp_path / "missing.bin")
+
+
+def test_losses():
+    y = encore.tensor([[1.0], [0.0]])
+    p = encore.tensor([[0.9], [0.2]])
+    expected = -(np.log(0.9) + np.log(0.8)) / 2
+    np.testing.assert_allclose(nn.binary_crossentropy(y, p).item(), expected, rtol=1e-5)
+    logits = encore.tensor([[2.0], [-1.0]])
+    ref = np.mean(np.log1p(np.exp(-np.array([2.0, 1.0]))))
+    np.testing.assert_allclose(nn.binary_crossentropy(y, logits, from_logits=True).item(), ref, rtol=1e-5)
+    np.testing.assert_allclose(nn.mean_squared_error(y, p).item(), (0.01 + 0.04) / 2, rtol=1e-5)
+    labels = encore.tensor([0, 2])
+    scores = encore.tensor([[2.0, 0.0, 0.0], [0.0, 0.0, 3.0]])
+    ls = scores.numpy() - np.log(np.exp(scores.numpy()).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(nn.sparse_categorical_crossentropy(labels, scores).item(),
+                               -(ls[0, 0] + ls[1, 2]) / 2, rtol=1e-5)
+    assert nn.binary_accuracy(y, p) == 1.0 and nn.binary_accuracy(y, p, threshold=0.95) == 0.5
+
+
+def test_optimizers():
+    w = encore.tensor([1.0, 2.0], requires_grad=True)
+    sgd = optim.SGD([w], lr=0.1)
+    (w * w).sum().backward()
+    sgd.step()
+    np.testing.assert_allclose(w.numpy(), [0.8, 1.6], rtol=1e-6)
+    sgd.zero_grad()
+    assert w.grad is None
+    (w * w).sum().backward()
+    sgd.zero_grad(set_to_none=False)
+    assert w.grad.tolist() == [0, 0]
+    assert sgd.lr == pytest.approx(0.1)
+    sgd.lr = 0.5
+    assert sgd.lr == 0.5 and len(sgd.params) == 1
+
+    v = encore.tensor([1.0], requires_grad=True)
+    mom = optim.SGD([v], lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)
+    (v * 2).sum().backward()
+    mom.step()
+    assert v.item() < 1 and len(mom.state()) == 1
+
+    p = encore.tensor([1.0, -1.0], requires_grad=True)
+    adam = optim.Adam(iter([p]), lr=0.1)
+    for _ in range(3):
+        adam.zero_grad()
+        (p * p).sum().backward()
+        adam.step()
+    assert adam.iterations == 3 and abs(p.numpy()).max() < 1
+    state = adam.state()
+    assert isinstance(state, dict) and any(k.endswith(".m") or k.endswith("m") for k in state)
+    with pytest.raises(TypeError):
+        optim.Adam([1.0])
