@@ -244,6 +244,11 @@ std::vector<ConvPrimitiveInfo> conv1d_primitives() {
 void clear_conv1d_primitives() {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   g_cache.clear();
+  // oneDNN keeps its own cache of primitives: without flushing it, a shape seen before would
+  // be "created" again at no cost and the setup would look free.
+  const int capacity = dnnl::get_primitive_cache_capacity();
+  dnnl::set_primitive_cache_capacity(0);
+  dnnl::set_primitive_cache_capacity(capacity);
 }
 
 void register_conv1d() {

@@ -55,9 +55,15 @@ if ! ls /usr/local/cuda/lib64/libcudnn.so* >/dev/null 2>&1; then
   done
 fi
 
-# 3. Build for Hopper.
+# 3. Build for Hopper; the Python extension too when the machine's Python can build and test it.
+python_args=()
+if python3 -c "import os, sysconfig, pybind11, numpy, pytest
+assert os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))" >/dev/null 2>&1; then
+  python_args=(-DENCORE_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)")
+fi
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DENCORE_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$prefix/usr" "${cuda_hints[@]}" >"$OUT/configure.log" 2>&1
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$prefix/usr" "${cuda_hints[@]}" "${python_args[@]}" \
+  >"$OUT/configure.log" 2>&1
 if ! cmake --build build-gpu -j "$(nproc)" >"$OUT/build.log" 2>&1; then
   log "BUILD FAILED (tail of build.log follows)"
   tail -40 "$OUT/build.log"
@@ -69,6 +75,15 @@ log "build: ok"
 (cd build-gpu && ctest -j 8 --output-on-failure --output-junit "$OUT/ctest.xml") >"$OUT/ctest.log" 2>&1
 log "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
 grep -E "^\s+[0-9]+ - .*(Failed|Timeout|Exception)" "$OUT/ctest.log" | head -20 | tee -a "$OUT/summary.txt"
+
+# The Python suite (its GPU tests included) against the build tree's package.
+if ((${#python_args[@]})); then
+  PYTHONPATH=build-gpu/bindings/python python3 -m pytest tests/python -q -p no:cacheprovider \
+    >"$OUT/pytest.log" 2>&1
+  log "pytest: $(tail -1 "$OUT/pytest.log")"
+else
+  log "pytest: skipped (python3 lacks pybind11, numpy, pytest or its headers)"
+fi
 
 # 5. The CUDA tests under compute-sanitizer (memcheck, then racecheck on a few).
 if command -v compute-sanitizer >/dev/null; then
