@@ -12,7 +12,10 @@ instructive, in one table -- from Python (the C++ twin is examples/compare_modes
            eager_new_length   eager, a new sequence length every call (per-shape setup)
            traced             one trace, then replays
            traced_new_length  a new length every call: a retrace per call
-           traced_bucket      new lengths, padded to buckets: few traces
+           traced_bucket      new lengths, padded to buckets: few traces. A cost demo only:
+                              these models pool (or recur) over the padded steps, so their
+                              results differ from eager (bucketing is exact only for
+                              length-equivariant functions, docs/ARCHITECTURE.md)
 
 Columns: first_call_ms (includes tracing and per-shape setup), step_ms_median (after
 warm-up), traces, trace_ms_total / per trace (trace + plan + capture), autotune_ms, and the
