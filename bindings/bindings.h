@@ -70,6 +70,16 @@ Tensor tensor_from_data(py::handle data, py::handle dtype, py::handle device, bo
 DType dtype_of_numpy(const py::dtype& d, const char* op);
 py::dtype numpy_dtype(DType t);
 
+/// Whether Python code may still run: false during and after interpreter shutdown, when
+/// references held by C++ (storages that outlive the interpreter) are leaked instead.
+inline bool python_alive() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+  return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
 /// A shared_ptr that keeps a Python object alive; its deleter takes the GIL (storages can be
 /// released from threads that do not hold it) and does nothing once Python has shut down.
 std::shared_ptr<void> keep_alive(py::object obj);

@@ -181,11 +181,7 @@ std::shared_ptr<void> producer_owner(Managed* m) {
   return std::shared_ptr<void>(m, [](void* p) {
     auto* managed = static_cast<Managed*>(p);
     if (!managed->deleter) return;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (!Py_IsInitialized() || Py_IsFinalizing()) return;
-#else
-    if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
-#endif
+    if (!python_alive()) return;
     const PyGILState_STATE state = PyGILState_Ensure();
     managed->deleter(managed);
     PyGILState_Release(state);

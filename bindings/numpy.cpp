@@ -16,12 +16,7 @@ namespace encore::python {
 std::shared_ptr<void> keep_alive(py::object obj) {
   PyObject* p = obj.release().ptr();
   return std::shared_ptr<void>(p, [](void* q) {
-  // After (or during) interpreter shutdown the reference is leaked: nothing can run then.
-#if PY_VERSION_HEX >= 0x030D0000
-    if (!Py_IsInitialized() || Py_IsFinalizing()) return;
-#else
-    if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
-#endif
+    if (!python_alive()) return;  // leaked: nothing can run after shutdown
     const PyGILState_STATE state = PyGILState_Ensure();
     Py_DECREF(static_cast<PyObject*>(q));
     PyGILState_Release(state);

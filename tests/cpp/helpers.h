@@ -38,6 +38,11 @@ inline void expect_values(const Tensor& t, const std::vector<double>& expected, 
   for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(v[i], expected[i], tol) << "at " << i;
 }
 
+/// The GPU the CUDA tests run on; they start with REQUIRE_CUDA().
+inline const Device kGpu = Device::cuda(0);
+#define REQUIRE_CUDA() \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
+
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   if (!(a.shape() == b.shape()) || a.dtype() != b.dtype()) return false;
   const Tensor x = a.to(Device::cpu()).contiguous(), y = b.to(Device::cpu()).contiguous();

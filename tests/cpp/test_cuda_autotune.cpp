@@ -12,7 +12,7 @@ namespace {
 
 using test::rand64;
 
-const Device kGpu = Device::cuda(0);
+using test::kGpu;
 
 std::string temp_path(const char* name) {
   return (testing::TempDir().empty() ? std::string("/tmp/") : testing::TempDir()) + name;
@@ -90,7 +90,7 @@ void run_conv() {
 }
 
 TEST_F(Autotune, PoliciesChooseAndCount) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_CUDA();
   for (auto policy :
        {autotune::Policy::Heuristic, autotune::Policy::Exhaustive, autotune::Policy::Off}) {
     SCOPED_TRACE(std::string(autotune::name(policy)));
@@ -121,7 +121,7 @@ TEST_F(Autotune, PoliciesChooseAndCount) {
 }
 
 TEST_F(Autotune, SaveLoadRoundTrip) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_CUDA();
   autotune::set_policy(autotune::Policy::Exhaustive);
   run_conv();
   const auto before = entries_of("cudnn");

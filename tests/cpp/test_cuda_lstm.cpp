@@ -8,10 +8,7 @@ namespace {
 
 using test::rand64;
 
-#define REQUIRE_CUDA() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
-
-const Device kGpu = Device::cuda(0);
+using test::kGpu;
 
 void expect_close(const Tensor& ref, const Tensor& got, double tol, const std::string& what) {
   ASSERT_TRUE(got.defined()) << what << " is undefined";

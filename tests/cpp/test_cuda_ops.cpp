@@ -13,10 +13,7 @@ namespace {
 
 using test::rand64;
 
-#define REQUIRE_CUDA() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
-
-const Device kGpu = Device::cuda(0);
+using test::kGpu;
 
 using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 

@@ -9,10 +9,7 @@ namespace {
 
 using test::rand64;
 
-#define REQUIRE_CUDA() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
-
-const Device kGpu = Device::cuda(0);
+using test::kGpu;
 
 // These need the CUDA backend built, not a GPU.
 TEST(CudaRuntime, EveryCpuKernelHasACudaKernel) {
