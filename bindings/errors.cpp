@@ -1,6 +1,8 @@
 // C++ exceptions -> Python exceptions, with the same messages. Each encore error kind gets a
 // Python class deriving from the natural builtin, so `except ValueError` and
 // `except encore.ShapeError` both work.
+#include <cstring>
+
 #include "bindings.h"
 
 namespace encore::python {
@@ -34,6 +36,16 @@ PyObject* bases(std::initializer_list<PyObject*> types) {
   return t;
 }
 
+// PyErr_SetString with a message that is not valid UTF-8 (a name read from a corrupt file)
+// would raise UnicodeDecodeError instead of the intended error.
+void set_error(PyObject* type, const char* what) {
+  PyObject* message = PyUnicode_DecodeUTF8(what, static_cast<Py_ssize_t>(std::strlen(what)),
+                                           "backslashreplace");
+  if (!message) return;  // MemoryError is set
+  PyErr_SetObject(type, message);
+  Py_DECREF(message);
+}
+
 }  // namespace
 
 void init_errors(py::module_& m) {
@@ -57,21 +69,21 @@ void init_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const ShapeError& e) {
-      PyErr_SetString(g_shape_error, e.what());
+      set_error(g_shape_error, e.what());
     } catch (const DTypeError& e) {
-      PyErr_SetString(g_dtype_error, e.what());
+      set_error(g_dtype_error, e.what());
     } catch (const DeviceError& e) {
-      PyErr_SetString(g_device_error, e.what());
+      set_error(g_device_error, e.what());
     } catch (const UnsupportedError& e) {
-      PyErr_SetString(g_unsupported_error, e.what());
+      set_error(g_unsupported_error, e.what());
     } catch (const BackendError& e) {
-      PyErr_SetString(g_backend_error, e.what());
+      set_error(g_backend_error, e.what());
     } catch (const OutOfMemoryError& e) {
-      PyErr_SetString(g_oom_error, e.what());
+      set_error(g_oom_error, e.what());
     } catch (const encore::ValueError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      set_error(PyExc_ValueError, e.what());
     } catch (const Error& e) {
-      PyErr_SetString(g_error, e.what());
+      set_error(g_error, e.what());
     } catch (const py::cast_error& e) {
       // A Python value of the wrong type reached a C++ parameter: a TypeError in Python terms.
       PyErr_SetString(PyExc_TypeError, e.what());

@@ -75,6 +75,8 @@ void init_indexing(py::class_<Tensor>& cls) {
   cls.def("__getitem__", [](const Tensor& t, py::handle key) { return index(t, key, false); })
       .def("__setitem__", [](Tensor& t, py::handle key, py::handle value) {
         Tensor view = index(t, key, true);
+        // numpy.asarray(None) is an object array that astype() turns into NaN.
+        if (value.is_none()) throw py::type_error("cannot assign None to tensor elements");
         if (py::isinstance<Tensor>(value)) {
           view.copy_(value.cast<Tensor>());
         } else if (PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr())) {

@@ -42,12 +42,19 @@ void module_to(nn::Module& module, py::handle target) {
     }
   }
   if (py::isinstance<Device>(target) || py::isinstance<py::str>(target)) {
-    const Device d = to_device(target);
-    py::gil_scoped_release release;
-    module.to(d);
+    module.to(to_device(target));
     return;
   }
   module.to(to_dtype(target));
+}
+
+// Whether `root` is `target` or holds it (only Sequentials hold other layers from Python).
+bool contains(const nn::Module& root, const nn::Module* target) {
+  if (&root == target) return true;
+  if (const auto* seq = dynamic_cast<const nn::Sequential*>(&root))
+    for (const auto& [name, layer] : seq->layers())
+      if (contains(*layer, target)) return true;
+  return false;
 }
 
 }  // namespace
@@ -57,10 +64,9 @@ void init_nn(py::module_& m) {
       m, "Module", "A layer with parameters, built from the first input shape (Keras-style).")
       .def(
           "__call__",
-          [](nn::Module& module, const Tensor& x) {
-            py::gil_scoped_release release;
-            return module(x);
-          },
+          // With the GIL held: a module builds itself on first use and its autograd records
+          // are shared state, so two Python threads must not run it at once.
+          [](nn::Module& module, const Tensor& x) { return module(x); },
           py::arg("x"))
       .def(
           "forward",
@@ -195,6 +201,9 @@ void init_nn(py::module_& m) {
           "add",
           [](nn::Sequential& s, ModulePtr layer) {
             ENCORE_CHECK(layer != nullptr, encore::ValueError, "[sequential] cannot add None");
+            // A cycle would recurse without end (stack overflow) in build, forward, parameters.
+            ENCORE_CHECK(!contains(*layer, &s), encore::ValueError,
+                         "[sequential] cannot add a model to itself or to one of its layers");
             s.add(layer);
             return layer;
           },

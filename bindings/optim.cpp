@@ -1,5 +1,4 @@
-// encore.optim: SGD and Adam over a list of parameters. step() is one fused update per device
-// and releases the GIL while it runs.
+// encore.optim: SGD and Adam over a list of parameters. step() is one fused update per device.
 #include "bindings.h"
 
 namespace encore::python {
@@ -29,10 +28,9 @@ void init_optim(py::module_& m) {
   py::class_<nn::Optimizer, std::shared_ptr<nn::Optimizer>>(m, "Optimizer", "Base of SGD and Adam.")
       .def(
           "step",
-          [](nn::Optimizer& o) {
-            py::gil_scoped_release release;
-            o.step();
-          },
+          // With the GIL held: parameters, gradients and optimizer state are shared between
+          // Python threads, and the eager step is not thread-safe.
+          [](nn::Optimizer& o) { o.step(); },
           "Updates every parameter that has a gradient.")
       .def("zero_grad", &nn::Optimizer::zero_grad, py::arg("set_to_none") = true,
            "Clears gradients: to None (default) or to zeros in place.")

@@ -27,6 +27,8 @@ Device to_device(py::handle obj) {
 
 DType to_dtype(py::handle obj) {
   if (py::isinstance<DType>(obj)) return obj.cast<DType>();
+  // numpy.dtype(None) is float64: None is no dtype here (to_dtype(obj, fallback) defaults it).
+  if (obj.is_none()) throw py::type_error("expected a dtype (encore.float32/float64/int32/int64), got None");
   if (py::isinstance<py::str>(obj)) {
     const std::string s = obj.cast<std::string>();
     for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64})
@@ -65,8 +67,11 @@ Shape to_shape(py::handle obj, const char* op) {
   if (PyIndex_Check(obj.ptr())) {
     dims.push_back(index_value(obj, op));
   } else if (PySequence_Check(obj.ptr()) && !py::isinstance<py::str>(obj)) {
-    for (py::handle d : py::reinterpret_borrow<py::sequence>(obj))
-      dims.push_back(index_value(d, op));
+    // A tuple owns its items: iterating a py::sequence yields handles to temporaries, which
+    // dangle for sequences that make their items on access (NumPy arrays, tensors).
+    const py::tuple items = py::reinterpret_steal<py::tuple>(PySequence_Tuple(obj.ptr()));
+    if (!items) throw py::error_already_set();
+    for (py::handle d : items) dims.push_back(index_value(d, op));
   } else {
     throw py::type_error(std::string("[") + op +
                          "] a shape must be an int or a sequence of ints, got " +

@@ -20,6 +20,19 @@ void check_readable(const Tensor& t, const char* op) {
 
 namespace {
 
+// `self op= other` writes `self op other` into self's memory, as NumPy does (so a NumPy array
+// sharing it sees the change). A tensor that is part of an autograd graph is rebound to the
+// result instead: `loss += term` must keep its history, and in-place writes into tensors that
+// require grad are rejected by the dispatcher.
+template <class F>
+py::object in_place(py::object self, F compute) {
+  Tensor& t = self.cast<Tensor&>();
+  if (t.requires_grad()) return py::cast(compute(t));
+  t.copy_(compute(t));
+  return self;
+}
+
+
 // A 0-d tensor holding `v` in `like`'s dtype and device: the scalar operand of the ops that
 // have no scalar form (comparisons, ==).
 Tensor scalar_like(const Tensor& like, double v) {
@@ -244,9 +257,8 @@ void init_tensor(py::module_& m) {
       .def(
           "backward",
           [](const Tensor& t, py::object grad) {
-            const Tensor g = grad.is_none() ? Tensor() : grad.cast<Tensor>();
-            py::gil_scoped_release release;
-            t.backward(g);
+            // With the GIL held: gradients accumulate into leaves other threads may share.
+            t.backward(grad.is_none() ? Tensor() : grad.cast<Tensor>());
           },
           py::arg("grad") = py::none(),
           "Reverse-mode differentiation; `grad` defaults to 1 for a scalar.");
@@ -330,6 +342,15 @@ void init_tensor(py::module_& m) {
           "__rtruediv__", [](const Tensor& a, const Tensor& b) { return b / a; }, op)
       .def(
           "__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, op)
+      // In place for plain data, rebinding in autograd graphs (see in_place).
+      .def("__iadd__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a + b.value; }); }, op)
+      .def("__iadd__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a + b; }); }, op)
+      .def("__isub__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a - b.value; }); }, op)
+      .def("__isub__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a - b; }); }, op)
+      .def("__imul__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a * b.value; }); }, op)
+      .def("__imul__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a * b; }); }, op)
+      .def("__itruediv__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a / b.value; }); }, op)
+      .def("__itruediv__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a / b; }); }, op)
       .def(
           "__rmatmul__", [](const Tensor& a, const Tensor& b) { return matmul(b, a); }, op)
       .def(

@@ -95,11 +95,23 @@ class PyTraced {
     return to_python(out, s);
   }
 
-  TracedFunction& fn() { return *traced_; }
+  // The C++ TracedFunction while no other thread is inside a call (that thread runs without the
+  // GIL and may be retracing or evicting: reading its cache or statistics then is a data race).
+  TracedFunction& fn() {
+    if (depth_ > 0 && owner_ != std::this_thread::get_id())
+      throw std::runtime_error("[trace] '" + name() +
+                               "' is running on another thread; inspect it once that call returns");
+    return *traced_;
+  }
   py::object binder = py::none();  // (*args, **kwargs) -> args tuple
   const std::string& name() const { return callback_->name; }
   py::object python_function() const { return callback_->fn; }
   void clear() {
+    // A call in progress (on any thread, or the one whose traced function calls clear())
+    // holds references into the cache that clearing would free.
+    if (depth_ > 0)
+      throw std::runtime_error("[trace] '" + name() +
+                               "' cannot be cleared while a call to it is in progress");
     traced_->clear();
     structures_.clear();
   }

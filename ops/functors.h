@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/attrs.h"
 
@@ -99,7 +100,17 @@ struct Clip {
 struct Add { template <class T> ENCORE_HD T operator()(T a, T b) const { return a + b; } };
 struct Sub { template <class T> ENCORE_HD T operator()(T a, T b) const { return a - b; } };
 struct Mul { template <class T> ENCORE_HD T operator()(T a, T b) const { return a * b; } };
-struct Div { template <class T> ENCORE_HD T operator()(T a, T b) const { return a / b; } };
+// Integer division by zero and MIN / -1 are undefined and trap (SIGFPE) on x86: they give 0
+// (as NumPy does) and the wrapped -a instead.
+struct Div {
+  template <class T> ENCORE_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == T(0)) return T(0);
+      if (b == T(-1)) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));
+    }
+    return a / b;
+  }
+};
 struct Maximum { template <class T> ENCORE_HD T operator()(T a, T b) const { return m_max(a, b); } };
 struct Minimum { template <class T> ENCORE_HD T operator()(T a, T b) const { return m_min(a, b); } };
 struct Eq { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a == b); } };

@@ -15,9 +15,13 @@ struct SumOp {
   template <class T> static T init() { return T(0); }
   template <class A, class T> static A apply(A acc, T x) { return acc + x; }
 };
+// max starts from -inf (the max of all -inf is -inf) and propagates NaN, as the CUDA kernels do.
 struct MaxOp {
-  template <class T> static T init() { return std::numeric_limits<T>::lowest(); }
-  template <class A, class T> static A apply(A acc, T x) { return acc < A(x) ? A(x) : acc; }
+  template <class T> static T init() {
+    using L = std::numeric_limits<T>;
+    return L::has_infinity ? -L::infinity() : L::lowest();
+  }
+  template <class A, class T> static A apply(A acc, T x) { return acc < A(x) || x != x ? A(x) : acc; }
 };
 
 template <class Op, class T> void reduce(const TensorRef& x, const TensorRef& y, uint32_t axes) {

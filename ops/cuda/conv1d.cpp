@@ -223,6 +223,7 @@ struct Perf {
   float time;
   size_t memory;
   cudnnMathType_t math;
+  bool deterministic;
 };
 
 template <class R>
@@ -230,7 +231,8 @@ std::vector<Perf> to_perf(const R* results, int count) {
   std::vector<Perf> out;
   for (int i = 0; i < count; ++i)
     out.push_back({static_cast<int>(results[i].algo), results[i].status, results[i].time,
-                   results[i].memory, results[i].mathType});
+                   results[i].memory, results[i].mathType,
+                   results[i].determinism == CUDNN_DETERMINISTIC});
   return out;
 }
 
@@ -391,12 +393,19 @@ void choose_algorithm(ConvPlan& plan) {
       }
     }
     if (perfs.empty()) perfs = heuristics(plan);
-    for (const Perf& perf : perfs) {
-      if (perf.status != CUDNN_STATUS_SUCCESS || !try_algo(plan, perf.algo, perf.math, limit))
-        continue;
-      if (policy == autotune::Policy::Exhaustive) time_ms = perf.time;
-      chosen = true;
-      break;
+    // Deterministic algorithms first, in cuDNN's order: some backward algorithms accumulate
+    // with atomics, and their results would differ bit for bit between runs and between an
+    // eager step and its replay.
+    for (bool deterministic_only : {true, false}) {
+      for (const Perf& perf : perfs) {
+        if (perf.status != CUDNN_STATUS_SUCCESS || (deterministic_only && !perf.deterministic) ||
+            !try_algo(plan, perf.algo, perf.math, limit))
+          continue;
+        if (policy == autotune::Policy::Exhaustive) time_ms = perf.time;
+        chosen = true;
+        break;
+      }
+      if (chosen) break;
     }
   }
   // Every search came back empty-handed: any algorithm cuDNN accepts, whatever its workspace.

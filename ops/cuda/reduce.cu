@@ -33,14 +33,16 @@ struct SumOp {
   }
 };
 // NaN never wins, as in the CPU kernel.
+// Starts from -inf and propagates NaN (wherever it is in the order CUB combines), as on the CPU.
 struct MaxOp {
   template <class A, class B>
   __host__ __device__ __forceinline__ auto operator()(A a, B b) const {
-    return a < b ? b : a;
+    return a < b || b != b ? b : a;
   }
   template <class A>
   static A identity() {
-    return std::numeric_limits<A>::lowest();
+    using L = std::numeric_limits<A>;
+    return L::has_infinity ? -L::infinity() : L::lowest();
   }
 };
 

@@ -43,6 +43,14 @@ void to_device_kernel(const KernelCtx& c) {
   }
 
   const int from = src.device.index;
+  if (dst.device.is_cuda() && dst.device.index == from) {
+    // Within one GPU the strided copy writes dst directly: no temporary, which inside a CUDA
+    // Graph capture would be an allocation the graph records.
+    const OnDevice dev(from);
+    strided_copy(dst, src, dev.stream(), "to_device");
+    return;
+  }
+  if (dst.device.is_cpu()) require_not_capturing(from);
   DeviceBuffer dense;
   const void* src_data = src.data;
   if (!src.contiguous()) {
@@ -55,17 +63,10 @@ void to_device_kernel(const KernelCtx& c) {
     src_data = dense.data();
   }
   if (dst.device.is_cpu()) {
-    require_not_capturing(from);
     copy_to_host(dst.data, src_data, nbytes, from);
     return;
   }
   const int to = dst.device.index;
-  if (to == from) {
-    const OnDevice dev(to);
-    ENCORE_CUDA_CHECK("to_device", cudaMemcpyAsync(dst.data, src_data, nbytes,
-                                                   cudaMemcpyDeviceToDevice, dev.stream()));
-    return;
-  }
   // Between two GPUs: the copy runs on the destination's stream after the source's queued
   // work, and the source's stream waits for the copy before it may reuse the source memory.
   const Event produced = make_event(), copied = make_event();

@@ -28,7 +28,10 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   if (!(a.shape() == b.shape())) return INFINITY;
   const auto x = a.to_vector<double>(), y = b.to_vector<double>();
   double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) != std::isnan(y[i])) return INFINITY;  // std::max would drop a NaN
+    m = std::max(m, std::fabs(x[i] - y[i]));
+  }
   return m;
 }
 

@@ -17,8 +17,11 @@ void expect_close(const Tensor& ref, const Tensor& got, double tol, const std::s
   double scale = 1.0, worst = 0.0;
   size_t at = 0;
   for (double v : r) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < r.size(); ++i)
-    if (std::fabs(r[i] - g[i]) > worst) worst = std::fabs(r[i] - g[i]), at = i;
+  for (size_t i = 0; i < r.size(); ++i) {
+    // A NaN where the reference has a number must fail (NaN compares false with everything).
+    const double d = std::isnan(r[i]) != std::isnan(g[i]) ? INFINITY : std::fabs(r[i] - g[i]);
+    if (d > worst) worst = d, at = i;
+  }
   EXPECT_LE(worst, tol * scale) << what << " differs most at element " << at << ": " << r[at]
                                 << " vs " << g[at];
 }

@@ -102,6 +102,12 @@ TEST(CudaRuntime, PreparedKernelsGiveTheEagerResult) {
   }
 }
 
+bool any_nan(const Tensor& t) {
+  for (double v : t.to_vector<double>())
+    if (std::isnan(v)) return true;
+  return false;
+}
+
 // One optimizer step on the CPU and on the GPU from the same state; `groups` tensors per
 // parameter (params first), then the scalars.
 void expect_same_update(OpId op, const Attrs& attrs, int groups, const std::vector<Shape>& shapes,
@@ -135,6 +141,8 @@ void expect_same_update(OpId op, const Attrs& attrs, int groups, const std::vect
     const Tensor& c = cpu[i];
     const double tol = c.dtype() == DType::Float32 ? 1e-5 : 1e-12;
     EXPECT_LE(test::max_abs_diff(c, gpu[i]), tol) << "tensor " << i << " " << describe(c);
+    // max_abs_diff drops NaNs (std::max keeps the number): a NaN from the GPU must still fail.
+    EXPECT_FALSE(any_nan(gpu[i])) << "tensor " << i << " " << describe(c);
   }
 }
 

@@ -83,6 +83,16 @@ TEST(Reduce, SumMeanMaxOverAxes) {
   EXPECT_DOUBLE_EQ(sum(ones_big * 0.1).item(), static_cast<double>(0.1f) * (1 << 20));
 }
 
+TEST(Reduce, MaxPropagatesNanAndStartsFromMinusInfinity) {
+  const float inf = INFINITY;
+  const Tensor x = from_vector<float>({1, NAN, 3, -inf, -inf, -inf}, {2, 3});
+  const auto rows = max(x, {1}).to_vector<double>();
+  EXPECT_TRUE(std::isnan(rows[0]));
+  EXPECT_EQ(rows[1], -inf);
+  EXPECT_TRUE(std::isnan(max(x).item()));
+  expect_values(max(from_vector<int32_t>({-5, -7}, {2})), {-5});
+}
+
 TEST(Reduce, SumToInvertsBroadcast) {
   const Tensor g = ones({2, 3, 4});
   expect_values(sum_to(g, {3, 1}), {8, 8, 8});

@@ -147,3 +147,111 @@ def test_trace_called_from_two_threads_is_an_error_not_a_crash():
     t.join()
     assert errors and "another thread" in errors[0]
     assert slow(encore.ones(1)).tolist() == [2]
+
+
+def test_integer_division_by_zero_does_not_trap():
+    # x86 raises SIGFPE for integer division by zero and for INT64_MIN / -1.
+    a = encore.tensor([7, -7, 3], dtype=encore.int64)
+    assert (a / encore.tensor([0, 0, 0], dtype=encore.int64)).tolist() == [0, 0, 0]
+    assert (a / 0).tolist() == [0, 0, 0]
+    b = encore.tensor([7, -2**31], dtype=encore.int32)
+    assert (b / encore.tensor([2, -1], dtype=encore.int32)).tolist() == [3, -2**31]
+    c = encore.tensor([-2**63], dtype=encore.int64)
+    assert (c / -1).tolist() == [-2**63]
+
+
+def test_shape_from_sequences_that_make_their_items():
+    # Iterating such sequences yields temporaries: reading them after the fact crashed.
+    class Dims:  # a sequence whose items are fresh ints (> 256: not cached by CPython)
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            if i >= 2:
+                raise IndexError(i)
+            return [300, 2][i] + 0 * 10**30
+
+    assert encore.zeros(Dims()).shape == (300, 2)
+    assert encore.ones(range(2, 4)).shape == (2, 3)
+    with pytest.raises(TypeError, match="shape entries must be ints"):
+        encore.zeros(encore.ones(2))
+    with pytest.raises(TypeError, match="shape entries must be ints"):
+        encore.zeros(4).reshape(encore.ones(2))
+
+
+def test_sequential_cannot_contain_itself():
+    s = nn.Sequential([nn.Dense(2)])
+    with pytest.raises(ValueError, match="cannot add a model to itself"):
+        s.add(s)
+    outer = nn.Sequential([s])
+    with pytest.raises(ValueError, match="cannot add a model to itself"):
+        s.add(outer)
+    assert len(s) == 1 and s(encore.ones(1, 3)).shape == (1, 2)
+
+
+def test_none_is_not_a_dtype_or_a_value():
+    t = encore.ones(3)
+    with pytest.raises(TypeError, match="got None"):
+        t.to(None)
+    with pytest.raises(TypeError, match="got None"):
+        nn.Dense(2).to(None)
+    with pytest.raises(TypeError, match="cannot assign None"):
+        t[0] = None
+    assert t.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_error_messages_that_are_not_utf8(tmp_path):
+    d = nn.Dense(4)
+    d(encore.ones(1, 3))
+    path = tmp_path / "p.bin"
+    nn.save(d, path)
+    data = path.read_bytes()
+    kinds = set()
+    for i in range(len(data)):
+        corrupt = bytearray(data)
+        corrupt[i] ^= 0xFF
+        path.write_bytes(bytes(corrupt))
+        try:
+            nn.load(d, path)
+        except (ValueError, TypeError, RuntimeError, MemoryError) as e:
+            kinds.add(type(e))
+    assert kinds and not any(issubclass(k, UnicodeError) for k in kinds)
+
+
+def test_traced_function_inspected_or_cleared_while_running():
+    @encore.trace
+    def f(x):
+        with pytest.raises(RuntimeError, match="while a call to it is in progress"):
+            f.clear()
+        return x * 2
+
+    assert f(encore.ones(2)).tolist() == [2.0, 2.0]
+
+    @encore.trace
+    def g(x):
+        return (x @ x.T).sum()
+
+    stop = threading.Event()
+    errors = []
+
+    def work():
+        while not stop.is_set():
+            try:
+                g(encore.ones(96, 96))
+            except RuntimeError:
+                pass
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    try:
+        for _ in range(300):
+            for inspect in (g.clear, g.graph, g.explain, lambda: g.stats, lambda: g.cache_size):
+                try:
+                    inspect()
+                except (RuntimeError, ValueError) as e:
+                    errors.append(str(e))
+    finally:
+        stop.set()
+        worker.join()
+    assert all("[trace]" in e for e in errors)
+    assert g.stats["calls"] > 0

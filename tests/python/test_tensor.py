@@ -89,9 +89,28 @@ class TestOperators:
         assert (-a).tolist() == [-1, -2, -4] and (+a).tolist() == [1, 2, 4]
         assert (a ** 2).tolist() == [1, 4, 16]
         assert abs(-a).tolist() == [1, 2, 4]
-        c = a
-        c += 1  # rebinding, not in place
-        assert a.tolist() == [1, 2, 4] and c.tolist() == [2, 3, 5]
+
+    def test_augmented_assignment_writes_in_place(self):
+        array = np.array([1.0, 2.0, 4.0], dtype=np.float32)
+        a = encore.from_numpy(array)
+        alias = a
+        a += 1
+        a *= encore.tensor([2.0, 2.0, 2.0])
+        a -= 1
+        a /= 2
+        assert a is alias and a.tolist() == [1.5, 2.5, 4.5]
+        assert array.tolist() == [1.5, 2.5, 4.5]  # the shared NumPy array sees the writes
+        with pytest.raises(ValueError):
+            a += encore.ones(2, 3)  # the result must fit the tensor's shape
+
+    def test_augmented_assignment_keeps_autograd_history(self):
+        w = encore.tensor([1.0, 2.0], requires_grad=True)
+        loss = (w * w).sum()
+        first = loss
+        loss += (w * 3).sum()  # rebinds: an autograd graph is never written in place
+        assert first.item() == 5 and loss.item() == 14
+        loss.backward()
+        assert w.grad.tolist() == [5, 7]
 
     def test_broadcasting_and_matmul(self):
         a = encore.ones(2, 3)
