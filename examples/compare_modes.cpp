@@ -17,7 +17,7 @@
 //                               length-equivariant functions, docs/ARCHITECTURE.md)
 //
 // Columns: first_call_ms (includes tracing and per-shape setup), step_ms_median (after
-// warm-up), traces, trace_ms_total / per trace (trace + plan + capture), autotune_ms, and
+// warm-up; for eager and traced, from steps of the two taken in turn), traces, trace_ms_total / per trace (trace + plan + capture), autotune_ms, and
 // the kernel time vs framework overhead per step (from a profiled pass). --json FILE writes
 // the rows.
 //
@@ -102,55 +102,77 @@ struct Result {
   std::string last_reason;
 };
 
-Result run(const Model& model, Mode mode, int steps, Device device) {
-  // Every mode starts cold: per-shape setup (primitive creation, algorithm search) is part
-  // of what the first call costs.
-  cpu::clear_conv1d_primitives();
-  autotune::clear();
-  manual_seed(0);
-  auto net = model.build();
-  net->build(model.input);
-  net->to(device);
-  nn::Adam adam(net->parameters(), 1e-3);
-  auto step = [&](const Tensor& x, const Tensor& y) {
-    adam.zero_grad();
-    Tensor loss = nn::binary_crossentropy(y, (*net)(x));
+// One mode's training setup: a fresh model and optimizer from the same seed, its step
+// (eager or traced), and its batches. Creating one clears the per-shape caches: every mode
+// starts cold, and per-shape setup is part of what its first call costs.
+class Runner {
+ public:
+  Runner(const Model& model, Mode mode, Device device) : model_(model), mode_(mode), device_(device) {
+    cpu::clear_conv1d_primitives();
+    autotune::clear();
+    manual_seed(0);
+    net_ = model.build();
+    net_->build(model.input);
+    net_->to(device);
+    adam_ = std::make_unique<nn::Adam>(net_->parameters(), 1e-3);
+    TraceOptions options{.name = model.name + "_" + mode_name(mode), .retrace_warning = 0, .arg_names = {"x", "y"}};
+    if (mode == Mode::TracedBucket) options.shapes = ShapePolicy::bucket(1, model.buckets);
+    traced_ = std::make_unique<Traced<Step>>(Step([this](const Tensor& x, const Tensor& y) { return step(x, y); }), options);
+    for (int i = 0; i < 4; ++i) fixed_.push_back(batch(model.input, model.input[1], 10 + i, device));
+  }
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  bool new_lengths() const { return mode_ == Mode::EagerNewLength || mode_ == Mode::TracedNewLength || mode_ == Mode::TracedBucket; }
+
+  /// Call `i`, timed in ms: fixed-shape modes cycle over four batches, new-length modes use
+  /// length base + 1 + i.
+  double call(int i) {
+    const Batch b = new_lengths() ? batch(model_.input, model_.input[1] + 1 + i, 100 + i, device_) : fixed_[i % 4];
+    synchronize(device_);
+    const auto t0 = std::chrono::steady_clock::now();
+    mode_ == Mode::Eager || mode_ == Mode::EagerNewLength ? step(b.x, b.y) : (*traced_)(b.x, b.y);
+    synchronize(device_);
+    return examples::seconds_since(t0) * 1e3;
+  }
+
+  const TraceStats& stats() const { return traced_->stats(); }
+
+ private:
+  using Step = std::function<Tensor(const Tensor&, const Tensor&)>;
+  Tensor step(const Tensor& x, const Tensor& y) {
+    adam_->zero_grad();
+    Tensor loss = nn::binary_crossentropy(y, (*net_)(x));
     loss.backward();
-    adam.step();
+    adam_->step();
     return loss;
-  };
-  const bool new_lengths = mode == Mode::EagerNewLength || mode == Mode::TracedNewLength || mode == Mode::TracedBucket;
-  TraceOptions options{.name = model.name + "_" + mode_name(mode), .retrace_warning = 0, .arg_names = {"x", "y"}};
-  if (mode == Mode::TracedBucket) options.shapes = ShapePolicy::bucket(1, model.buckets);
-  auto traced = trace(step, options);
-  const bool use_trace = mode == Mode::Traced || mode == Mode::TracedNewLength || mode == Mode::TracedBucket;
+  }
 
-  // Fixed-shape modes cycle over a few batches; new-length modes use length base + i.
-  const int64_t base = model.input[1];
-  std::vector<Batch> fixed;
-  for (int i = 0; i < 4; ++i) fixed.push_back(batch(model.input, base, 10 + i, device));
-  auto data = [&](int i) { return new_lengths ? batch(model.input, base + 1 + i, 100 + i, device) : fixed[i % 4]; };
+  Model model_;
+  Mode mode_;
+  Device device_;
+  std::shared_ptr<nn::Sequential> net_;
+  std::unique_ptr<nn::Adam> adam_;
+  std::unique_ptr<Traced<Step>> traced_;
+  std::vector<Batch> fixed_;
+};
 
+Result measure(Runner& runner, int steps) {
   Ledger& ledger = Ledger::global();
   const int64_t tune0 = ledger.get(Counter::AutotuneNs);
   Result r;
   std::vector<double> ms;
-  const int warmup = new_lengths ? 0 : 3;
+  const int warmup = runner.new_lengths() ? 0 : 3;
   for (int i = 0; i < steps + warmup; ++i) {
-    const Batch b = data(i);
-    synchronize(device);
     const int64_t ops0 = ledger.get(Counter::OpsDispatched);
-    const auto t0 = std::chrono::steady_clock::now();
-    use_trace ? traced(b.x, b.y) : step(b.x, b.y);
-    synchronize(device);
-    const double t = examples::seconds_since(t0) * 1e3;
+    const double t = runner.call(i);
     if (i == 0) r.first_ms = t;
-    if (i >= warmup && (new_lengths || i > 0)) ms.push_back(t);
+    if (i >= warmup && (runner.new_lengths() || i > 0)) ms.push_back(t);
     r.ops_per_step = ledger.get(Counter::OpsDispatched) - ops0;
   }
   r.step_ms = examples::median(ms);
   r.autotune_ms = (ledger.get(Counter::AutotuneNs) - tune0) / 1e6;
-  const TraceStats& s = traced.stats();
+  const TraceStats& s = runner.stats();
   r.traces = s.traces;
   for (const TraceRecord& rec : s.records) {
     r.trace_ms += rec.total_ns() / 1e6;
@@ -159,19 +181,28 @@ Result run(const Model& model, Mode mode, int steps, Device device) {
   if (!s.records.empty()) r.last_reason = s.records.back().reason;
   // Kernel time vs the rest, from a profiled pass over the same work (fixed shape): both
   // measured in that pass, so the timers' own cost lands on both sides alike.
-  if (!new_lengths) {
+  if (!runner.new_lengths()) {
     const int64_t k0 = ledger.get(Counter::KernelNs);
     ledger.set_profiling(true);
     const int profiled = 10;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < profiled; ++i) use_trace ? traced(fixed[i % 4].x, fixed[i % 4].y) : step(fixed[i % 4].x, fixed[i % 4].y);
-    synchronize(device);
-    const double profiled_ms = examples::seconds_since(t0) * 1e3 / profiled;
+    double profiled_ms = 0;
+    for (int i = 0; i < profiled; ++i) profiled_ms += runner.call(i);
     ledger.set_profiling(false);
     r.kernel_ms = (ledger.get(Counter::KernelNs) - k0) / 1e6 / profiled;
-    r.overhead_ms = profiled_ms - r.kernel_ms;
+    r.overhead_ms = profiled_ms / profiled - r.kernel_ms;
   }
   return r;
+}
+
+// Eager and traced steps taken in turn: whatever the machine does meanwhile (other tenants,
+// clock changes) hits both alike, so their ratio holds even where absolute times drift.
+std::pair<double, double> paired_medians(Runner& eager, Runner& traced, int steps) {
+  std::vector<double> e, t;
+  for (int i = 0; i < steps + 2; ++i) {
+    const double te = eager.call(i), tt = traced.call(i);
+    if (i >= 2) e.push_back(te), t.push_back(tt);  // the first pairs redo eager's cleared setup
+  }
+  return {examples::median(e), examples::median(t)};
 }
 
 }  // namespace
@@ -188,17 +219,27 @@ int main(int argc, char** argv) {
   const auto warm_start = std::chrono::steady_clock::now();
   for (Model model : models(args)) {
     model.input = {model.input[0] / 2, model.input[1] + 3, model.input[2]};
-    (void)run(model, Mode::Eager, 1, device);
+    Runner warm(model, Mode::Eager, device);
+    (void)warm.call(0);
   }
   const double warm_ms = examples::seconds_since(warm_start) * 1e3;
   std::vector<examples::Row> rows;
   std::vector<std::string> notes;
   for (const Model& model : models(args)) {
-    double eager_ms = 0;
+    std::vector<std::pair<Mode, Result>> results;
+    std::unique_ptr<Runner> eager, traced;  // kept for the paired measurement
     for (Mode mode : {Mode::Eager, Mode::EagerNewLength, Mode::Traced, Mode::TracedNewLength, Mode::TracedBucket}) {
-      const int n = mode == Mode::Eager || mode == Mode::Traced ? steps : std::max(steps / 2, 5);
-      const Result r = run(model, mode, n, device);
-      if (mode == Mode::Eager) eager_ms = r.step_ms;
+      const bool fixed = mode == Mode::Eager || mode == Mode::Traced;
+      auto runner = std::make_unique<Runner>(model, mode, device);
+      results.emplace_back(mode, measure(*runner, fixed ? steps : std::max(steps / 2, 5)));
+      if (mode == Mode::Eager) eager = std::move(runner);
+      if (mode == Mode::Traced) traced = std::move(runner);
+    }
+    // The fixed-shape medians come from eager and traced steps taken in turn.
+    const auto [eager_ms, traced_ms] = paired_medians(*eager, *traced, steps);
+    for (auto& [mode, r] : results) {
+      if (mode == Mode::Eager) r.step_ms = eager_ms;
+      if (mode == Mode::Traced) r.step_ms = traced_ms;
       const bool fixed = mode == Mode::Eager || mode == Mode::Traced;
       examples::Row row;
       row.add("model", model.name)

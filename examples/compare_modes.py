@@ -18,7 +18,7 @@ instructive, in one table -- from Python (the C++ twin is examples/compare_modes
                               length-equivariant functions, docs/ARCHITECTURE.md)
 
 Columns: first_call_ms (includes tracing and per-shape setup), step_ms_median (after
-warm-up), traces, trace_ms_total / per trace (trace + plan + capture), autotune_ms, and the
+warm-up; for eager and traced, from steps of the two taken in turn), traces, trace_ms_total / per trace (trace + plan + capture), autotune_ms, and the
 kernel time vs framework overhead per step (from a profiled pass). --json FILE writes the
 rows; --plot FILE.png draws the per-step time of each mode and the cumulative time against
 steps (where a trace pays for itself), with matplotlib when it is installed.
@@ -102,58 +102,65 @@ def sync(device):
         encore.cuda.synchronize(device)
 
 
-def run(model: Model, mode: str, steps: int, device) -> Result:
-    # Every mode starts cold: per-shape setup (primitive creation, algorithm search) is part
-    # of what the first call costs.
-    encore.autotune.clear_conv1d_primitives()
-    encore.autotune.clear()
-    encore.manual_seed(0)
-    net = model.build()
-    net.build(model.input)
-    net.to(device)
-    adam = optim.Adam(net.parameters(), lr=1e-3)
+class Runner:
+    """One mode's training setup: a fresh model and optimizer from the same seed, its step
+    (eager or traced), and its batches. Creating one clears the per-shape caches: every mode
+    starts cold, and per-shape setup is part of what its first call costs."""
 
-    def step(x, y):
-        adam.zero_grad()
-        loss = nn.binary_crossentropy(y, net(x))
-        loss.backward()
-        adam.step()
-        return loss
+    def __init__(self, model: Model, mode: str, device):
+        encore.autotune.clear_conv1d_primitives()
+        encore.autotune.clear()
+        encore.manual_seed(0)
+        net = model.build()
+        net.build(model.input)
+        net.to(device)
+        adam = optim.Adam(net.parameters(), lr=1e-3)
 
-    new_lengths = mode in ("eager_new_length", "traced_new_length", "traced_bucket")
-    use_trace = mode.startswith("traced")
-    shapes = encore.bucket(1, model.buckets) if mode == "traced_bucket" else None
-    traced = encore.trace(step, name=f"{model.name}_{mode}", shapes=shapes, retrace_warning=0)
+        def step(x, y):
+            adam.zero_grad()
+            loss = nn.binary_crossentropy(y, net(x))
+            loss.backward()
+            adam.step()
+            return loss
 
-    # Fixed-shape modes cycle over a few batches; new-length modes use length base + 1 + i.
-    base = model.input[1]
-    fixed = [batch(model.input, base, 10 + i, device) for i in range(4)]
+        self.model, self.device = model, device
+        self.new_lengths = mode in ("eager_new_length", "traced_new_length", "traced_bucket")
+        shapes = encore.bucket(1, model.buckets) if mode == "traced_bucket" else None
+        self.traced = encore.trace(step, name=f"{model.name}_{mode}", shapes=shapes, retrace_warning=0)
+        self.fn = self.traced if mode.startswith("traced") else step
+        self.fixed = [batch(model.input, model.input[1], 10 + i, device) for i in range(4)]
 
-    def data(i):
-        return batch(model.input, base + 1 + i, 100 + i, device) if new_lengths else fixed[i % 4]
+    def call(self, i: int) -> float:
+        """Call ``i``, timed in ms: fixed-shape modes cycle over four batches, new-length modes
+        use length base + 1 + i."""
+        if self.new_lengths:
+            x, y = batch(self.model.input, self.model.input[1] + 1 + i, 100 + i, self.device)
+        else:
+            x, y = self.fixed[i % 4]
+        sync(self.device)
+        t0 = time.perf_counter()
+        self.fn(x, y)
+        sync(self.device)
+        return (time.perf_counter() - t0) * 1e3
 
-    fn = traced if use_trace else step
+
+def measure(runner: Runner, steps: int) -> Result:
     tune0 = encore.ledger.as_dict()["autotune_ns"]
     r = Result()
     ms = []
-    warmup = 0 if new_lengths else 3
+    warmup = 0 if runner.new_lengths else 3
     for i in range(steps + warmup):
-        x, y = data(i)
-        sync(device)
         ops0 = encore.ledger.as_dict()["ops_dispatched"]
-        t0 = time.perf_counter()
-        fn(x, y)
-        sync(device)
-        t = (time.perf_counter() - t0) * 1e3
+        t = runner.call(i)
         r.step_times.append(t)
         if i == 0:
             r.first_ms = t
-        if i >= warmup and (new_lengths or i > 0):
+        if i >= warmup and (runner.new_lengths or i > 0):
             ms.append(t)
         r.ops_per_step = encore.ledger.as_dict()["ops_dispatched"] - ops0
     r.step_ms = statistics.median(ms)
     r.autotune_ms = (encore.ledger.as_dict()["autotune_ns"] - tune0) / 1e6
-    stats = traced.stats
+    stats = runner.traced.stats
     r.traces = stats["traces"]
     for rec in stats["records"]:
         r.trace_ms += rec["total_ms"]
@@ -162,18 +169,27 @@ def run(model: Model, mode: str, steps: int, device) -> Result:
         r.last_reason = stats["records"][-1]["reason"]
     # Kernel time vs the rest, from a profiled pass over the same work (fixed shape): both
     # measured in that pass, so the timers' own cost lands on both sides alike.
-    if not new_lengths:
+    if not runner.new_lengths:
         k0 = encore.ledger.as_dict()["kernel_ns"]
         profiled = 10
         with encore.ledger.profiling():
-            t0 = time.perf_counter()
-            for i in range(profiled):
-                fn(*fixed[i % 4])
-            sync(device)
-            profiled_ms = (time.perf_counter() - t0) * 1e3 / profiled
+            profiled_ms = sum(runner.call(i) for i in range(profiled)) / profiled
         r.kernel_ms = (encore.ledger.as_dict()["kernel_ns"] - k0) / 1e6 / profiled
         r.overhead_ms = profiled_ms - r.kernel_ms
     return r
+
+
+def paired_medians(eager: Runner, traced: Runner, steps: int):
+    """Eager and traced steps taken in turn: whatever the machine does meanwhile (other
+    tenants, clock changes) hits both alike, so their ratio holds even where absolute times
+    drift. The first pairs redo eager's per-shape setup, which the traced runner cleared."""
+    e, t = [], []
+    for i in range(steps + 2):
+        te, tt = eager.call(i), traced.call(i)
+        if i >= 2:
+            e.append(te)
+            t.append(tt)
+    return statistics.median(e), statistics.median(t)
 
 
 def print_table(rows):
@@ -246,19 +262,23 @@ def main():
     warm_start = time.perf_counter()
     for model in models(args):
         batch_size, length, features = model.input
-        run(replace(model, input=(batch_size // 2, length + 3, features)), "eager", 1, device)
+        Runner(replace(model, input=(batch_size // 2, length + 3, features)), "eager", device).call(0)
     warm_ms = (time.perf_counter() - warm_start) * 1e3
 
     rows, notes, results = [], [], {}
     for model in models(args):
-        eager_ms = math.nan
         results[model.name] = {}
+        runners = {}  # eager and traced, kept for the paired measurement
         for mode in MODES:
-            n = steps if mode in ("eager", "traced") else max(steps // 2, 5)
-            r = run(model, mode, n, device)
-            results[model.name][mode] = r
-            if mode == "eager":
-                eager_ms = r.step_ms
+            runner = Runner(model, mode, device)
+            results[model.name][mode] = measure(runner, steps if mode in ("eager", "traced") else max(steps // 2, 5))
+            if mode in ("eager", "traced"):
+                runners[mode] = runner
+        # The fixed-shape medians come from eager and traced steps taken in turn.
+        eager_ms, traced_ms = paired_medians(runners["eager"], runners["traced"], steps)
+        results[model.name]["eager"].step_ms = eager_ms
+        results[model.name]["traced"].step_ms = traced_ms
+        for mode, r in results[model.name].items():
             fixed = mode in ("eager", "traced")
             rows.append({
                 "model": model.name,

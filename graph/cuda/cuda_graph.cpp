@@ -39,11 +39,19 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const std::vector<Step>& steps, in
     // Thread-local mode: another thread's unrelated CUDA calls cannot invalidate the capture.
     ENCORE_CUDA_CHECK("capture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     for (const Step& s : steps) {
+      // The error keeps its type (out-of-memory stays OutOfMemoryError) and gains the op.
+      const auto failed = [&](const std::exception& e) {
+        abandon_capture(stream);
+        return detail::cat("[capture] ", op_name(s.op), " failed while being captured into a CUDA Graph: ", e.what());
+      };
       try {
         s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get()});
+      } catch (const OutOfMemoryError& e) {
+        throw OutOfMemoryError(failed(e));
+      } catch (const UnsupportedError& e) {
+        throw UnsupportedError(failed(e));
       } catch (const std::exception& e) {
-        abandon_capture(stream);
-        throw BackendError(detail::cat("[capture] ", op_name(s.op), " failed while being captured into a CUDA Graph: ", e.what()));
+        throw BackendError(failed(e));
       }
       // An op that synchronizes, allocates or copies from pageable memory invalidates the
       // capture without an error of its own: find it here, where we still know which op.
