@@ -8,6 +8,8 @@
 #       unpacks them into a private prefix (never into /), builds for sm_90, runs the whole C++
 #       suite (the CUDA tests included), the CUDA tests under compute-sanitizer, and the GPU
 #       benchmarks; logs and JSON go to $OUT (default ./gpu-out); a summary prints last.
+#   tests/gpu/run.sh tests | bench   only the tests, or only the benchmarks: two calls when one
+#       would pass the device tool's 10-minute limit (the build folder stays on a warm machine).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -20,6 +22,8 @@ if [ "${1:-}" = "--pack" ]; then
   exit 0
 fi
 
+stage=${1:-all}
+case "$stage" in all | tests | bench) ;; *) echo "usage: $0 [--pack | all | tests | bench]" >&2; exit 2 ;; esac
 OUT=${OUT:-$root/gpu-out}
 mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
@@ -71,6 +75,7 @@ if ! cmake --build build-gpu -j "$(nproc)" >"$OUT/build.log" 2>&1; then
 fi
 log "build: ok"
 
+if [ "$stage" != bench ]; then
 # 4. The whole C++ suite, CUDA tests included.
 (cd build-gpu && ctest -j 8 --output-on-failure --output-junit "$OUT/ctest.xml") >"$OUT/ctest.log" 2>&1
 log "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
@@ -85,9 +90,15 @@ else
   log "pytest: skipped (python3 lacks pybind11, numpy, pytest or its headers)"
 fi
 
-# 5. The CUDA tests under compute-sanitizer (memcheck, then racecheck on a few).
-if command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/encore_tests --gtest_filter='Cuda*' \
+# 5. The CUDA tests under compute-sanitizer memcheck.
+# On PATH, in the toolkit, or in the nvidia-cuda-sanitizer-api wheel of the machine's Python.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer \
+  /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+if [ -z "$sanitizer" ]; then
+  sanitizer=$(python3 -c "import nvidia.cuda_sanitizer_api as m, glob; print((glob.glob(list(m.__path__)[0] + '/**/compute-sanitizer', recursive=True) or [''])[0])" 2>/dev/null)
+fi
+if [ -n "$sanitizer" ] && [ -x "$sanitizer" ]; then
+  "$sanitizer" --tool memcheck --error-exitcode 9 build-gpu/tests/encore_tests --gtest_filter='Cuda*' \
     >"$OUT/memcheck.log" 2>&1
   log "compute-sanitizer memcheck: exit $? ($(grep -c 'Invalid\|ERROR SUMMARY: [1-9]' "$OUT/memcheck.log") error lines)"
   grep "ERROR SUMMARY" "$OUT/memcheck.log" | tail -1 | tee -a "$OUT/summary.txt"
@@ -95,11 +106,14 @@ else
   log "compute-sanitizer: not found"
 fi
 
+fi
+
+if [ "$stage" != tests ]; then
 # 6. Benchmarks (device time is the budget: keep them bounded).
 bench() {
   local name=$1
   shift
-  timeout 300 "$@" >"$OUT/$name.txt" 2>&1
+  timeout 240 "$@" >"$OUT/$name.txt" 2>&1
   log "$name: exit $?"
 }
 bench bench_overhead_gpu build-gpu/examples/bench_overhead --device cuda --json "$OUT/bench_overhead_gpu.json"
@@ -112,6 +126,7 @@ if [ -x build-gpu/examples/bench_kernels ]; then
   bench bench_kernels_gpu build-gpu/examples/bench_kernels --json "$OUT/bench_kernels_gpu.json"
 fi
 bench compare_modes_cpu build-gpu/examples/compare_modes --device cpu --steps 30 --json "$OUT/compare_modes_cpu.json"
+fi
 
 # 7. Summary last (the device tool returns the end of the output).
 echo
