@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "core/tensor.h"
 #include "ops/ops.h"
@@ -39,6 +41,23 @@ inline void expect_values(const Tensor& t, const std::vector<double>& expected, 
   const auto v = t.to_vector<double>();
   ASSERT_EQ(v.size(), expected.size());
   for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(v[i], expected[i], tol) << "at " << i;
+}
+
+/// |got - ref| <= tol * max(1, max |ref|), element by element.
+inline void expect_close(const Tensor& ref, const Tensor& got, double tol, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what << " is undefined";
+  ASSERT_EQ(ref.shape(), got.shape()) << what;
+  const auto r = ref.to_vector<double>(), g = got.to_vector<double>();
+  double scale = 1.0, worst = 0.0;
+  size_t at = 0;
+  for (double v : r) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < r.size(); ++i) {
+    // A NaN where the reference has a number must fail (NaN compares false with everything).
+    const double d = std::isnan(r[i]) != std::isnan(g[i]) ? INFINITY : std::fabs(r[i] - g[i]);
+    if (d > worst) worst = d, at = i;
+  }
+  EXPECT_LE(worst, tol * scale) << what << " differs most at element " << at << ": " << r[at]
+                                << " vs " << g[at];
 }
 
 /// The GPU the CUDA tests run on; they start with REQUIRE_CUDA().

@@ -8,23 +8,8 @@ namespace {
 
 using test::rand64;
 
+using test::expect_close;
 using test::kGpu;
-
-void expect_close(const Tensor& ref, const Tensor& got, double tol, const std::string& what) {
-  ASSERT_TRUE(got.defined()) << what << " is undefined";
-  ASSERT_EQ(ref.shape(), got.shape()) << what;
-  const auto r = ref.to_vector<double>(), g = got.to_vector<double>();
-  double scale = 1.0, worst = 0.0;
-  size_t at = 0;
-  for (double v : r) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < r.size(); ++i) {
-    // A NaN where the reference has a number must fail (NaN compares false with everything).
-    const double d = std::isnan(r[i]) != std::isnan(g[i]) ? INFINITY : std::fabs(r[i] - g[i]);
-    if (d > worst) worst = d, at = i;
-  }
-  EXPECT_LE(worst, tol * scale) << what << " differs most at element " << at << ": " << r[at]
-                                << " vs " << g[at];
-}
 
 struct LstmRun {
   Tensor y, h, c;

@@ -13,28 +13,13 @@ namespace {
 
 using test::rand64;
 
+using test::expect_close;
 using test::kGpu;
 
 using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 Fn two(Tensor (*f)(const Tensor&, const Tensor&)) {
   return [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0], x[1])}; };
-}
-
-/// |got - ref| <= tol * max(1, max |ref|), element by element.
-void expect_close(const Tensor& ref, const Tensor& got, double tol, const std::string& what) {
-  ASSERT_TRUE(got.defined()) << what << " is undefined";
-  ASSERT_EQ(ref.shape(), got.shape()) << what;
-  const auto r = ref.to_vector<double>(), g = got.to_vector<double>();
-  double scale = 1.0, worst = 0.0;
-  size_t at = 0;
-  for (double v : r) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < r.size(); ++i) {
-    const double d = std::isnan(r[i]) != std::isnan(g[i]) ? INFINITY : std::fabs(r[i] - g[i]);
-    if (d > worst) worst = d, at = i;
-  }
-  EXPECT_LE(worst, tol * scale) << what << " differs most at element " << at << ": " << r[at]
-                                << " vs " << g[at];
 }
 
 struct Run {
