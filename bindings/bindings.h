@@ -43,10 +43,11 @@ inline DType to_dtype(py::handle obj, DType fallback) {
   return obj.is_none() ? fallback : to_dtype(obj);
 }
 /// A shape from an int or a sequence of ints; `op` names the caller in errors. Rejects negative
-/// sizes and sizes whose element count overflows.
-Shape to_shape(py::handle obj, const char* op);
+/// sizes (except one -1, "infer this size", where `infer` allows it, as for reshape) and sizes
+/// whose element count overflows.
+Shape to_shape(py::handle obj, const char* op, bool infer = false);
 /// A shape from `*shape` arguments: f(2, 3) or f((2, 3)).
-Shape shape_from_args(const py::args& args, const char* op);
+Shape shape_from_args(const py::args& args, const char* op, bool infer = false);
 /// Reduction axes: None (all), an int, or a sequence of ints.
 std::vector<int64_t> to_axes(py::handle obj);
 

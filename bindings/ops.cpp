@@ -270,7 +270,7 @@ void init_ops(py::module_& m) {
   // ---- views and data movement ----------------------------------------------------------
   m.def(
       "reshape",
-      [](const Tensor& x, py::object shape) { return x.reshape(to_shape(shape, "reshape")); },
+      [](const Tensor& x, py::object shape) { return x.reshape(to_shape(shape, "reshape", true)); },
       py::arg("x"), py::arg("shape"));
   m.def(
       "transpose", [](const Tensor& x, int64_t a, int64_t b) { return x.transpose(a, b); },

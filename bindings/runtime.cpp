@@ -62,7 +62,7 @@ int64_t index_value(py::handle obj, const char* op) {
 
 }  // namespace
 
-Shape to_shape(py::handle obj, const char* op) {
+Shape to_shape(py::handle obj, const char* op, bool infer) {
   std::vector<int64_t> dims;
   if (PyIndex_Check(obj.ptr())) {
     dims.push_back(index_value(obj, op));
@@ -83,7 +83,8 @@ Shape to_shape(py::handle obj, const char* op) {
   constexpr int64_t kMaxElements = int64_t{1} << 48;
   int64_t n = 1;
   for (int64_t d : shape) {
-    ENCORE_CHECK(d >= -1, ShapeError, "[", op, "] negative dimension in ", shape.str());
+    ENCORE_CHECK(d >= 0 || (infer && d == -1), ShapeError, "[", op, "] negative dimension in ",
+                 shape.str());
     if (d > 0 && n > 0) {
       ENCORE_CHECK(n <= kMaxElements / d, ShapeError, "[", op, "] shape ", shape.str(),
                    " has too many elements");
@@ -93,9 +94,9 @@ Shape to_shape(py::handle obj, const char* op) {
   return shape;
 }
 
-Shape shape_from_args(const py::args& args, const char* op) {
-  if (args.size() == 1 && !PyIndex_Check(args[0].ptr())) return to_shape(args[0], op);
-  return to_shape(args, op);
+Shape shape_from_args(const py::args& args, const char* op, bool infer) {
+  if (args.size() == 1 && !PyIndex_Check(args[0].ptr())) return to_shape(args[0], op, infer);
+  return to_shape(args, op, infer);
 }
 
 std::vector<int64_t> to_axes(py::handle obj) {

@@ -163,16 +163,18 @@ void init_tensor(py::module_& m) {
   // ---- views and copies -----------------------------------------------------------------
   cls.def("reshape",
           [](const Tensor& t, const py::args& shape) {
-            return t.reshape(shape_from_args(shape, "reshape"));
+            return t.reshape(shape_from_args(shape, "reshape", true));
           })
       .def("view",
            [](const Tensor& t, const py::args& shape) {
-             return t.reshape(shape_from_args(shape, "reshape"));
+             return t.reshape(shape_from_args(shape, "reshape", true));
            })
       .def("transpose", &Tensor::transpose, py::arg("axis0"), py::arg("axis1"))
       .def("permute",
            [](const Tensor& t, const py::args& order) {
-             return t.permute(shape_from_args(order, "permute").vec());
+             // Axes, not sizes: negative ones count from the end.
+             const bool packed = order.size() == 1 && !PyIndex_Check(order[0].ptr());
+             return t.permute((packed ? order[0] : order).cast<std::vector<int64_t>>());
            })
       .def_property_readonly(
           "T",

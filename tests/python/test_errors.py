@@ -33,6 +33,9 @@ def test_messages_name_the_op_and_shapes():
         encore.clip(encore.ones(1), 2, 1)
     with pytest.raises(ValueError, match=r"\[reshape\]"):
         encore.ones(6).reshape(4, 2)
+    for make in (encore.zeros, encore.ones, encore.randn):
+        with pytest.raises(encore.ShapeError, match=r"negative dimension"):
+            make(2, -1)  # -1 means "infer" only for reshape
     with pytest.raises(encore.ShapeError, match="axis 5 is out of range"):
         encore.ones(2).sum(axis=5)
 

@@ -257,6 +257,7 @@ class TestGeometry:
         assert m.transpose(0, 1).tolist() == m.T.tolist()
         c = encore.zeros(2, 3, 4)
         assert c.permute(2, 0, 1).shape == (4, 2, 3) and c.permute((1, 2, 0)).shape == (3, 4, 2)
+        assert c.permute(-1, -3, -2).shape == (4, 2, 3)  # axes count from the end
         assert c.T.shape == (4, 3, 2)
         assert not m.T.is_contiguous() and m.T.contiguous().is_contiguous()
         assert encore.zeros(1, 3, 1).squeeze().shape == (3,) and encore.zeros(1, 3).squeeze(0).shape == (3,)
