@@ -17,9 +17,9 @@
 //                               length-equivariant functions, docs/ARCHITECTURE.md)
 //
 // Columns: first_call_ms (includes tracing and per-shape setup), step_ms_median (after
-// warm-up; for eager and traced, from steps of the two taken in turn), traces, trace_ms_total / per trace (trace + plan + capture), autotune_ms, and
-// the kernel time vs framework overhead per step (from a profiled pass). --json FILE writes
-// the rows.
+// warm-up; for eager and traced, from steps of the two taken in turn), traces, trace_ms_total
+// / per trace (trace + plan + capture), autotune_ms, and the kernel time vs framework overhead
+// per step (from a profiled pass). --json FILE writes the rows.
 //
 //   compare_modes [--steps 30] [--device cpu|cuda] [--json out.json] [--only MODEL]
 //                 [--lstm [--lstm-units 64] [--lstm-length 50] [--lstm-impl auto|composed|cudnn]]

@@ -18,9 +18,9 @@ instructive, in one table -- from Python (the C++ twin is examples/compare_modes
                               length-equivariant functions, docs/ARCHITECTURE.md)
 
 Columns: first_call_ms (includes tracing and per-shape setup), step_ms_median (after
-warm-up; for eager and traced, from steps of the two taken in turn), traces, trace_ms_total / per trace (trace + plan + capture), autotune_ms, and the
-kernel time vs framework overhead per step (from a profiled pass). --json FILE writes the
-rows; --plot FILE.png draws the per-step time of each mode and the cumulative time against
+warm-up; for eager and traced, from steps of the two taken in turn), traces, trace_ms_total /
+per trace (trace + plan + capture), autotune_ms, and the kernel time vs framework overhead
+per step (from a profiled pass). --json FILE writes the rows; --plot FILE.png draws the per-step time of each mode and the cumulative time against
 steps (where a trace pays for itself), with matplotlib when it is installed.
 
   python examples/compare_modes.py [--steps 30] [--device cpu|cuda] [--json out.json]

@@ -3,6 +3,7 @@
 
 #include "ops/cpu/kernels.h"
 #include "ops/functors.h"
+#include "ops/lstm_math.h"
 #include "ops/philox.h"
 
 namespace encore::cpu {
@@ -101,56 +102,23 @@ template <bool Gather> void gather_scatter_kernel(const KernelCtx& c) {
   });
 }
 
-// Keras gate order within each row of z: input, forget, cell candidate, output.
 template <class T> void lstm_cell(const KernelCtx& c) {
   const auto& a = std::get<LstmAttrs>(c.attrs);
   const int64_t batch = c.in[1].shape[0], units = c.in[1].shape[1];
-  const T* z = c.in[0].ptr<const T>();
-  const T* c_prev = c.in[1].ptr<const T>();
-  T* h = c.out[0].ptr<T>();
-  T* cn = c.out[1].ptr<T>();
-  for (int64_t b = 0; b < batch; ++b) {
-    const T* zr = z + b * 4 * units;
-    for (int64_t u = 0; u < units; ++u) {
-      const T i = fn::activate(a.recurrent_activation, zr[u]);
-      const T f = fn::activate(a.recurrent_activation, zr[units + u]);
-      const T g = fn::activate(a.activation, zr[2 * units + u]);
-      const T o = fn::activate(a.recurrent_activation, zr[3 * units + u]);
-      const int64_t k = b * units + u;
-      cn[k] = f * c_prev[k] + i * g;
-      h[k] = o * fn::activate(a.activation, cn[k]);
-    }
-  }
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t u = 0; u < units; ++u)
+      lstm_cell_unit(c.in[0].ptr<const T>(), c.in[1].ptr<const T>(), c.out[0].ptr<T>(), c.out[1].ptr<T>(), b, u,
+                     units, a.activation, a.recurrent_activation);
 }
 
 template <class T> void lstm_cell_backward(const KernelCtx& c) {
   const auto& a = std::get<LstmAttrs>(c.attrs);
   const int64_t batch = c.in[1].shape[0], units = c.in[1].shape[1];
-  const T* z = c.in[0].ptr<const T>();
-  const T* c_prev = c.in[1].ptr<const T>();
-  const T* cn = c.in[2].ptr<const T>();
-  const T* gh = c.in[3].ptr<const T>();
-  const T* gc = c.in[4].ptr<const T>();
-  T* gz = c.out[0].ptr<T>();
-  T* gc_prev = c.out[1].ptr<T>();
-  const Activation ra = a.recurrent_activation, act = a.activation;
-  for (int64_t b = 0; b < batch; ++b) {
-    const T* zr = z + b * 4 * units;
-    T* gr = gz + b * 4 * units;
-    for (int64_t u = 0; u < units; ++u) {
-      const int64_t k = b * units + u;
-      const T zi = zr[u], zf = zr[units + u], zg = zr[2 * units + u], zo = zr[3 * units + u];
-      const T i = fn::activate(ra, zi), f = fn::activate(ra, zf), g = fn::activate(act, zg),
-              o = fn::activate(ra, zo);
-      const T tc = fn::activate(act, cn[k]);
-      const T dc = gc[k] + gh[k] * o * fn::activate_grad(act, cn[k], tc);
-      gr[u] = dc * g * fn::activate_grad(ra, zi, i);
-      gr[units + u] = dc * c_prev[k] * fn::activate_grad(ra, zf, f);
-      gr[2 * units + u] = dc * i * fn::activate_grad(act, zg, g);
-      gr[3 * units + u] = gh[k] * tc * fn::activate_grad(ra, zo, o);
-      gc_prev[k] = dc * f;
-    }
-  }
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t u = 0; u < units; ++u)
+      lstm_cell_backward_unit(c.in[0].ptr<const T>(), c.in[1].ptr<const T>(), c.in[2].ptr<const T>(),
+                              c.in[3].ptr<const T>(), c.in[4].ptr<const T>(), c.out[0].ptr<T>(),
+                              c.out[1].ptr<T>(), b, u, units, a.activation, a.recurrent_activation);
 }
 
 }  // namespace

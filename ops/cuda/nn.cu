@@ -5,6 +5,7 @@
 #include "ops/cuda/launch.h"
 #include "ops/cuda/random.h"
 #include "ops/functors.h"
+#include "ops/lstm_math.h"
 #include "ops/philox.h"
 
 namespace encore::cuda {
@@ -225,24 +226,14 @@ void gather_scatter_kernel(const KernelCtx& c) {
   });
 }
 
-// ---- fused LSTM cell ---------------------------------------------------------------------
+// ---- fused LSTM cell (the math: ops/lstm_math.h) -------------------------------------------
 
-// Keras gate order within each row of z: input, forget, cell candidate, output.
 template <class T>
 __global__ void lstm_cell_kernel(const T* __restrict__ z, const T* __restrict__ c_prev,
                                  T* __restrict__ h, T* __restrict__ cn, int64_t batch,
                                  int64_t units, Activation act, Activation rec) {
-  for (int64_t k = thread_index(); k < batch * units; k += thread_count()) {
-    const int64_t b = k / units, u = k % units;
-    const T* zr = z + b * 4 * units;
-    const T i = fn::activate(rec, zr[u]);
-    const T f = fn::activate(rec, zr[units + u]);
-    const T g = fn::activate(act, zr[2 * units + u]);
-    const T o = fn::activate(rec, zr[3 * units + u]);
-    const T c = f * c_prev[k] + i * g;
-    cn[k] = c;
-    h[k] = o * fn::activate(act, c);
-  }
+  for (int64_t k = thread_index(); k < batch * units; k += thread_count())
+    lstm_cell_unit(z, c_prev, h, cn, k / units, k % units, units, act, rec);
 }
 
 template <class T>
@@ -250,22 +241,10 @@ __global__ void lstm_cell_backward_kernel(const T* __restrict__ z, const T* __re
                                           const T* __restrict__ cn, const T* __restrict__ gh,
                                           const T* __restrict__ gc, T* __restrict__ gz,
                                           T* __restrict__ gc_prev, int64_t batch, int64_t units,
-                                          Activation act, Activation ra) {
-  for (int64_t k = thread_index(); k < batch * units; k += thread_count()) {
-    const int64_t b = k / units, u = k % units;
-    const T* zr = z + b * 4 * units;
-    T* gr = gz + b * 4 * units;
-    const T zi = zr[u], zf = zr[units + u], zg = zr[2 * units + u], zo = zr[3 * units + u];
-    const T i = fn::activate(ra, zi), f = fn::activate(ra, zf), g = fn::activate(act, zg),
-            o = fn::activate(ra, zo);
-    const T tc = fn::activate(act, cn[k]);
-    const T dc = gc[k] + gh[k] * o * fn::activate_grad(act, cn[k], tc);
-    gr[u] = dc * g * fn::activate_grad(ra, zi, i);
-    gr[units + u] = dc * c_prev[k] * fn::activate_grad(ra, zf, f);
-    gr[2 * units + u] = dc * i * fn::activate_grad(act, zg, g);
-    gr[3 * units + u] = gh[k] * tc * fn::activate_grad(ra, zo, o);
-    gc_prev[k] = dc * f;
-  }
+                                          Activation act, Activation rec) {
+  for (int64_t k = thread_index(); k < batch * units; k += thread_count())
+    lstm_cell_backward_unit(z, c_prev, cn, gh, gc, gz, gc_prev, k / units, k % units, units, act,
+                            rec);
 }
 
 void lstm_cell(const KernelCtx& c) {
