@@ -29,30 +29,11 @@ template <class T> void matmul(const TensorRef& a, const TensorRef& b, const Ten
     return;
   }
   const MatrixLayout la = matrix_layout(a.shape, a.strides), lb = matrix_layout(b.shape, b.strides);
-  // Batch strides of each operand over the output's batch dims (0 where broadcast).
-  const int nb = nd - 2;
-  int64_t sa[kMaxDims] = {}, sb[kMaxDims] = {};
-  for (int i = 0; i < nb; ++i) {
-    const int ia = i - (nb - (a.shape.size() - 2)), ib = i - (nb - (b.shape.size() - 2));
-    if (ia >= 0 && a.shape[ia] != 1) sa[i] = a.strides[ia];
-    if (ib >= 0 && b.shape[ib] != 1) sb[i] = b.strides[ib];
-  }
-  int64_t batch = 1;
-  for (int i = 0; i < nb; ++i) batch *= y.shape[i];
-  int64_t idx[kMaxDims] = {};
-  int64_t off_a = 0, off_b = 0;
-  for (int64_t p = 0; p < batch; ++p) {
+  const MatmulBatch batch(a.shape, a.strides, b.shape, b.strides, y.shape);
+  batch.for_each([&](int64_t p, int64_t off_a, int64_t off_b) {
     gemm<T>(la.transposed, lb.transposed, m, n, k, a.ptr<const T>() + off_a, la.ld,
             b.ptr<const T>() + off_b, lb.ld, y.ptr<T>() + p * m * n, n);
-    for (int d = nb - 1; d >= 0; --d) {
-      off_a += sa[d];
-      off_b += sb[d];
-      if (++idx[d] < y.shape[d]) break;
-      off_a -= sa[d] * y.shape[d];
-      off_b -= sb[d] * y.shape[d];
-      idx[d] = 0;
-    }
-  }
+  });
 }
 
 void matmul_kernel(const KernelCtx& c) {

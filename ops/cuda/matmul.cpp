@@ -15,19 +15,19 @@ namespace encore::cuda {
 namespace {
 
 // The single stride S with offset(p) = p * S over the flattened batch, if there is one.
-bool uniform_batch(const int64_t* strides, const Shape& batch, int64_t& S) {
+bool uniform_batch(const MatmulBatch& batch, const int64_t* strides, int64_t& S) {
   S = 0;
   int64_t span = 1;  // elements of the flattened batch covered by the dims seen so far
   bool first = true;
-  for (int d = batch.size() - 1; d >= 0; --d) {
-    if (batch[d] == 1) continue;
+  for (int d = batch.dims - 1; d >= 0; --d) {
+    if (batch.size[d] == 1) continue;
     if (first) {
       S = strides[d];
       first = false;
     } else if (strides[d] != S * span) {
       return false;
     }
-    span *= batch[d];
+    span *= batch.size[d];
   }
   return true;
 }
@@ -64,16 +64,7 @@ void matmul(const TensorRef& a, const TensorRef& b, const TensorRef& y, int devi
   const MatrixLayout la = matrix_layout(a.shape, a.strides), lb = matrix_layout(b.shape, b.strides);
   ENCORE_CHECK(la.ok && lb.ok, ValueError, "[matmul] operands ", a.shape.str(), " and ",
                b.shape.str(), " are views cuBLAS cannot read; make them contiguous first");
-  // Batch strides of each operand over the output's batch dims (0 where broadcast).
-  const int nb = nd - 2;
-  Shape batch_shape(std::span<const int64_t>(y.shape.begin(), nb));
-  int64_t sa[kMaxDims] = {}, sb[kMaxDims] = {};
-  for (int i = 0; i < nb; ++i) {
-    const int ia = i - (nb - (a.shape.size() - 2)), ib = i - (nb - (b.shape.size() - 2));
-    if (ia >= 0 && a.shape[ia] != 1) sa[i] = a.strides[ia];
-    if (ib >= 0 && b.shape[ib] != 1) sb[i] = b.strides[ib];
-  }
-  const int64_t batch = batch_shape.numel();
+  const MatmulBatch batch(a.shape, a.strides, b.shape, b.strides, y.shape);
   const cublasHandle_t h = cublas(device);
   const bool tf32 = std::is_same_v<T, float> && allow_tf32();
   ENCORE_CUDA_CHECK("matmul",
@@ -87,24 +78,15 @@ void matmul(const TensorRef& a, const TensorRef& b, const TensorRef& y, int devi
   const T* pb = b.ptr<const T>();
   T* pc = y.ptr<T>();
   int64_t ua = 0, ub = 0;
-  if (uniform_batch(sa, batch_shape, ua) && uniform_batch(sb, batch_shape, ub) &&
-      batch <= INT_MAX) {
-    gemm<T>(h, ob, oa, M, N, K, pb, ldb, ub, pa, lda, ua, pc, M, m * n, static_cast<int>(batch));
+  if (uniform_batch(batch, batch.stride_a, ua) && uniform_batch(batch, batch.stride_b, ub) &&
+      batch.count <= INT_MAX) {
+    gemm<T>(h, ob, oa, M, N, K, pb, ldb, ub, pa, lda, ua, pc, M, m * n,
+            static_cast<int>(batch.count));
     return;
   }
-  int64_t idx[kMaxDims] = {};
-  int64_t off_a = 0, off_b = 0;
-  for (int64_t p = 0; p < batch; ++p) {
+  batch.for_each([&](int64_t p, int64_t off_a, int64_t off_b) {
     gemm<T>(h, ob, oa, M, N, K, pb + off_b, ldb, 0, pa + off_a, lda, 0, pc + p * m * n, M, 0, 1);
-    for (int d = nb - 1; d >= 0; --d) {
-      off_a += sa[d];
-      off_b += sb[d];
-      if (++idx[d] < y.shape[d]) break;
-      off_a -= sa[d] * y.shape[d];
-      off_b -= sb[d] * y.shape[d];
-      idx[d] = 0;
-    }
-  }
+  });
 }
 
 void matmul_kernel(const KernelCtx& c) {
