@@ -3,6 +3,7 @@
 // contracts into FMAs, so arange and uniform produce the CPU's bits.
 #include <cmath>
 
+#include "ops/cuda/device/philox.cuh"
 #include "ops/cuda/device/vector.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
@@ -27,22 +28,12 @@ __global__ void arange_kernel(T* __restrict__ y, int64_t n, double start, double
     y[i] = static_cast<T>(__dadd_rn(start, __dmul_rn(step, static_cast<double>(i))));
 }
 
-// Thread per Philox block: value i = lane i % 4 of block offset + i / 4.
 template <class T>
 __global__ void uniform_kernel(T* __restrict__ y, int64_t n, const int64_t* __restrict__ state,
                                double low, double range) {
-  const uint64_t seed = static_cast<uint64_t>(state[0]), offset = static_cast<uint64_t>(state[1]);
-  const int64_t blocks = static_cast<int64_t>(philox_blocks(static_cast<uint64_t>(n)));
-  for (int64_t b = thread_index(); b < blocks; b += thread_count()) {
-    const Philox4 r = philox(seed, offset + static_cast<uint64_t>(b));
-#pragma unroll
-    for (int l = 0; l < 4; ++l) {
-      const int64_t i = b * 4 + l;
-      if (i >= n) break;
-      y[i] =
-          static_cast<T>(__dadd_rn(low, __dmul_rn(range, static_cast<double>(uniform01(r.v[l])))));
-    }
-  }
+  for_each_philox_value(n, state, [&](int64_t i, uint32_t bits) {
+    y[i] = static_cast<T>(__dadd_rn(low, __dmul_rn(range, static_cast<double>(uniform01(bits)))));
+  });
 }
 
 // Box-Muller on value pairs (2i, 2i + 1): one Philox block gives outputs 2b and 2b + 1.

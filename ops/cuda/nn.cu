@@ -1,5 +1,6 @@
 // CUDA kernels for softmax / log_softmax, dropout, gather_last / scatter_last and the fused
 // LSTM cell (forward and backward). Same formulas as ops/cpu/nn.cpp.
+#include "ops/cuda/device/philox.cuh"
 #include "ops/cuda/device/vector.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
@@ -128,25 +129,15 @@ void softmax_kernel(const KernelCtx& c) {
 
 // ---- dropout -----------------------------------------------------------------------------
 
-// Thread per Philox block (4 values). Seed and offset are read from device memory, so a
-// replayed graph uses the offset its previous replay left there.
 template <class T>
 __global__ void dropout_masks(const T* __restrict__ x, T* __restrict__ y, T* __restrict__ mask,
                               int64_t n, const int64_t* __restrict__ state, float keep_above,
                               T scale) {
-  const uint64_t seed = static_cast<uint64_t>(state[0]), offset = static_cast<uint64_t>(state[1]);
-  const int64_t blocks = static_cast<int64_t>(philox_blocks(static_cast<uint64_t>(n)));
-  for (int64_t b = thread_index(); b < blocks; b += thread_count()) {
-    const Philox4 r = philox(seed, offset + static_cast<uint64_t>(b));
-#pragma unroll
-    for (int l = 0; l < 4; ++l) {
-      const int64_t i = b * 4 + l;
-      if (i >= n) break;
-      const T m = uniform01(r.v[l]) >= keep_above ? scale : T(0);
-      mask[i] = m;
-      y[i] = x[i] * m;
-    }
-  }
+  for_each_philox_value(n, state, [&](int64_t i, uint32_t bits) {
+    const T m = uniform01(bits) >= keep_above ? scale : T(0);
+    mask[i] = m;
+    y[i] = x[i] * m;
+  });
 }
 
 void dropout_kernel(const KernelCtx& c) {
