@@ -6,7 +6,6 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
-#include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -24,32 +23,20 @@ void check_saved(const Node& node, const Tensor& t, uint32_t version) {
                " for the backward pass was modified in place after it was saved");
 }
 
-// Adds gradient `g` into leaf `impl`. Eagerly, the first gradient is adopted as `.grad`
-// (copied when shared or strided). In a trace, gradients go into one persistent buffer per
-// leaf, so every Plan of a traced step writes the same tensor the user reads as `.grad`.
+// Adds gradient `g` into leaf `impl`: in place into an existing .grad, else `g` becomes the
+// .grad (copied when shared or strided). Inside a trace the same code records the add, or
+// leaves a symbolic .grad that the graph layer gives a persistent buffer when the trace ends.
 void accumulate_leaf(const std::shared_ptr<TensorImpl>& impl, Tensor g) {
-  Tensor grad(impl->grad);
+  Tensor leaf(impl);
+  const Tensor grad = leaf.grad();
   if (grad.defined()) {
     const Tensor in[] = {grad, g};
     dispatch(OpId::add_, in);
     return;
   }
-  if (graph::Tracer* tracer = graph::Tracer::current()) {
-    tracer->note_grad(impl);
-    Tensor buffer(impl->trace_grad);
-    if (!buffer.defined() || buffer.shape() != impl->shape || buffer.dtype() != impl->dtype ||
-        buffer.device() != impl->device) {
-      graph::PauseTrace pause;
-      buffer = zeros(impl->shape, impl->dtype, impl->device);
-      impl->trace_grad = buffer.impl_ptr();
-    }
-    buffer.copy_(g);
-    impl->grad = buffer.impl_ptr();
-    return;
-  }
   const bool sole_owner = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1;
   if (!sole_owner || !g.is_contiguous() || g.offset() != 0) g = g.clone();
-  impl->grad = g.impl_ptr();
+  leaf.set_grad(g);
 }
 
 }  // namespace
@@ -88,6 +75,11 @@ void record(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tenso
     t->requires_grad = true;
   }
 }
+
+namespace {
+// The dispatcher knows nothing of autograd: it calls this hook, installed when the library loads.
+const bool kTapeInstalled = (set_tape_hook(&record), true);
+}  // namespace
 
 void backward(const Tensor& root, const Tensor& grad) {
   NoGradGuard no_grad;

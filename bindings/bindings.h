@@ -54,8 +54,6 @@ std::vector<int64_t> to_axes(py::handle obj);
 /// The Python value of a tensor that may be undefined (None then).
 inline py::object wrap(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
 
-/// Throws the ValueError that reading a value inside a trace gives (same text as the C++ API).
-void check_readable(const Tensor& t, const char* op);
 
 /// NumPy interop (numpy.cpp): a tensor sharing the memory of a C-contiguous, aligned, writeable
 /// array of a supported dtype; or, with `copy`, a fresh tensor holding its values.

@@ -4,19 +4,8 @@
 #include <optional>
 
 #include "bindings.h"
-#include "graph/tracer.h"
 
 namespace encore::python {
-
-void check_readable(const Tensor& t, const char* op) {
-  ENCORE_CHECK(
-      !graph::Tracer::current(), ValueError, "[", op, "] cannot read the value of ", describe(t),
-      " inside a traced function: values exist only when the graph replays. Return the tensor "
-      "from the traced function and read it there");
-  ENCORE_CHECK(!t.is_symbolic(), ValueError, "[", op, "] ", describe(t),
-               " was created inside a trace and has no data outside it; return it from the traced "
-               "function to get its value");
-}
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "bindings.h"
-#include "graph/tracer.h"
+#include "core/modes.h"
 
 namespace encore::python {
 
@@ -45,6 +45,12 @@ class PyTraced {
         (*handler)(message);
       };
     }
+    // A reference cycle in the Python function (a closure referring to itself, say) may hold a
+    // tensor made while tracing: collect before the trace reports it as kept alive.
+    options.collect_garbage = [] {
+      py::gil_scoped_acquire gil;
+      py::module_::import("gc").attr("collect")();
+    };
     traced_ = std::make_unique<TracedFunction>(make_fn(callback_), std::move(options));
   }
 
@@ -64,29 +70,25 @@ class PyTraced {
     cargs.reserve(args.size());
     for (size_t i = 0; i < args.size(); ++i) cargs.push_back(to_arg(args[i], i));
 
-    const std::thread::id me = std::this_thread::get_id();
-    if (depth_ > 0 && owner_ != me)
-      throw std::runtime_error("[trace] '" + name() +
-                               "' is already running on another thread; a traced "
-                               "function cannot be called from two threads at once");
-    owner_ = me;
-    ++depth_;
-    struct Exit {
-      int& depth;
-      ~Exit() { --depth; }
-    } exit{depth_};
-
-    const bool nested = graph::Tracer::current() != nullptr;
-    const int64_t traces_before = traced_->stats().traces;
+    // One traced call at a time per process (the C++ lock; the GIL is released first, since a
+    // trace calls back into Python). The structure is read under the same lock, before another
+    // thread's call can retrace.
+    const bool nested = tracing();
     std::vector<Tensor> out;
+    Structure s;
+    const graph::Plan* plan = nullptr;
+    bool traced = false;
     {
       py::gil_scoped_release release;
+      const auto lock = TracedFunction::lock_calls();
+      const int64_t traces_before = traced_->stats().traces;
       out = (*traced_)(cargs);
+      s = callback_->pending;
+      plan = traced_->last_plan();
+      traced = traced_->stats().traces != traces_before;
     }
-    Structure s = callback_->pending;
     if (!nested) {
-      const graph::Plan* plan = traced_->last_plan();
-      if (traced_->stats().traces != traces_before) {
+      if (traced) {
         structures_[plan] = s;
       } else if (auto it = structures_.find(plan); it != structures_.end()) {
         s = it->second;
@@ -95,24 +97,21 @@ class PyTraced {
     return to_python(out, s);
   }
 
-  // The C++ TracedFunction while no other thread is inside a call (that thread runs without the
-  // GIL and may be retracing or evicting: reading its cache or statistics then is a data race).
-  TracedFunction& fn() {
-    if (depth_ > 0 && owner_ != std::this_thread::get_id())
-      throw std::runtime_error("[trace] '" + name() +
-                               "' is running on another thread; inspect it once that call returns");
-    return *traced_;
+  /// Runs `f(traced function)` while no traced call runs on another thread (that thread works
+  /// without the GIL and may be retracing or evicting).
+  template <class F> auto inspect(F&& f) {
+    std::unique_lock<std::recursive_mutex> lock;
+    {
+      py::gil_scoped_release release;
+      lock = TracedFunction::lock_calls();
+    }
+    return f(*traced_);
   }
   py::object binder = py::none();  // (*args, **kwargs) -> args tuple
   const std::string& name() const { return callback_->name; }
   py::object python_function() const { return callback_->fn; }
   void clear() {
-    // A call in progress (on any thread, or the one whose traced function calls clear())
-    // holds references into the cache that clearing would free.
-    if (depth_ > 0)
-      throw std::runtime_error("[trace] '" + name() +
-                               "' cannot be cleared while a call to it is in progress");
-    traced_->clear();
+    inspect([](TracedFunction& f) { f.clear(); });
     structures_.clear();
   }
 
@@ -213,8 +212,6 @@ class PyTraced {
   std::shared_ptr<Callback> callback_;
   std::unique_ptr<TracedFunction> traced_;
   std::unordered_map<const graph::Plan*, Structure> structures_;
-  std::thread::id owner_;
-  int depth_ = 0;
 };
 
 py::dict record_dict(const TraceRecord& r) {
@@ -242,6 +239,8 @@ py::dict stats_dict(const TraceStats& s) {
   py::dict d;
   d["calls"] = s.calls;
   d["hits"] = s.hits;
+  d["warmups"] = s.warmups;
+  d["records_dropped"] = s.records_dropped;
   d["traces"] = s.traces;
   d["evictions"] = s.evictions;
   d["replay_ms"] = s.replay_ns / 1e6;
@@ -251,10 +250,12 @@ py::dict stats_dict(const TraceStats& s) {
   return d;
 }
 
-const graph::Plan& last_plan(PyTraced& t) {
-  const graph::Plan* p = t.fn().last_plan();
-  ENCORE_CHECK(p, encore::ValueError, "[trace] '", t.name(), "' has no graph yet: call it first");
-  return *p;
+template <class F> auto with_last_plan(PyTraced& t, F&& f) {
+  return t.inspect([&](TracedFunction& fn) {
+    const graph::Plan* p = fn.last_plan();
+    ENCORE_CHECK(p, encore::ValueError, "[trace] '", t.name(), "' has no graph yet: call it first");
+    return f(*p);
+  });
 }
 
 }  // namespace
@@ -307,33 +308,36 @@ void init_trace(py::module_& m) {
       .def_property_readonly("name", &PyTraced::name)
       .def_property_readonly("python_function", &PyTraced::python_function)
       .def_property_readonly(
-          "stats", [](PyTraced& t) { return stats_dict(t.fn().stats()); },
+          "stats", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return stats_dict(f.stats()); }); },
           "calls, hits, traces, evictions, replay_ms and one record per trace.")
-      .def("stats_table", [](PyTraced& t) { return t.fn().stats().table(t.name()); })
+      .def("stats_table", [](PyTraced& t) { return t.inspect([&](TracedFunction& f) { return f.stats().table(t.name()); }); })
       .def(
-          "explain", [](PyTraced& t) { return t.fn().explain(); },
+          "explain", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.explain(); }); },
           "Every trace so far with its reason, as text.")
       .def(
-          "graph", [](PyTraced& t) { return last_plan(t).graph().str(); },
+          "graph", [](PyTraced& t) { return with_last_plan(t, [](const graph::Plan& p) { return p.graph().str(); }); },
           "The graph replayed last, one line per node.")
       .def(
-          "graph_dot", [](PyTraced& t) { return last_plan(t).graph().dot(); },
+          "graph_dot", [](PyTraced& t) { return with_last_plan(t, [](const graph::Plan& p) { return p.graph().dot(); }); },
           "The graph replayed last as Graphviz DOT.")
       .def(
           "op_counts",
           [](PyTraced& t) {
             py::dict d;
-            for (const graph::Node& n : last_plan(t).graph().nodes) {
+            const std::vector<graph::Node> nodes =
+                with_last_plan(t, [](const graph::Plan& p) { return p.graph().nodes; });
+            for (const graph::Node& n : nodes) {
               py::str key(op_name(n.op));
               d[key] = (d.contains(key) ? d[key].cast<int>() : 0) + 1;
             }
             return d;
           },
           "How many nodes of each op the graph replayed last contains.")
-      .def_property_readonly("cache_size", [](PyTraced& t) { return t.fn().cache_size(); })
+      .def_property_readonly("cache_size", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.cache_size(); }); })
       .def_property_readonly("options",
                              [](PyTraced& t) {
-                               const TraceOptions& o = t.fn().options();
+                               const TraceOptions& o = t.inspect(
+                                   [](TracedFunction& f) -> const TraceOptions& { return f.options(); });
                                py::dict d;
                                d["name"] = o.name;
                                d["shapes"] = o.shapes;

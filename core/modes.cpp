@@ -17,12 +17,15 @@ namespace encore {
 
 namespace {
 thread_local bool g_training = true;
+thread_local bool g_tracing = false;
 std::atomic<bool> g_allow_tf32{false};
 std::atomic<bool> g_flush_denormal{true};
 }  // namespace
 
 thread_local bool GradMode::enabled_ = true;
 
+bool tracing() { return g_tracing; }
+void set_tracing(bool on) { g_tracing = on; }
 bool training() { return g_training; }
 void set_training(bool on) { g_training = on; }
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }

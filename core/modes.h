@@ -4,6 +4,12 @@
 
 namespace encore {
 
+/// True while a trace records on this thread: ops are appended to a graph instead of running,
+/// so tensors have shapes but no values, and reading any value (even of a tensor made before
+/// the trace) is an error — the graph would bake in a number that replays do not recompute.
+bool tracing();
+void set_tracing(bool on);
+
 /// Training mode: dropout is active. Thread-local; defaults to on.
 bool training();
 void set_training(bool on);

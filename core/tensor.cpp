@@ -6,23 +6,12 @@
 #include <numeric>
 
 #include "autograd/node.h"
-#include "graph/tracer.h"
+#include "core/modes.h"
 #include "ops/dispatch.h"
 
 namespace encore {
 
 namespace {
-
-void check_readable(const Tensor& t, const char* op) {
-  ENCORE_CHECK(t.defined(), ValueError, "[", op, "] tensor is undefined");
-  ENCORE_CHECK(!graph::Tracer::current(), ValueError, "[", op, "] cannot read the value of ",
-               describe(t),
-               " inside a traced function: values exist only when the graph replays. Return the "
-               "tensor from the traced function and read it there");
-  ENCORE_CHECK(!t.is_symbolic(), ValueError, "[", op, "] ", describe(t),
-               " was created inside a trace and has no data outside it; return it from the "
-               "traced function to get its value");
-}
 
 template <class T> void format_value(std::string& s, T v) {
   char buf[32];
@@ -59,6 +48,17 @@ void format_rec(std::string& s, const T* p, const Shape& shape, const Strides& s
 }
 
 }  // namespace
+
+void check_readable(const Tensor& t, const char* op) {
+  ENCORE_CHECK(t.defined(), ValueError, "[", op, "] tensor is undefined");
+  ENCORE_CHECK(!tracing(), ValueError, "[", op, "] cannot read the value of ",
+               describe(t),
+               " inside a traced function: values exist only when the graph replays. Return the "
+               "tensor from the traced function and read it there");
+  ENCORE_CHECK(!t.is_symbolic(), ValueError, "[", op, "] ", describe(t),
+               " was created inside a trace and has no data outside it; return it from the "
+               "traced function to get its value");
+}
 
 std::string describe(const Tensor& t) {
   if (!t.defined()) return "undefined";
@@ -129,8 +129,12 @@ std::string Tensor::str() const {
   std::string suffix = ", dtype=" + std::string(::encore::name(dtype()));
   if (device().is_cuda()) suffix += ", device=" + device().str();
   if (requires_grad()) suffix += ", requires_grad=True";
-  if (is_symbolic() || graph::Tracer::current())
-    return "tensor(<symbolic " + shape().str() + ">" + suffix + ")";
+  // Printing inside a trace would show values the replays never see; a tensor that escaped a
+  // trace has none, and says so.
+  ENCORE_CHECK(!tracing(), ValueError, "[print] cannot print ", describe(*this),
+               " inside a traced function: values exist only when the graph replays. Return the tensor "
+               "from the traced function and print it there");
+  if (is_symbolic()) return "tensor(<symbolic " + shape().str() + ">" + suffix + ")";
   Tensor host = to(Device::cpu());
   std::string s = "tensor(";
   const bool summarize = numel() > 1000;
@@ -249,7 +253,7 @@ Tensor& Tensor::fill_(double value) {
 
 void Tensor::set_data(const Tensor& other) {
   ENCORE_CHECK(other.defined(), ValueError, "[set_data] source tensor is undefined");
-  ENCORE_CHECK(!graph::Tracer::current(), ValueError,
+  ENCORE_CHECK(!tracing(), ValueError,
                "[set_data] cannot replace a tensor's storage inside a traced function");
   ENCORE_CHECK(other.shape() == shape(), ShapeError, "[set_data] ", describe(other),
                " cannot replace ", describe(*this), ": shapes differ");
@@ -260,6 +264,23 @@ void Tensor::set_data(const Tensor& other) {
   impl_->strides = other.strides();
   impl_->offset = other.offset();
   impl_->device = other.device();
+}
+
+namespace {
+thread_local GradObserver* g_grad_observer = nullptr;
+}  // namespace
+
+GradObserver* grad_observer() { return g_grad_observer; }
+void set_grad_observer(GradObserver* observer) { g_grad_observer = observer; }
+
+Tensor Tensor::grad() const {
+  if (g_grad_observer) g_grad_observer->on_grad_read(impl_);
+  return Tensor(impl_->grad);
+}
+
+void Tensor::set_grad(const Tensor& g) {
+  if (g_grad_observer) g_grad_observer->on_grad_write(impl_);
+  impl_->grad = g.impl_;
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {

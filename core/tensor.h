@@ -30,7 +30,8 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::Node> grad_fn;  // the op that produced this tensor, if tracked
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
-  /// Where traced steps accumulate this leaf's gradient, so every Plan writes one buffer.
+  /// Owned by the graph layer: the persistent buffer that traced steps write this leaf's
+  /// gradient into when its .grad was None, so every Plan writes the tensor users read.
   std::shared_ptr<TensorImpl> trace_grad;
   std::string name;  // set for parameters ("dense_1.kernel"); used in explanations
 };
@@ -108,8 +109,10 @@ class Tensor {
   bool requires_grad() const { return impl_->requires_grad; }
   Tensor& set_requires_grad(bool on = true);
   bool is_leaf() const { return impl_->grad_fn == nullptr; }
-  Tensor grad() const { return Tensor(impl_->grad); }
-  void set_grad(const Tensor& g) { impl_->grad = g.impl_; }
+  /// The accumulated gradient (undefined: None). Reads and writes go through the thread's
+  /// GradObserver, if any, so a trace knows which gradient slots its graph depends on.
+  Tensor grad() const;
+  void set_grad(const Tensor& g);
   /// Reverse-mode differentiation from this tensor; `grad` defaults to 1 for a scalar.
   void backward(const Tensor& grad = {}) const;
   /// A tensor sharing storage but cut from the autograd graph.
@@ -124,5 +127,21 @@ class Tensor {
 
 /// "(32, 140, 30) float32 on cpu"
 std::string describe(const Tensor& t);
+/// Throws ValueError naming `op` when `t`'s values cannot be read: inside a trace (they do not
+/// exist yet), or for a tensor made inside a trace.
+void check_readable(const Tensor& t, const char* op);
+
+/// Sees every read and write of a tensor's `.grad` slot on this thread. A tracer installs one
+/// while it records: whether a gradient existed when the function ran decides whether the
+/// graph overwrites or accumulates, so it becomes part of the traced function's cache key.
+class GradObserver {
+ public:
+  virtual ~GradObserver() = default;
+  virtual void on_grad_read(const std::shared_ptr<TensorImpl>& leaf) = 0;
+  virtual void on_grad_write(const std::shared_ptr<TensorImpl>& leaf) = 0;
+};
+/// The observer of this thread (null when none).
+GradObserver* grad_observer();
+void set_grad_observer(GradObserver* observer);
 
 }  // namespace encore

@@ -18,12 +18,6 @@ struct Interval {
 
 }  // namespace
 
-size_t MemoryPlan::arena_of(Device d) const {
-  for (const auto& [dev, bytes] : arenas)
-    if (dev == d) return bytes;
-  return 0;
-}
-
 MemoryPlan MemoryPlan::build(const Graph& g, bool inputs_in_arena) {
   MemoryPlan p;
   p.offset.assign(g.buffers.size(), kUnplaced);
@@ -38,6 +32,9 @@ MemoryPlan MemoryPlan::build(const Graph& g, bool inputs_in_arena) {
     for (const Value& v : g.nodes[t].out) touch(v.buffer, t);
   }
   for (const Value& v : g.outputs) touch(v.buffer, end);
+  // A written input is copied back to the caller's tensor after the last step.
+  for (uint32_t b = 0; b < g.buffers.size(); ++b)
+    if (g.buffers[b].kind == BufferKind::Input && g.buffers[b].written && first[b] >= 0) touch(b, end);
   std::vector<Interval> todo;
   for (uint32_t b = 0; b < g.buffers.size(); ++b) {
     const Buffer& buf = g.buffers[b];

@@ -19,7 +19,6 @@ struct MemoryPlan {
   /// Plans internal buffers, and input buffers when `inputs_in_arena` (CUDA: inputs are
   /// copied into static slots the captured graph reads).
   static MemoryPlan build(const Graph& g, bool inputs_in_arena);
-  size_t arena_of(Device d) const;
 };
 
 }  // namespace encore::graph

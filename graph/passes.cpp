@@ -20,7 +20,11 @@ bool whole(const Graph& g, const Value& v) {
 }  // namespace
 
 int eliminate_dead_code(Graph& g) {
+  // Inputs and captured buffers are seen by the caller, like the outputs: a node writing one
+  // (an optimizer update, a gradient redirected into a parameter's .grad by copy elision, a
+  // user's copy_ into captured state) is never dead.
   std::vector<bool> live(g.buffers.size(), false);
+  for (size_t b = 0; b < g.buffers.size(); ++b) live[b] = observable(g.buffers[b]);
   for (const Value& v : g.outputs) live[v.buffer] = true;
   std::vector<bool> keep(g.nodes.size(), false);
   for (size_t i = g.nodes.size(); i-- > 0;) {
@@ -28,7 +32,7 @@ int eliminate_dead_code(Graph& g) {
     bool needed = false;
     for (const Value& v : n.out) needed |= live[v.buffer];
     for (size_t k = 0; k < n.in.size(); ++k)
-      if (writes(n, k)) needed |= live[n.in[k].buffer] || observable(g.buffers[n.in[k].buffer]);
+      if (writes(n, k)) needed |= live[n.in[k].buffer];
     if (!needed) continue;
     keep[i] = true;
     for (const Value& v : n.in) live[v.buffer] = true;
@@ -57,7 +61,9 @@ int elide_copies_into_captured(Graph& g) {
       for (const Value& v : g.nodes[j].out)
         if (v.buffer == src && whole(g, v)) producer = j;
     if (producer == g.nodes.size()) continue;
+    // The producer writing dst while it reads dst (p.copy_(p @ w)) would read what it writes.
     bool clear = true;
+    for (const Value& v : g.nodes[producer].in) clear &= v.buffer != dst;
     for (const Value& v : g.outputs) clear &= v.buffer != src;
     for (size_t j = 0; j < g.nodes.size() && clear; ++j) {
       if (j == i || j == producer) continue;

@@ -1,8 +1,11 @@
 #include "graph/plan.h"
 
+#include <algorithm>
+
 #include "core/ledger.h"
 #include "core/modes.h"
 #include "graph/cuda_graph.h"
+#include "ops/dispatch.h"
 
 namespace encore::graph {
 
@@ -39,6 +42,14 @@ Plan::Plan(Graph graph) : graph_(std::move(graph)) {
   memory_ = MemoryPlan::build(graph_, cuda);
   for (const auto& [dev, bytes] : memory_.arenas) arenas_.push_back(Storage::allocate(bytes, dev));
 
+  for (const Buffer& b : graph_.buffers) {
+    if (b.kind == BufferKind::Input && b.written) written_inputs_.push_back(b.input);
+    if (b.kind != BufferKind::External) continue;
+    captured_storages_.push_back(b.storage.get());
+    if (b.written) written_captured_storages_.push_back(b.storage.get());
+  }
+  std::sort(captured_storages_.begin(), captured_storages_.end());
+  std::sort(written_captured_storages_.begin(), written_captured_storages_.end());
   input_sites_.assign(graph_.inputs.size(), {});
   bound_.assign(graph_.inputs.size(), nullptr);
   bound_inputs_.assign(graph_.inputs.size(), Tensor());
@@ -101,11 +112,39 @@ TensorRef Plan::resolve(const Value& v) const {
   return r;  // CPU inputs are patched in at bind time
 }
 
-void Plan::bind_inputs(const std::vector<Tensor>& inputs) {
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Tensor& t = inputs[k];
+void Plan::check_aliasing(const std::vector<Tensor>& args) const {
+  if (written_inputs_.empty() && written_captured_storages_.empty()) return;
+  auto label = [&](size_t k) { return graph_.buffers[graph_.inputs[k].buffer].label; };
+  auto captured_label = [&](const Storage* s) {
+    for (const Buffer& b : graph_.buffers)
+      if (b.kind == BufferKind::External && b.storage.get() == s) return b.label;
+    return std::string("a captured tensor");
+  };
+  auto written = [&](size_t k) {
+    return std::find(written_inputs_.begin(), written_inputs_.end(), static_cast<int>(k)) != written_inputs_.end();
+  };
+  for (size_t k = 0; k < args.size(); ++k) {
+    const Storage* s = args[k].storage().get();
+    const auto& pool = written(k) ? captured_storages_ : written_captured_storages_;
+    ENCORE_CHECK(!std::binary_search(pool.begin(), pool.end(), s), ValueError, "[trace] argument ", k, " '",
+                 label(k), "' shares memory with '", captured_label(s), "', and the traced function writes ",
+                 written(k) ? "the argument" : "that tensor",
+                 " in place: a replay cannot keep that aliasing exact. Pass a copy (clone()) instead");
+    if (!written(k)) continue;
+    for (size_t j = 0; j < args.size(); ++j)
+      ENCORE_CHECK(j == k || args[j].storage().get() != s, ValueError, "[trace] arguments ", k, " '",
+                   label(k), "' and ", j, " '", label(j),
+                   "' share memory and the traced function writes argument ", k,
+                   " in place: a replay cannot keep that aliasing exact. Pass a copy (clone()) instead");
+  }
+}
+
+void Plan::bind_inputs(const std::vector<Tensor>& args) {
+  for (size_t k = 0; k < args.size(); ++k) {
+    const Value& v = graph_.inputs[k];
     if (device_.is_cuda()) {
-      const Value& v = graph_.inputs[k];
+      if (memory_.offset[v.buffer] == MemoryPlan::kUnplaced) continue;  // the graph never reads it
+      const Tensor t = args[k].contiguous();
       void* slot = static_cast<char*>(storage_of(v.buffer)->data()) + memory_.offset[v.buffer];
 #if ENCORE_CUDA
       CudaGraph::copy_in(slot, t.data_ptr(), t.nbytes(), device_.index);
@@ -114,7 +153,8 @@ void Plan::bind_inputs(const std::vector<Tensor>& inputs) {
 #endif
       continue;
     }
-    bound_inputs_[k] = t;
+    // The CPU binds the caller's memory; a strided argument is replaced by a contiguous copy.
+    const Tensor& t = bound_inputs_[k] = args[k].contiguous();
     const void* p = t.data_ptr();
     if (p == bound_[k]) continue;
     bound_[k] = p;
@@ -122,11 +162,29 @@ void Plan::bind_inputs(const std::vector<Tensor>& inputs) {
   }
 }
 
-void Plan::run(const std::vector<Tensor>& inputs) {
-  bind_inputs(inputs);
+TensorRef Plan::input_ref(size_t k) const {
+  const Value& v = graph_.inputs[k];
+  if (!device_.is_cuda()) return ref(bound_inputs_[k]);
+  return TensorRef{static_cast<char*>(storage_of(v.buffer)->data()) + memory_.offset[v.buffer], v.shape, v.strides,
+                   v.dtype, device_};
+}
+
+void Plan::write_back(const std::vector<Tensor>& args) const {
+  for (int k : written_inputs_) {
+    const Tensor& arg = args[k];
+    if (!device_.is_cuda() && bound_inputs_[k].storage() == arg.storage()) continue;  // written in place
+    const TensorRef in[] = {ref(arg), input_ref(k)};
+    op_def(OpId::copy_).kernel[static_cast<int>(device_.type)](KernelCtx{in, {}, NoAttrs{}, nullptr});
+  }
+}
+
+void Plan::run(const std::vector<Tensor>& args) {
+  check_aliasing(args);
+  bind_inputs(args);
 #if ENCORE_CUDA
   if (cuda_graph_) {
     cuda_graph_->launch();
+    write_back(args);
     return;
   }
 #endif
@@ -134,13 +192,14 @@ void Plan::run(const std::vector<Tensor>& inputs) {
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
     for (const Step& s : steps_) s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get()});
-    return;
+  } else {
+    for (const Step& s : steps_) {
+      ScopedTimer timer(Counter::KernelNs, "kernel", op_name(s.op));
+      s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get()});
+    }
+    ledger.add(Counter::KernelsTimed, static_cast<int64_t>(steps_.size()));
   }
-  for (const Step& s : steps_) {
-    ScopedTimer timer(Counter::KernelNs, "kernel", op_name(s.op));
-    s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get()});
-  }
-  ledger.add(Counter::KernelsTimed, static_cast<int64_t>(steps_.size()));
+  write_back(args);
 }
 
 std::vector<Tensor> Plan::outputs(bool alias) const {

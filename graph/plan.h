@@ -36,8 +36,11 @@ class Plan {
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
 
-  /// Runs one replay on `inputs` (contiguous, matching the traced signature).
-  void run(const std::vector<Tensor>& inputs);
+  /// Runs one replay on the caller's tensor arguments (any strides; shapes, dtypes and devices
+  /// as traced). In-place writes the function made to an argument reach the caller's tensor,
+  /// as in eager mode; an argument sharing memory with another argument or a captured tensor
+  /// where either is written is an error (a replay could not keep that aliasing exact).
+  void run(const std::vector<Tensor>& args);
   /// The traced function's results after run(): fresh copies, or views of the Plan's
   /// buffers that the next replay overwrites (`alias`).
   std::vector<Tensor> outputs(bool alias) const;
@@ -52,7 +55,12 @@ class Plan {
  private:
   TensorRef resolve(const Value& v) const;
   std::shared_ptr<Storage> storage_of(uint32_t buffer) const;
-  void bind_inputs(const std::vector<Tensor>& inputs);
+  void check_aliasing(const std::vector<Tensor>& args) const;
+  void bind_inputs(const std::vector<Tensor>& args);
+  void write_back(const std::vector<Tensor>& args) const;
+  /// Where input `k` lives during a replay: the caller's tensor, a contiguous copy of it, or
+  /// (CUDA) its slot in the arena.
+  TensorRef input_ref(size_t k) const;
 
   Graph graph_;
   MemoryPlan memory_;
@@ -66,7 +74,10 @@ class Plan {
   };
   std::vector<std::vector<Site>> input_sites_;
   std::vector<const void*> bound_;
-  std::vector<Tensor> bound_inputs_;  // kept alive while bound
+  std::vector<Tensor> bound_inputs_;  // CPU: what each input is bound to (kept alive)
+  std::vector<int> written_inputs_;
+  // Sorted, for the aliasing check of arguments.
+  std::vector<const Storage*> captured_storages_, written_captured_storages_;
   std::unique_ptr<CudaGraph> cuda_graph_;
   PlanTimes times_;
 };

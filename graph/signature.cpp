@@ -1,5 +1,8 @@
 #include "graph/signature.h"
 
+#include <bit>
+#include <charconv>
+
 #include "autograd/grad_mode.h"
 #include "core/modes.h"
 
@@ -20,11 +23,27 @@ std::string key_str(const ArgKey& k) {
              (t.requires_grad ? " requires_grad" : "");
     }
     std::string operator()(int64_t v) const { return std::to_string(v); }
-    std::string operator()(double v) const { return detail::cat(v); }
+    std::string operator()(double v) const {
+      // Shortest form that round-trips: two differing values never print alike.
+      char buf[32];
+      return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+    }
     std::string operator()(bool v) const { return v ? "true" : "false"; }
     std::string operator()(const std::string& v) const { return "'" + v + "'"; }
   } visitor;
   return std::visit(visitor, k);
+}
+
+// Static floats compare by their bits: 0.0 and -0.0 give different graphs (1 / x differs),
+// and a NaN argument matches the same NaN instead of retracing on every call.
+template <class V> bool same(const V& a, const V& b) {
+  if constexpr (std::is_same_v<V, double>) return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
+  else return a == b;
+}
+
+bool same_key(const ArgKey& a, const ArgKey& b) {
+  if (a.index() != b.index()) return false;
+  return std::visit([&](const auto& x) { return same(x, std::get<std::decay_t<decltype(x)>>(b)); }, a);
 }
 
 }  // namespace
@@ -62,15 +81,15 @@ bool Signature::matches(const std::vector<Arg>& call) const {
           impl->requires_grad != tk->requires_grad || !(impl->shape == tk->shape))
         return false;
     } else {
-      const bool same = std::visit([&](const auto& v) -> bool {
+      const bool equal = std::visit([&](const auto& v) -> bool {
         using V = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<V, Tensor>) return false;
         else {
           const V* kv = std::get_if<V>(&k);
-          return kv && *kv == v;
+          return kv && same(*kv, v);
         }
       }, call[i]);
-      if (!same) return false;
+      if (!equal) return false;
     }
   }
   return true;
@@ -92,7 +111,7 @@ int Signature::distance(const Signature& o) const {
       else
         for (int j = 0; j < a->shape.size(); ++j) d += a->shape[j] != b->shape[j];
     } else {
-      d += !(args[i] == o.args[i]);
+      d += !same_key(args[i], o.args[i]);
     }
   }
   return d;
@@ -104,7 +123,7 @@ std::string Signature::diff(const Signature& before, const std::vector<std::stri
     clauses.push_back(detail::cat("number of arguments ", before.args.size(), " -> ", args.size()));
   for (size_t i = 0; i < std::min(args.size(), before.args.size()); ++i) {
     const ArgKey &now = args[i], &old = before.args[i];
-    if (now == old) continue;
+    if (same_key(now, old)) continue;
     const auto* a = std::get_if<TensorKey>(&now);
     const auto* b = std::get_if<TensorKey>(&old);
     if (!a || !b) {

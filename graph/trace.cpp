@@ -1,11 +1,15 @@
 #include "graph/trace.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <mutex>
 
 #include "autograd/grad_mode.h"
 #include "core/ledger.h"
+#include "core/modes.h"
 #include "graph/passes.h"
 #include "graph/tracer.h"
+#include "ops/dispatch.h"
 #include "ops/ops.h"
 
 namespace encore {
@@ -33,21 +37,99 @@ std::string ShapePolicy::str() const {
 }
 
 std::string TraceStats::table(const std::string& name) const {
-  std::string s = detail::cat("traced function '", name, "': ", calls, " calls, ", hits, " hits, ", traces,
-                              " traces", evictions ? detail::cat(", ", evictions, " evicted") : "", "\n");
+  std::string s = detail::cat("traced function '", name, "': ", calls, " calls, ", hits, " replays, ", warmups,
+                              " eager first calls, ", traces, " traces",
+                              evictions ? detail::cat(", ", evictions, " evicted") : "", "\n");
   char line[512];
   std::snprintf(line, sizeof line, "  %-3s %-6s %9s %9s %9s %9s %6s %11s  %s\n", "#", "call", "trace_ms", "plan_ms",
                 "capt_ms", "tune_ms", "nodes", "arena_KiB", "reason");
   s += line;
+  if (records_dropped) s += detail::cat("  (", records_dropped, " older traces not shown)\n");
   for (size_t i = 0; i < records.size(); ++i) {
     const TraceRecord& r = records[i];
-    std::snprintf(line, sizeof line, "  %-3zu %-6lld %9.3f %9.3f %9.3f %9.3f %6d %11.1f  %s\n", i + 1,
+    std::snprintf(line, sizeof line, "  %-3lld %-6lld %9.3f %9.3f %9.3f %9.3f %6d %11.1f  %s\n",
+                  static_cast<long long>(records_dropped + static_cast<int64_t>(i) + 1),
                   static_cast<long long>(r.call), (r.trace_ns + r.optimize_ns) / 1e6, r.plan_ns / 1e6,
                   (r.capture_ns + r.instantiate_ns) / 1e6, r.autotune_ns / 1e6, r.nodes, r.arena_bytes / 1024.0,
                   r.reason.c_str());
     s += line;
   }
   return s;
+}
+
+namespace {
+
+// Every traced call of the process holds this lock: replays, traces and eager first calls of
+// different traced functions never interleave, so threads sharing a model stay consistent.
+// Recursive: a traced function may call another one (or itself) from its eager first call.
+std::recursive_mutex& traced_calls_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+// Traced calls nested on this thread. A traced function that calls itself without end would
+// otherwise exhaust the C stack (each level adds frames of the host language and of encore).
+thread_local int g_nesting = 0;
+constexpr int kMaxNesting = 64;
+
+struct Nesting {
+  explicit Nesting(const std::string& name) {
+    ENCORE_CHECK(g_nesting < kMaxNesting, ValueError, "[trace] '", name, "' is nested more than ", kMaxNesting,
+                 " traced calls deep; does it call itself without end?");
+    ++g_nesting;
+  }
+  ~Nesting() { --g_nesting; }
+};
+
+std::string grad_label(const TensorImpl& leaf) {
+  return leaf.name.empty() ? "a tensor " + leaf.shape.str() : "'" + leaf.name + "'";
+}
+
+// The persistent buffer a traced step writes `leaf`'s gradient into when the function
+// assigned its .grad: the same tensor in every Plan, so users read one .grad.
+Tensor persistent_grad(TensorImpl& leaf) {
+  Tensor buffer(leaf.trace_grad);
+  if (!buffer.defined() || buffer.shape() != leaf.shape || buffer.dtype() != leaf.dtype ||
+      buffer.device() != leaf.device) {
+    buffer = Tensor::empty(leaf.shape, leaf.dtype, leaf.device);
+    leaf.trace_grad = buffer.impl_ptr();
+  }
+  return buffer;
+}
+
+// A tensor made while tracing without an op (a constant from host data) belongs to the graph.
+// If the graph writes it, each replay must start from its value at trace time, as each eager
+// call starts from a fresh constant: the graph first restores it from a snapshot.
+void restore_written_constants(graph::Graph& g) {
+  std::vector<graph::Node> restores;
+  const size_t n = g.buffers.size();
+  for (uint32_t b = 0; b < n; ++b) {
+    graph::Buffer& buf = g.buffers[b];
+    if (buf.kind != graph::BufferKind::External || !buf.written) continue;
+    const bool owned = std::any_of(buf.owners.begin(), buf.owners.end(), [](const auto& w) { return !w.expired(); });
+    if (owned || buf.nbytes == 0) continue;
+    // Byte-for-byte: a view of whole 4-byte words (every dtype's size is a multiple of 4).
+    const Shape words{static_cast<int64_t>(buf.nbytes / 4)};
+    const Tensor live = Tensor::make_view(buf.storage, words, contiguous_strides(words), 0, DType::Int32);
+    const Tensor snapshot = live.clone();
+    graph::Buffer snap;
+    snap.kind = graph::BufferKind::External;
+    snap.nbytes = buf.nbytes;
+    snap.device = buf.device;
+    snap.storage = snapshot.storage();
+    snap.label = buf.label + ".initial";
+    const graph::Value dst{b, 0, words, contiguous_strides(words), DType::Int32};
+    const graph::Value src{static_cast<uint32_t>(g.buffers.size()), 0, words, contiguous_strides(words), DType::Int32};
+    g.buffers.push_back(std::move(snap));
+    restores.push_back({OpId::copy_, NoAttrs{}, {dst, src}, {}});
+  }
+  g.nodes.insert(g.nodes.begin(), restores.begin(), restores.end());
+}
+
+}  // namespace
+
+std::unique_lock<std::recursive_mutex> TracedFunction::lock_calls() {
+  return std::unique_lock<std::recursive_mutex>(traced_calls_mutex());
 }
 
 TracedFunction::TracedFunction(Fn fn, TraceOptions options) : fn_(std::move(fn)), options_(std::move(options)) {
@@ -57,14 +139,18 @@ TracedFunction::TracedFunction(Fn fn, TraceOptions options) : fn_(std::move(fn))
 
 std::string TracedFunction::explain() const {
   std::string s;
+  if (stats_.records_dropped) s += detail::cat("(", stats_.records_dropped, " older traces not shown)\n");
   for (size_t i = 0; i < stats_.records.size(); ++i) {
     const TraceRecord& r = stats_.records[i];
-    s += detail::cat("trace ", i + 1, " (call ", r.call, "): ", r.reason, "\n    signature ", r.signature, "\n");
+    s += detail::cat("trace ", stats_.records_dropped + static_cast<int64_t>(i) + 1, " (call ", r.call, "): ", r.reason,
+                     "\n    signature ", r.signature, "\n");
   }
   return s.empty() ? "no traces yet\n" : s;
 }
 
 void TracedFunction::clear() {
+  std::lock_guard lock(traced_calls_mutex());
+  ENCORE_CHECK(!active_, ValueError, "[trace] '", options_.name, "' cannot be cleared while a call to it runs");
   cache_.clear();
   last_ = nullptr;
 }
@@ -75,7 +161,82 @@ std::string TracedFunction::stale_reason(const Entry& e) const {
     if (c.raw->storage.get() != c.storage)
       return "storage of captured tensor '" + c.label + "' was replaced (set_data or Module::to)";
   }
+  for (const GradGuard& g : e.grad_guards)
+    if (g.leaf.expired()) return "a tensor whose gradient the function read no longer exists";
   return {};
+}
+
+std::string TracedFunction::guard_reason(const Entry& e) const {
+  for (const GradGuard& g : e.grad_guards) {
+    const TensorImpl* now = g.raw->grad.get();
+    if (now == g.expected) continue;
+    const std::string what = "the gradient of " + grad_label(*g.raw);
+    if (!g.expected) return what + " was None when traced and is set now";
+    if (!now) return what + " was set when traced and is None now";
+    return what + " is another tensor than when traced";
+  }
+  return {};
+}
+
+void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry) {
+  graph::Tracer tracer(g);
+  try {
+    {
+      std::vector<Arg> symbolic = args;
+      int k = 0;
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (const Tensor* t = std::get_if<Tensor>(&args[i])) {
+          const std::string label = i < options_.arg_names.size() ? options_.arg_names[i] : "arg" + std::to_string(i);
+          symbolic[i] = tracer.input(k++, t->shape(), t->dtype(), t->device(), t->requires_grad(), label);
+        }
+      }
+      const std::vector<Tensor> out = fn_(symbolic);
+      for (size_t i = 0; i < out.size(); ++i) {
+        ENCORE_CHECK(out[i].defined(), ValueError, "[trace] '", options_.name, "' returned an undefined tensor as output ", i);
+        g.outputs.push_back(tracer.value(out[i], "trace"));
+      }
+    }  // the function's symbolic tensors die here, unless something outside keeps them
+    for (const graph::GradSlot& slot : tracer.grad_slots()) {
+      const std::shared_ptr<TensorImpl> leaf = slot.leaf.lock();
+      if (!leaf) continue;
+      if (slot.read_first) entry.grad_guards.push_back({leaf, leaf.get(), slot.before.get()});
+      if (!slot.written) continue;
+      std::shared_ptr<TensorImpl> grad = leaf->grad;
+      if (grad && grad->storage->is_symbolic()) {
+        // The gradient the function assigned exists only inside the graph: the graph writes
+        // it into the leaf's persistent buffer (copy elision usually removes the copy).
+        const Tensor buffer = persistent_grad(*leaf);
+        const Tensor in[] = {buffer, Tensor(grad)};
+        tracer.record(OpId::copy_, op_def(OpId::copy_), NoAttrs{}, in, {});
+        grad = buffer.impl_ptr();
+      }
+      entry.grad_writes.push_back({leaf, leaf.get(), std::move(grad)});
+    }
+    tracer.uninstall();
+    // Nothing ran: the caller's gradients stay as they were (a replay applies the new ones).
+    tracer.restore_grads();
+    int64_t escaped = tracer.escaped_buffer();
+    if (escaped >= 0 && options_.collect_garbage) {
+      options_.collect_garbage();
+      escaped = tracer.escaped_buffer();
+    }
+    if (escaped >= 0) {
+      std::string made_by = "an argument";
+      for (const graph::Node& n : g.nodes)
+        for (const graph::Value& v : n.out)
+          if (v.buffer == escaped) made_by = std::string("the result of ") + op_name(n.op);
+      throw ValueError(detail::cat(
+          "[trace] '", options_.name, "' keeps a tensor made inside the trace (", made_by, ", buffer ",
+          g.buffers[escaped].label, ") alive after returning: stored in an attribute or a list, or state created while "
+          "tracing (an optimizer slot, a layer built inside the function). Its values exist only inside replays, so "
+          "eager and traced runs would differ. Return it from the function, or create that state before the traced "
+          "call"));
+    }
+  } catch (...) {
+    tracer.uninstall();
+    tracer.restore_grads();
+    throw;
+  }
 }
 
 TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::string reason) {
@@ -86,28 +247,14 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   entry.signature = graph::Signature::of(args);
   rec.signature = entry.signature.str(options_.arg_names);
   graph::Graph g;
-  std::vector<std::weak_ptr<TensorImpl>> grad_leaves;
   {
     ScopedTimer timer(Counter::TraceNs, "trace", options_.name);
-    graph::Tracer tracer(g);
-    std::vector<Arg> symbolic = args;
-    int k = 0;
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (const Tensor* t = std::get_if<Tensor>(&args[i])) {
-        const std::string label = i < options_.arg_names.size() ? options_.arg_names[i] : "arg" + std::to_string(i);
-        symbolic[i] = tracer.input(k++, t->shape(), t->dtype(), t->device(), t->requires_grad(), label);
-      }
-    }
-    const std::vector<Tensor> out = fn_(symbolic);
-    for (size_t i = 0; i < out.size(); ++i) {
-      ENCORE_CHECK(out[i].defined(), ValueError, "[trace] '", options_.name, "' returned an undefined tensor as output ", i);
-      g.outputs.push_back(tracer.value(out[i], "trace"));
-    }
-    grad_leaves = tracer.grad_leaves();
+    record_graph(args, g, entry);
     rec.trace_ns = timer.stop();
   }
   Ledger& ledger = Ledger::global();
   ledger.add(Counter::Traces, 1);
+  restore_written_constants(g);
   {
     ScopedTimer timer(Counter::OptimizeNs, "optimize", options_.name);
     if (options_.optimize) {
@@ -135,16 +282,20 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   rec.arena_bytes = entry.plan->memory().arena_bytes;
   rec.intermediate_bytes = entry.plan->memory().intermediate_bytes;
   rec.peak_live_bytes = entry.plan->memory().peak_live_bytes;
-  for (const auto& leaf : grad_leaves)
-    if (auto l = leaf.lock()) entry.grads.push_back({leaf, l->grad});
 
   ++stats_.traces;
+  if (stats_.records.size() == TraceStats::kMaxRecords) {
+    stats_.records.erase(stats_.records.begin());
+    ++stats_.records_dropped;
+  }
   stats_.records.push_back(rec);
   cache_.push_front(std::move(entry));
   while (cache_.size() > options_.max_cached) {
+    if (last_ == &cache_.back()) last_ = nullptr;
     cache_.pop_back();
     ++stats_.evictions;
   }
+  last_ = &cache_.front();
   if (options_.retrace_warning > 0 && stats_.traces > options_.retrace_warning && !warned_) {
     warned_ = true;
     const std::string msg = detail::cat(
@@ -163,10 +314,10 @@ std::vector<Tensor> TracedFunction::replay(Entry& e, const std::vector<Arg>& arg
   std::vector<Tensor> inputs;
   inputs.reserve(args.size());
   for (const Arg& a : args)
-    if (const Tensor* t = std::get_if<Tensor>(&a)) inputs.push_back(t->is_contiguous() ? *t : t->contiguous());
+    if (const Tensor* t = std::get_if<Tensor>(&a)) inputs.push_back(*t);
   e.plan->run(inputs);
-  for (const GradBinding& b : e.grads)
-    if (auto leaf = b.leaf.lock()) leaf->grad = b.grad;
+  for (const GradWrite& w : e.grad_writes)
+    if (!w.leaf.expired() && w.raw->grad != w.grad) w.raw->grad = w.grad;
   std::vector<Tensor> out = e.plan->outputs(options_.alias_outputs);
   last_ = &e;
   Ledger::global().add(Counter::Replays, 1);
@@ -175,8 +326,17 @@ std::vector<Tensor> TracedFunction::replay(Entry& e, const std::vector<Arg>& arg
 }
 
 std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args) {
+  const Nesting nesting(options_.name);
   // Called while another function traces: inline into that graph.
-  if (graph::Tracer::current()) return fn_(call_args);
+  if (tracing()) return fn_(call_args);
+  std::lock_guard lock(traced_calls_mutex());
+  // Called again from its own eager first call (recursion): a plain eager call.
+  if (active_) return fn_(call_args);
+  active_ = true;
+  struct Inactive {
+    bool& active;
+    ~Inactive() { active = false; }
+  } inactive{active_};
   ++stats_.calls;
 
   // Bucketing pads the chosen arguments up to the next bucket length.
@@ -213,39 +373,56 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
       args = &padded;
     }
   }
+  auto trim = [&](std::vector<Tensor> out) {
+    if (pad > 0)
+      for (Tensor& o : out)
+        if (o.dim() > axis && o.shape()[axis] >= pad) o = o.slice(axis, 0, o.shape()[axis] - pad);
+    return out;
+  };
 
   std::string reason;
-  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-    if (!it->signature.matches(*args)) continue;
-    reason = stale_reason(*it);
-    if (reason.empty()) {
-      ++stats_.hits;
-      if (it != cache_.begin()) cache_.splice(cache_.begin(), cache_, it);
-      std::vector<Tensor> out = replay(cache_.front(), *args);
-      if (pad > 0)
-        for (Tensor& o : out)
-          if (o.dim() > axis && o.shape()[axis] >= pad) o = o.slice(axis, 0, o.shape()[axis] - pad);
-      return out;
+  bool seen = false;
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    if (!it->signature.matches(*args)) {
+      ++it;
+      continue;
     }
-    cache_.erase(it);
-    break;
-  }
-  if (reason.empty()) {
-    if (cache_.empty()) {
-      reason = stats_.traces == 0 ? "first call" : "no cached graph (cleared or evicted)";
-    } else {
-      const graph::Signature now = graph::Signature::of(*args);
-      const Entry* nearest = &cache_.front();
-      for (const Entry& e : cache_)
-        if (now.distance(e.signature) < now.distance(nearest->signature)) nearest = &e;
-      reason = "new signature: " + now.diff(nearest->signature, options_.arg_names);
+    seen = true;
+    if (std::string stale = stale_reason(*it); !stale.empty()) {
+      // The graph refers to storage the caller no longer uses: it can never replay again.
+      reason = std::move(stale);
+      if (last_ == &*it) last_ = nullptr;
+      it = cache_.erase(it);
+      continue;
     }
+    if (std::string guard = guard_reason(*it); !guard.empty()) {
+      reason = std::move(guard);  // still right for the gradient state it was traced in
+      ++it;
+      continue;
+    }
+    ++stats_.hits;
+    if (it != cache_.begin()) cache_.splice(cache_.begin(), cache_, it);
+    return trim(replay(cache_.front(), *args));
   }
-  Entry& e = trace(*args, reason + bucket_note);
-  std::vector<Tensor> out = replay(e, *args);
-  if (pad > 0)
-    for (Tensor& o : out)
-      if (o.dim() > axis && o.shape()[axis] >= pad) o = o.slice(axis, 0, o.shape()[axis] - pad);
+  if (seen) {
+    // A known signature in another state: trace it as it is now, then replay.
+    Entry& e = trace(*args, reason + bucket_note);
+    return trim(replay(e, *args));
+  }
+  if (cache_.empty()) {
+    reason = stats_.traces == 0 ? "first call" : "no cached graph (cleared or evicted)";
+  } else {
+    const graph::Signature now = graph::Signature::of(*args);
+    const Entry* nearest = &cache_.front();
+    for (const Entry& e : cache_)
+      if (now.distance(e.signature) < now.distance(nearest->signature)) nearest = &e;
+    reason = "new signature: " + now.diff(nearest->signature, options_.arg_names);
+  }
+  // A new signature runs eagerly first (on the unpadded arguments: exactly eager's results),
+  // so state made on first use exists before the trace records the function's steady form.
+  ++stats_.warmups;
+  std::vector<Tensor> out = fn_(call_args);
+  trace(*args, reason + bucket_note);
   return out;
 }
 

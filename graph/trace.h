@@ -12,25 +12,41 @@
 //   for (...) Tensor loss = step(x, y);   // replays after the first call
 //
 // Semantics:
-//  - The function runs once per signature, symbolically: no kernel runs, tensors made inside
-//    have shapes but no values, and reading a value (item(), to_vector(), printing) is an
-//    error. C++ control flow on shapes is fine; side effects of the function body (counters,
-//    prints) happen only when it traces.
+//  - The first call with a new signature runs the function eagerly (its results are that
+//    call's results), so state made on first use — lazily built layers, optimizer slots,
+//    generators — exists; then the function is traced once, symbolically: no kernel runs,
+//    tensors made inside have shapes but no values, and reading a value (item(),
+//    to_vector(), printing) is an error. Later calls replay. Side effects of the function
+//    body (counters, prints) happen only when it runs eagerly or traces.
 //  - Tensors the function reads from outside (parameters, optimizer state, generator state)
 //    are captured by reference: replays read and update them in place. Replacing one's
 //    storage (set_data, Module::to) is detected on the next call, which retraces.
+//  - Gradients behave as in eager mode: backward() accumulates into an existing .grad and
+//    assigns a missing one. Whether each .grad the function read existed (and which tensor
+//    it was) is part of the cache key, so accumulation over several calls, zero_grad inside
+//    or outside, and backward without a step all replay exactly. A .grad the function
+//    assigned is, after a replay, the parameter's persistent gradient buffer: a reference to
+//    it kept from an earlier step sees later values (clone it to keep it).
+//  - In-place writes to a tensor argument reach the caller's tensor (any strides, any
+//    device). An argument that shares memory with another argument or with captured state,
+//    where either is written, is an error on replay.
+//  - A tensor made inside the trace must not outlive it outside the function (stored in an
+//    attribute, or state created while tracing): that is an error naming the tensor. Return
+//    it instead.
 //  - Outputs are fresh copies by default. With `alias_outputs` they are views of the Plan's
 //    buffers: no copy, but the next replay of the same signature overwrites them.
-//  - Gradients reach parameters' .grad as in eager mode (one persistent buffer per
-//    parameter). Gradients with respect to the function's own tensor arguments are not
-//    written back to the caller's tensors: return them instead.
 //  - Dropout and other random ops advance their generator inside the graph: every replay
 //    draws fresh values, identical to an eager run from the same seed.
+//  - Traced calls run one at a time per process (a lock shared by all traced functions), so
+//    threads that train one model through traced steps cannot interleave their updates.
+//    Eager code on another thread that writes tensors a replay uses is a data race, as any
+//    two threads writing one tensor are.
 #pragma once
 
 #include <functional>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -76,6 +92,9 @@ struct TraceOptions {
   std::vector<std::string> arg_names = {};
   /// Receives the retrace warning (default: printed to stderr).
   std::function<void(const std::string&)> on_warning = {};
+  /// Frees unreachable objects of the host language (Python's gc.collect) before a trace
+  /// reports a tensor made inside it as kept alive: a reference cycle may hold it.
+  std::function<void()> collect_garbage = {};
 };
 
 /// One trace: why it happened and what it cost.
@@ -91,7 +110,11 @@ struct TraceRecord {
 };
 
 struct TraceStats {
-  int64_t calls = 0, hits = 0, traces = 0, evictions = 0;
+  /// warmups: calls of a new signature, run eagerly before tracing.
+  int64_t calls = 0, hits = 0, warmups = 0, traces = 0, evictions = 0;
+  /// Only the latest kMaxRecords traces keep a record; older ones are counted here.
+  static constexpr size_t kMaxRecords = 256;
+  int64_t records_dropped = 0;
   int64_t replay_ns = 0;  // total time of the replays (bind, run, outputs)
   std::vector<TraceRecord> records;
   /// A printable summary with one line per trace and its reason.
@@ -112,6 +135,9 @@ class TracedFunction {
   /// The Plan replayed last (null before the first call): its graph, memory plan, steps.
   const graph::Plan* last_plan() const { return last_ ? last_->plan.get() : nullptr; }
   size_t cache_size() const { return cache_.size(); }
+  /// The lock every traced call holds: hold it to inspect a traced function (stats, plans)
+  /// that another thread may be calling.
+  static std::unique_lock<std::recursive_mutex> lock_calls();
   /// Drops every cached graph (statistics are kept).
   void clear();
 
@@ -122,19 +148,30 @@ class TracedFunction {
     const Storage* storage;
     std::string label;
   };
-  struct GradBinding {
+  // A .grad slot the function read before writing it: the value it saw.
+  struct GradGuard {
     std::weak_ptr<TensorImpl> leaf;
+    const TensorImpl* raw;
+    const TensorImpl* expected;
+  };
+  // A .grad slot the function assigned: its value after the function, re-applied per replay.
+  struct GradWrite {
+    std::weak_ptr<TensorImpl> leaf;
+    TensorImpl* raw;
     std::shared_ptr<TensorImpl> grad;
   };
   struct Entry {
     graph::Signature signature;
     std::unique_ptr<graph::Plan> plan;
     std::vector<Captured> captured;
-    std::vector<GradBinding> grads;
+    std::vector<GradGuard> grad_guards;
+    std::vector<GradWrite> grad_writes;
   };
 
   std::string stale_reason(const Entry& e) const;
+  std::string guard_reason(const Entry& e) const;
   Entry& trace(const std::vector<Arg>& args, std::string reason);
+  void record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry);
   std::vector<Tensor> replay(Entry& e, const std::vector<Arg>& args);
 
   Fn fn_;
@@ -143,6 +180,7 @@ class TracedFunction {
   std::list<Entry> cache_;  // most recently used first
   Entry* last_ = nullptr;
   bool warned_ = false;
+  bool active_ = false;  // a call is running (re-entry from its own eager run runs plainly)
 };
 
 namespace detail {

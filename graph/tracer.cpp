@@ -3,25 +3,44 @@
 #include <algorithm>
 #include <atomic>
 
-#include "core/ledger.h"
+#include "core/modes.h"
 
 namespace encore::graph {
-
-thread_local Tracer* Tracer::current_ = nullptr;
 
 namespace {
 std::atomic<uint64_t> g_next_trace_id{1};
 }
 
 Tracer::Tracer(Graph& graph)
-    : graph_(graph), id_(g_next_trace_id.fetch_add(1)), previous_(current_) {
-  current_ = this;
+    : graph_(graph),
+      id_(g_next_trace_id.fetch_add(1)),
+      installed_(true),
+      previous_recorder_(recorder()),
+      previous_observer_(grad_observer()),
+      previous_tracing_(tracing()) {
+  set_recorder(this);
+  set_grad_observer(this);
+  set_tracing(true);
 }
 
-Tracer::~Tracer() { current_ = previous_; }
+Tracer::~Tracer() { uninstall(); }
 
-Tensor Tracer::input(int index, const Shape& shape, DType dtype, Device device,
-                     bool requires_grad, std::string label) {
+void Tracer::uninstall() {
+  if (!installed_) return;
+  installed_ = false;
+  set_recorder(previous_recorder_);
+  set_grad_observer(previous_observer_);
+  set_tracing(previous_tracing_);
+}
+
+Tensor Tracer::symbolic(uint32_t buffer, const Shape& shape, DType dtype, Device device) {
+  auto storage = Storage::symbolic(shape.numel() * itemsize(dtype), device, id_, buffer);
+  symbolic_.push_back(storage);
+  return Tensor::make_view(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+}
+
+Tensor Tracer::input(int index, const Shape& shape, DType dtype, Device device, bool requires_grad,
+                     std::string label) {
   const auto b = static_cast<uint32_t>(graph_.buffers.size());
   Buffer buf;
   buf.kind = BufferKind::Input;
@@ -30,23 +49,21 @@ Tensor Tracer::input(int index, const Shape& shape, DType dtype, Device device,
   buf.input = index;
   buf.label = std::move(label);
   graph_.buffers.push_back(std::move(buf));
-  Tensor t = Tensor::make_view(Storage::symbolic(shape.numel() * itemsize(dtype), device, id_, b),
-                               shape, contiguous_strides(shape), 0, dtype);
+  Tensor t = symbolic(b, shape, dtype, device);
   t.impl()->requires_grad = requires_grad;
+  inputs_.push_back(t.impl());
   graph_.inputs.push_back(value(t, "trace"));
   return t;
 }
 
 Tensor Tracer::make_output(const TensorMeta& meta) {
   const auto b = static_cast<uint32_t>(graph_.buffers.size());
-  const size_t nbytes = meta.shape.numel() * itemsize(meta.dtype);
   Buffer buf;
-  buf.nbytes = nbytes;
+  buf.nbytes = meta.shape.numel() * itemsize(meta.dtype);
   buf.device = meta.device;
   buf.label = detail::cat("%", b);
   graph_.buffers.push_back(std::move(buf));
-  return Tensor::make_view(Storage::symbolic(nbytes, meta.device, id_, b), meta.shape,
-                           contiguous_strides(meta.shape), 0, meta.dtype);
+  return symbolic(b, meta.shape, meta.dtype, meta.device);
 }
 
 Value Tracer::value(const Tensor& t, const char* op) {
@@ -92,7 +109,41 @@ void Tracer::record(OpId op, const OpDef& def, const Attrs& attrs, std::span<con
   graph_.nodes.push_back(std::move(node));
 }
 
-PauseTrace::PauseTrace() : paused_(Tracer::current_) { Tracer::current_ = nullptr; }
-PauseTrace::~PauseTrace() { Tracer::current_ = paused_; }
+GradSlot* Tracer::slot(const std::shared_ptr<TensorImpl>& leaf) {
+  // Leaves made inside the trace are the graph's own: nobody outside sees their gradients.
+  if (leaf->storage && leaf->storage->is_symbolic()) return nullptr;
+  // The address keys the slot; the weak pointer tells a reused address from the same leaf.
+  auto [it, inserted] = slot_index_.try_emplace(leaf.get(), grad_slots_.size());
+  if (!inserted && grad_slots_[it->second].leaf.lock() == leaf) return &grad_slots_[it->second];
+  it->second = grad_slots_.size();
+  grad_slots_.push_back({leaf, leaf->grad, false, false});
+  return &grad_slots_.back();
+}
+
+void Tracer::on_grad_read(const std::shared_ptr<TensorImpl>& leaf) {
+  GradSlot* s = slot(leaf);
+  if (s && !s->written) s->read_first = true;
+}
+
+void Tracer::on_grad_write(const std::shared_ptr<TensorImpl>& leaf) {
+  // Replays do not write gradients back into the caller's arguments: refuse, never drop them.
+  const auto arg = std::find(inputs_.begin(), inputs_.end(), leaf.get());
+  ENCORE_CHECK(arg == inputs_.end(), UnsupportedError, "[trace] backward() reaches argument ", arg - inputs_.begin(),
+               " '", graph_.buffers[graph_.inputs[arg - inputs_.begin()].buffer].label,
+               "', which requires grad: a traced function does not write its arguments' .grad. Make that tensor a "
+               "captured one (defined outside the function) or stop it requiring grad");
+  if (GradSlot* s = slot(leaf)) s->written = true;
+}
+
+void Tracer::restore_grads() const {
+  for (const GradSlot& s : grad_slots_)
+    if (auto leaf = s.leaf.lock()) leaf->grad = s.before;
+}
+
+int64_t Tracer::escaped_buffer() const {
+  for (const auto& w : symbolic_)
+    if (auto s = w.lock()) return s->buffer();
+  return -1;
+}
 
 }  // namespace encore::graph

@@ -1,62 +1,74 @@
-// The recording state of one trace. While a Tracer is current on a thread, the dispatcher
-// appends nodes to its Graph instead of running kernels, and tensors made by ops are
-// symbolic (a buffer of this graph, no data).
+// The recording state of one trace. While a Tracer is installed on a thread, the dispatcher
+// appends nodes to its Graph instead of running kernels (the Tracer is the dispatcher's
+// Recorder), tensors made by ops are symbolic (a buffer of this graph, no data), reading any
+// value is an error (core's tracing flag), and every read and write of a `.grad` slot is
+// logged (the Tracer is the thread's GradObserver): the gradient state the function saw is
+// part of its cache key.
 #pragma once
 
 #include <unordered_map>
 
 #include "graph/graph.h"
+#include "ops/dispatch.h"
 
 namespace encore::graph {
 
-class Tracer {
+/// What a trace did to one leaf's `.grad` slot.
+struct GradSlot {
+  std::weak_ptr<TensorImpl> leaf;
+  /// The slot's value before the trace touched it (restored when the trace fails).
+  std::shared_ptr<TensorImpl> before;
+  bool read_first = false;  // the function saw the caller's value: a guard of the cache entry
+  bool written = false;     // the function assigned it: a replay re-applies the final value
+};
+
+class Tracer final : public Recorder, public GradObserver {
  public:
+  /// Installs this tracer on the current thread until destruction.
   explicit Tracer(Graph& graph);
-  ~Tracer();
+  ~Tracer() override;
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
-
-  /// The tracer recording on this thread, or null when ops run eagerly.
-  static Tracer* current() { return current_; }
 
   /// A symbolic tensor standing for the traced function's argument `index`.
   Tensor input(int index, const Shape& shape, DType dtype, Device device, bool requires_grad,
                std::string label);
-  /// A symbolic tensor backed by a new internal buffer.
-  Tensor make_output(const TensorMeta& meta);
-  void record(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
-              std::span<const Tensor> out);
   /// The Value a tensor is in this graph; registers tensors with data as captured buffers.
   Value value(const Tensor& t, const char* op);
+  /// Stops recording on this thread (ops run eagerly again); the destructor does it otherwise.
+  void uninstall();
 
   Graph& graph() { return graph_; }
+  const std::vector<GradSlot>& grad_slots() const { return grad_slots_; }
+  /// Puts every logged `.grad` slot back to its value before the trace (after a failure).
+  void restore_grads() const;
+  /// Symbolic tensors of this trace still referenced by anyone: a tensor made inside the
+  /// trace was kept outside it. Returns the first such buffer, or -1.
+  int64_t escaped_buffer() const;
 
-  /// Called when backward assigns a leaf's .grad during the trace; a replay re-applies the
-  /// final assignment so the caller's parameters see their gradient buffers.
-  void note_grad(const std::shared_ptr<TensorImpl>& leaf) { grad_leaves_.push_back(leaf); }
-  const std::vector<std::weak_ptr<TensorImpl>>& grad_leaves() const { return grad_leaves_; }
+  // Recorder
+  Tensor make_output(const TensorMeta& meta) override;
+  void record(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
+              std::span<const Tensor> out) override;
+  // GradObserver
+  void on_grad_read(const std::shared_ptr<TensorImpl>& leaf) override;
+  void on_grad_write(const std::shared_ptr<TensorImpl>& leaf) override;
 
  private:
-  friend class PauseTrace;
-  static thread_local Tracer* current_;
+  GradSlot* slot(const std::shared_ptr<TensorImpl>& leaf);
+  Tensor symbolic(uint32_t buffer, const Shape& shape, DType dtype, Device device);
+
   Graph& graph_;
   uint64_t id_;
-  Tracer* previous_;
+  bool installed_ = false;
+  Recorder* previous_recorder_;
+  GradObserver* previous_observer_;
+  bool previous_tracing_;
   std::unordered_map<const Storage*, uint32_t> captured_;
-  std::vector<std::weak_ptr<TensorImpl>> grad_leaves_;
-};
-
-/// Runs ops eagerly inside a trace, for state that must exist before the graph does:
-/// optimizer slots, gradient buffers, generator state. Their creation is not recorded.
-class PauseTrace {
- public:
-  PauseTrace();
-  ~PauseTrace();
-  PauseTrace(const PauseTrace&) = delete;
-  PauseTrace& operator=(const PauseTrace&) = delete;
-
- private:
-  Tracer* paused_;
+  std::unordered_map<const TensorImpl*, size_t> slot_index_;
+  std::vector<GradSlot> grad_slots_;
+  std::vector<std::weak_ptr<Storage>> symbolic_;  // every symbolic buffer made
+  std::vector<const TensorImpl*> inputs_;          // the symbolic arguments, by position
 };
 
 }  // namespace encore::graph

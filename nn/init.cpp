@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "graph/tracer.h"
 #include "ops/ops.h"
 
 extern "C" {
@@ -16,13 +15,11 @@ void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda
 namespace encore::nn::init {
 
 Tensor glorot_uniform(const Shape& shape, int64_t fan_in, int64_t fan_out, Generator* gen) {
-  graph::PauseTrace pause;
   const double limit = std::sqrt(6.0 / static_cast<double>(std::max<int64_t>(fan_in + fan_out, 1)));
   return uniform(shape, -limit, limit, DType::Float32, Device::cpu(), gen);
 }
 
 Tensor orthogonal(int64_t rows, int64_t cols, Generator* gen) {
-  graph::PauseTrace pause;
   // QR needs m >= n: factor the taller orientation and transpose back if needed.
   const bool transpose = rows < cols;
   const int m = static_cast<int>(transpose ? cols : rows), n = static_cast<int>(transpose ? rows : cols);

@@ -6,15 +6,12 @@
 #include <map>
 
 #include "autograd/grad_mode.h"
-#include "graph/tracer.h"
 #include "ops/ops.h"
 
 namespace encore::nn {
 
 Shape Module::build(const Shape& input_shape) {
   ENCORE_CHECK(!built_, ValueError, "[", type_name(), "] is already built");
-  // Weight creation runs eagerly even when the first call happens inside a trace.
-  graph::PauseTrace pause;
   output_shape_ = build_impl(input_shape);
   built_ = true;
   set_name(name_);
@@ -60,13 +57,11 @@ int64_t Module::num_parameters() const {
 }
 
 void Module::to(Device device) {
-  graph::PauseTrace pause;
   for (auto& [n, t] : named_parameters())
     if (t.device() != device) t.set_data(t.detach().to(device));
 }
 
 void Module::to(DType dtype) {
-  graph::PauseTrace pause;
   for (auto& [n, t] : named_parameters())
     if (t.dtype() != dtype) t.set_data(t.detach().to(dtype));
 }

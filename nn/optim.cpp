@@ -1,7 +1,6 @@
 #include "nn/optim.h"
 
 #include "autograd/grad_mode.h"
-#include "graph/tracer.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -23,13 +22,16 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
 
 void Optimizer::zero_grad(bool set_to_none) {
   for (Tensor& p : params_) {
-    if (!p.grad().defined()) continue;
+    // Setting to None never reads the old gradient: a traced step that starts with
+    // zero_grad() does not depend on (or retrace for) whether a gradient existed before.
     if (set_to_none) {
       p.set_grad(Tensor());
-    } else {
-      NoGradGuard no_grad;
-      p.grad().zero_();
+      continue;
     }
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    NoGradGuard no_grad;
+    g.zero_();
   }
 }
 
@@ -43,7 +45,6 @@ void Optimizer::set_lr(double lr) {
 const Tensor& Optimizer::lr_tensor(Device device) {
   Tensor& t = lr_tensors_[key(device)];
   if (!t.defined()) {
-    graph::PauseTrace pause;
     t = full({}, lr_, DType::Float64, device);
     t.set_name(std::string(name_) + ".lr");
   }
@@ -75,7 +76,6 @@ void SGD::step() {
     if (momentum) {
       for (size_t i : idx) {
         if (!momentum_[i].defined()) {
-          graph::PauseTrace pause;
           momentum_[i] = zeros_like(params_[i]);
           momentum_[i].set_name(params_[i].name() + ".momentum");
         }
@@ -109,21 +109,18 @@ void Adam::step() {
   for (auto& [dev, idx] : groups()) {
     const Device device = params_[idx[0]].device();
     Tensor& step = step_[dev];
-    {
-      graph::PauseTrace pause;
-      if (!step.defined()) {
-        step = zeros({}, DType::Int64, device);
-        step.set_name("adam.step");
+    if (!step.defined()) {
+      step = zeros({}, DType::Int64, device);
+      step.set_name("adam.step");
+    }
+    for (size_t i : idx) {
+      if (!m_[i].defined()) {
+        m_[i] = zeros_like(params_[i]);
+        m_[i].set_name(params_[i].name() + ".m");
       }
-      for (size_t i : idx) {
-        if (!m_[i].defined()) {
-          m_[i] = zeros_like(params_[i]);
-          m_[i].set_name(params_[i].name() + ".m");
-        }
-        if (!v_[i].defined()) {
-          v_[i] = zeros_like(params_[i]);
-          v_[i].set_name(params_[i].name() + ".v");
-        }
+      if (!v_[i].defined()) {
+        v_[i] = zeros_like(params_[i]);
+        v_[i].set_name(params_[i].name() + ".v");
       }
     }
     const Tensor counter[] = {step};

@@ -3,10 +3,8 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
-#include "autograd/node.h"
 #include "core/ledger.h"
 #include "core/modes.h"
-#include "graph/tracer.h"
 #if ENCORE_CUDA
 #include "core/cuda/runtime.h"
 #endif
@@ -20,6 +18,9 @@ TensorRef ref(const Tensor& t) {
 }
 
 namespace {
+
+thread_local Recorder* g_recorder = nullptr;
+TapeHook g_tape_hook = nullptr;
 
 void check_inputs(const OpDef& def, std::span<const Tensor> in, const Attrs& attrs, bool tracing) {
   const int n = static_cast<int>(in.size());
@@ -84,13 +85,17 @@ void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> 
 
 }  // namespace
 
+Recorder* recorder() { return g_recorder; }
+void set_recorder(Recorder* r) { g_recorder = r; }
+void set_tape_hook(TapeHook hook) { g_tape_hook = hook; }
+
 OutList dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   const int64_t start = now_ns();
   const OpDef& def = op_def(op);
-  graph::Tracer* tracer = graph::Tracer::current();
+  Recorder* const rec = g_recorder;
   ENCORE_CHECK(def.infer, UnsupportedError, "[", def.name, "] is not available in this build",
                cuda_built() ? "" : " (it needs the CUDA backend)");
-  check_inputs(def, in, attrs, tracer != nullptr);
+  check_inputs(def, in, attrs, rec != nullptr);
   if (def.contiguous_inputs) {
     for (const Tensor& t : in) {
       if (t.is_contiguous()) continue;
@@ -108,9 +113,9 @@ OutList dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   if (def.kind == OpKind::View) {
     const TensorMeta& m = metas[0];
     out[0] = Tensor::make_view(in[0].storage(), m.shape, m.strides, m.offset, m.dtype);
-  } else if (tracer) {
-    for (int i = 0; i < out.n; ++i) out[i] = tracer->make_output(metas[i]);
-    tracer->record(op, def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
+  } else if (rec) {
+    for (int i = 0; i < out.n; ++i) out[i] = rec->make_output(metas[i]);
+    rec->record(op, def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
   } else {
     for (int i = 0; i < out.n; ++i) out[i] = Tensor::empty(metas[i].shape, metas[i].dtype, metas[i].device);
     Device device = out.n ? metas[0].device : in[0].device();
@@ -122,17 +127,17 @@ OutList dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
     if (def.writes(static_cast<int>(i), static_cast<int>(in.size()), attrs))
       in[i].storage()->bump_version();
 
-  if (def.differentiable() && GradMode::enabled()) {
+  if (def.differentiable() && GradMode::enabled() && g_tape_hook) {
     for (size_t i = 0; i < in.size(); ++i) {
       if (!(def.nondiff >> i & 1u) && in[i].requires_grad()) {
-        autograd::record(op, def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
+        g_tape_hook(op, def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
         break;
       }
     }
   }
   Ledger& ledger = Ledger::global();
-  ledger.add(tracer ? Counter::OpsTraced : Counter::OpsDispatched, 1);
-  if (!tracer) ledger.add(Counter::DispatchNs, now_ns() - start);
+  ledger.add(rec ? Counter::OpsTraced : Counter::OpsDispatched, 1);
+  if (!rec) ledger.add(Counter::DispatchNs, now_ns() - start);
   return out;
 }
 

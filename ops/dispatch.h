@@ -27,4 +27,23 @@ inline Tensor call(OpId op, std::initializer_list<Tensor> in, const Attrs& attrs
 /// The kernel view of a tensor with data.
 TensorRef ref(const Tensor& t);
 
+/// Receives op calls instead of running them: the graph layer's tracer installs one on its
+/// thread while it records. No kernel runs; outputs are symbolic tensors it makes.
+class Recorder {
+ public:
+  virtual ~Recorder() = default;
+  virtual Tensor make_output(const TensorMeta& meta) = 0;
+  virtual void record(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
+                      std::span<const Tensor> out) = 0;
+};
+/// The recorder of this thread (null: ops run eagerly).
+Recorder* recorder();
+void set_recorder(Recorder* r);
+
+/// Called for every differentiable op call that has an input requiring grad while grad mode
+/// is on, after its outputs exist; autograd installs it to record its tape.
+using TapeHook = void (*)(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
+                          std::span<Tensor> out);
+void set_tape_hook(TapeHook hook);
+
 }  // namespace encore

@@ -4,7 +4,7 @@
 #include <memory>
 #include <mutex>
 
-#include "graph/tracer.h"
+#include "core/modes.h"
 #include "ops/ops.h"
 
 namespace encore {
@@ -18,13 +18,12 @@ std::map<std::pair<int, int>, std::unique_ptr<Generator>>& defaults() {
 }  // namespace
 
 Generator::Generator(uint64_t seed, Device device) {
-  graph::PauseTrace pause;
   state_ = from_vector<int64_t>({static_cast<int64_t>(seed), 0}, {2}, device);
   state_.set_name("generator");
 }
 
 void Generator::manual_seed(uint64_t seed) {
-  ENCORE_CHECK(!graph::Tracer::current(), ValueError,
+  ENCORE_CHECK(!tracing(), ValueError,
                "[manual_seed] cannot reseed inside a traced function; seed before tracing");
   state_.copy_(from_vector<int64_t>({static_cast<int64_t>(seed), 0}, {2}));
 }
