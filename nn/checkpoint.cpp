@@ -100,8 +100,9 @@ class TempFile {
       path_ = target + "." + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".tmp";
       fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd_ >= 0) return;
-      if (errno != EEXIST || attempt == 100)
-        fail("cannot create a temporary file next to it (" + path_ + ")", errno);
+      const int err = errno;
+      if (err != EEXIST || attempt == 100)
+        fail("cannot create a temporary file next to it (" + path_ + ")", err);
     }
   }
   TempFile(const TempFile&) = delete;
@@ -116,24 +117,28 @@ class TempFile {
     const char* p = static_cast<const char*>(data);
     while (n > 0) {
       const ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t{1} << 30));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) fail("write failed", errno);
+      const int err = errno;
+      if (w < 0 && err == EINTR) continue;
+      if (w < 0) fail("write failed", err);
       p += w;
       n -= static_cast<size_t>(w);
     }
   }
 
   void commit() {
-    if (::fsync(fd_) != 0) fail("cannot sync the temporary file", errno);
-    const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) fail("cannot close the temporary file", errno);
-    if (::rename(path_.c_str(), target_.c_str()) != 0) fail("cannot rename the temporary file over it", errno);
+    // errno is read before the message is built: an allocation may change it.
+    int err = ::fsync(fd_) != 0 ? errno : 0;
+    if (err != 0) fail("cannot sync the temporary file", err);
+    err = ::close(std::exchange(fd_, -1)) != 0 ? errno : 0;
+    if (err != 0) fail("cannot close the temporary file", err);
+    err = ::rename(path_.c_str(), target_.c_str()) != 0 ? errno : 0;
+    if (err != 0) fail("cannot rename the temporary file over it", err);
     renamed_ = true;
     // The rename is durable only once the folder's entry is.
     std::filesystem::path folder = std::filesystem::path(target_).parent_path();
     if (folder.empty()) folder = ".";
     const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    const int err = dir < 0 || ::fsync(dir) != 0 ? errno : 0;
+    err = dir < 0 || ::fsync(dir) != 0 ? errno : 0;
     if (dir >= 0) ::close(dir);
     if (err != 0) fail("the file was replaced but its folder cannot be synced", err);
   }
@@ -163,7 +168,8 @@ class ReadFile {
  public:
   explicit ReadFile(const std::string& path) : path_(path) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    ENCORE_CHECK(fd_ >= 0, ValueError, "[load] cannot open ", path, ": ", os_error(errno));
+    const int open_err = errno;
+    ENCORE_CHECK(fd_ >= 0, ValueError, "[load] cannot open ", path, ": ", os_error(open_err));
     struct stat st {};
     const int err = ::fstat(fd_, &st) != 0 ? errno : 0;
     if (err != 0 || !S_ISREG(st.st_mode)) {
@@ -182,9 +188,11 @@ class ReadFile {
   void read(void* dst, size_t n, uint64_t offset) const {
     char* p = static_cast<char*>(dst);
     while (n > 0) {
-      const ssize_t r = ::pread(fd_, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(offset));
-      if (r < 0 && errno == EINTR) continue;
-      ENCORE_CHECK(r >= 0, ValueError, "[load] cannot read ", path_, ": ", os_error(errno));
+      const ssize_t r =
+          ::pread(fd_, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(offset));
+      const int err = errno;
+      if (r < 0 && err == EINTR) continue;
+      ENCORE_CHECK(r >= 0, ValueError, "[load] cannot read ", path_, ": ", os_error(err));
       ENCORE_CHECK(r > 0, ValueError, "[load] ", path_, " is truncated: it ended while being read");
       p += r;
       n -= static_cast<size_t>(r);
@@ -202,12 +210,14 @@ class ReadFile {
 json parse_header(const std::string& text, const std::string& path) {
   std::vector<std::set<std::string>> keys;  // per open object
   std::optional<std::string> duplicate;
-  const json::parser_callback_t find_duplicates = [&](int, json::parse_event_t event, json& parsed) {
+  const json::parser_callback_t find_duplicates = [&](int, json::parse_event_t event,
+                                                      json& parsed) {
     if (event == json::parse_event_t::object_start) {
       keys.emplace_back();
     } else if (event == json::parse_event_t::object_end) {
       keys.pop_back();
-    } else if (event == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second) {
+    } else if (event == json::parse_event_t::key &&
+               !keys.back().insert(parsed.get<std::string>()).second) {
       if (!duplicate) duplicate = parsed.get<std::string>();
     }
     return true;
@@ -219,7 +229,8 @@ json parse_header(const std::string& text, const std::string& path) {
     throw ValueError(detail::cat("[load] ", path, " is not a safetensors file: its header is not ",
                                  "valid JSON (error at byte ", e.byte, " of ", text.size(), ")"));
   }
-  ENCORE_CHECK(!duplicate, ValueError, "[load] ", path, " names '", *duplicate, "' twice in its header");
+  ENCORE_CHECK(!duplicate, ValueError, "[load] ", path, " names '", *duplicate,
+               "' twice in its header");
   ENCORE_CHECK(header.is_object(), ValueError, "[load] ", path,
                " is not a safetensors file: its header is not a JSON object");
   return header;
@@ -247,7 +258,9 @@ Entry parse_entry(const std::string& name, const json& info, const std::string& 
 
   if (!dtype.is_string()) throw fail("has a dtype that is not a string");
   const auto t = dtype_from_name(dtype.get<std::string>());
-  if (!t) throw fail("has dtype ", dtype.get<std::string>(), ", which encore does not support (F32, F64, I32, I64)");
+  if (!t)
+    throw fail("has dtype ", dtype.get<std::string>(),
+               ", which encore does not support (F32, F64, I32, I64)");
 
   if (!dims.is_array() || dims.size() > static_cast<size_t>(kMaxDims))
     throw fail("has a shape that is not a list of at most ", kMaxDims, " sizes");
@@ -272,8 +285,8 @@ Entry parse_entry(const std::string& name, const json& info, const std::string& 
     throw fail("has data_offsets that are not two natural numbers");
   const auto begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
   if (end < begin || end - begin != nbytes)
-    throw fail("has data_offsets [", begin, ", ", end, "] but its shape ", shape.str(), " and dtype ",
-               dtype.get<std::string>(), " need ", nbytes, " bytes");
+    throw fail("has data_offsets [", begin, ", ", end, "] but its shape ", shape.str(),
+               " and dtype ", dtype.get<std::string>(), " need ", nbytes, " bytes");
   return {name, *t, shape, begin, end};
 }
 
@@ -281,10 +294,11 @@ Metadata parse_metadata(const json& header, const std::string& path) {
   Metadata metadata;
   const auto it = header.find(kMetadata);
   if (it == header.end()) return metadata;
-  ENCORE_CHECK(it->is_object(), ValueError, "[load] ", path, " has a ", kMetadata, " that is not a map");
+  ENCORE_CHECK(it->is_object(), ValueError, "[load] ", path, " has a ", kMetadata,
+               " that is not a map");
   for (const auto& [key, value] : it->items()) {
-    ENCORE_CHECK(value.is_string(), ValueError, "[load] ", path, " has a ", kMetadata, " entry '", key,
-                 "' that is not a string");
+    ENCORE_CHECK(value.is_string(), ValueError, "[load] ", path, " has a ", kMetadata, " entry '",
+                 key, "' that is not a string");
     metadata.emplace(key, value.get<std::string>());
   }
   return metadata;
@@ -295,22 +309,26 @@ Metadata parse_metadata(const json& header, const std::string& path) {
 uint32_t verify_encore_header(const json& header, const std::string& text, const Metadata& metadata,
                               const std::string& path) {
   for (const char* key : {kFormatKey, kVersionKey, kDataCrcKey, kHeaderCrcKey})
-    ENCORE_CHECK(metadata.count(key), ValueError, "[load] ", path, " is corrupt: its encore metadata lacks '",
-                 key, "'");
-  ENCORE_CHECK(header_text(header) == text, ValueError, "[load] ", path,
-               " is corrupt: its header is not as encore wrote it (a file rewritten by another tool ",
-               "loads once its encore.* metadata is removed)");
+    ENCORE_CHECK(metadata.count(key), ValueError, "[load] ", path,
+                 " is corrupt: its encore metadata lacks '", key, "'");
+  ENCORE_CHECK(
+      header_text(header) == text, ValueError, "[load] ", path,
+      " is corrupt: its header is not as encore wrote it (a file rewritten by another tool ",
+      "loads once its encore.* metadata is removed)");
   json unsigned_header = header;
   unsigned_header[kMetadata].erase(kHeaderCrcKey);
   const auto stored = parse_hex32(metadata.at(kHeaderCrcKey));
   const uint32_t computed = crc32_of(header_text(unsigned_header));
-  ENCORE_CHECK(stored == computed, ValueError, "[load] ", path, " is corrupt: the header checksum is ",
-               metadata.at(kHeaderCrcKey), " but the header gives ", hex32(computed));
-  ENCORE_CHECK(metadata.at(kFormatKey) == kFormat, ValueError, "[load] ", path, " has encore format ",
-               metadata.at(kFormatKey), " (written by encore ", metadata.at(kVersionKey),
-               "); this encore (" ENCORE_VERSION ") reads format ", kFormat);
+  ENCORE_CHECK(stored == computed, ValueError, "[load] ", path,
+               " is corrupt: the header checksum is ", metadata.at(kHeaderCrcKey),
+               " but the header gives ", hex32(computed));
+  ENCORE_CHECK(metadata.at(kFormatKey) == kFormat, ValueError, "[load] ", path,
+               " has encore format ", metadata.at(kFormatKey), " (written by encore ",
+               metadata.at(kVersionKey), "); this encore (" ENCORE_VERSION ") reads format ",
+               kFormat);
   const auto data_crc = parse_hex32(metadata.at(kDataCrcKey));
-  ENCORE_CHECK(data_crc, ValueError, "[load] ", path, " is corrupt: '", kDataCrcKey, "' is not a checksum");
+  ENCORE_CHECK(data_crc, ValueError, "[load] ", path, " is corrupt: '", kDataCrcKey,
+               "' is not a checksum");
   return *data_crc;
 }
 
@@ -324,7 +342,8 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const Me
   for (const auto& [name, t] : tensors) {
     ENCORE_CHECK(!name.empty() && name != kMetadata, ValueError, "[save] '", name,
                  "' cannot name a tensor in ", path);
-    ENCORE_CHECK(!header.contains(name), ValueError, "[save] tensor '", name, "' is given twice for ", path);
+    ENCORE_CHECK(!header.contains(name), ValueError, "[save] tensor '", name,
+                 "' is given twice for ", path);
     ENCORE_CHECK(t.defined(), ValueError, "[save] tensor '", name, "' is undefined");
     Tensor h = t.detach().to(Device::cpu()).contiguous();
     header[name] = {{"dtype", dtype_name(h.dtype())},
@@ -365,10 +384,11 @@ TensorFile load_tensors(const std::string& path) {
   uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = header_size << 8 | size[i];
   ENCORE_CHECK(header_size <= kMaxHeaderBytes, ValueError, "[load] ", path,
-               " is not a safetensors file: its header size ", header_size, " exceeds ", kMaxHeaderBytes,
-               " bytes");
-  ENCORE_CHECK(header_size <= file.size() - 8, ValueError, "[load] ", path, " is truncated: its header has ",
-               header_size, " bytes but the file only ", file.size() - 8, " after the header size");
+               " is not a safetensors file: its header size ", header_size, " exceeds ",
+               kMaxHeaderBytes, " bytes");
+  ENCORE_CHECK(header_size <= file.size() - 8, ValueError, "[load] ", path,
+               " is truncated: its header has ", header_size, " bytes but the file only ",
+               file.size() - 8, " after the header size");
   std::string text(header_size, '\0');
   file.read(text.data(), text.size(), 8);
 
@@ -379,9 +399,11 @@ TensorFile load_tensors(const std::string& path) {
   for (const auto& [name, info] : header.items())
     if (name != kMetadata) entries.push_back(parse_entry(name, info, path));
 
-  const bool by_encore = std::any_of(out.metadata.begin(), out.metadata.end(),
-                                     [](const auto& kv) { return kv.first.starts_with(kReserved); });
-  const uint32_t expected_crc = by_encore ? verify_encore_header(header, text, out.metadata, path) : 0;
+  const bool by_encore = std::any_of(out.metadata.begin(), out.metadata.end(), [](const auto& kv) {
+    return kv.first.starts_with(kReserved);
+  });
+  const uint32_t expected_crc =
+      by_encore ? verify_encore_header(header, text, out.metadata, path) : 0;
 
   // The tensors must tile the data section exactly: no overlap, no gap, nothing after.
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
@@ -409,11 +431,14 @@ TensorFile load_tensors(const std::string& path) {
     out.tensors.emplace_back(e.name, std::move(t));
   }
   ENCORE_CHECK(!by_encore || expected_crc == crc, ValueError, "[load] ", path,
-               " is corrupt: the data checksum is ", hex32(expected_crc), " but the data gives ", hex32(crc));
+               " is corrupt: the data checksum is ", hex32(expected_crc), " but the data gives ",
+               hex32(crc));
   return out;
 }
 
-void save(const Module& module, const std::string& path) { save_tensors(path, module.named_parameters()); }
+void save(const Module& module, const std::string& path) {
+  save_tensors(path, module.named_parameters());
+}
 
 void load(Module& module, const std::string& path) {
   const TensorFile file = load_tensors(path);
@@ -422,15 +447,17 @@ void load(Module& module, const std::string& path) {
   const NamedTensors params = module.named_parameters();
   std::set<std::string> names;
   for (const auto& [name, p] : params) {
-    ENCORE_CHECK(names.insert(name).second, ValueError, "[load] the model has two parameters named '", name, "'");
+    ENCORE_CHECK(names.insert(name).second, ValueError,
+                 "[load] the model has two parameters named '", name, "'");
     const auto it = in_file.find(name);
     ENCORE_CHECK(it != in_file.end(), ValueError, "[load] ", path, " has no tensor '", name,
                  "' for the model's parameter ", describe(p));
     const Tensor& t = *it->second;
-    ENCORE_CHECK(t.shape() == p.shape(), ShapeError, "[load] parameter '", name, "' is ", p.shape().str(),
-                 " in the model but ", t.shape().str(), " in ", path);
+    ENCORE_CHECK(t.shape() == p.shape(), ShapeError, "[load] parameter '", name, "' is ",
+                 p.shape().str(), " in the model but ", t.shape().str(), " in ", path);
     ENCORE_CHECK(t.dtype() == p.dtype(), ValueError, "[load] parameter '", name, "' is ",
-                 encore::name(p.dtype()), " in the model but ", encore::name(t.dtype()), " in ", path);
+                 encore::name(p.dtype()), " in the model but ", encore::name(t.dtype()), " in ",
+                 path);
   }
   for (const auto& [name, t] : file.tensors)
     ENCORE_CHECK(names.count(name), ValueError, "[load] tensor '", name, "' in ", path,

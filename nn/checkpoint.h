@@ -30,7 +30,8 @@ struct TensorFile {
 /// Writes `tensors` (any device; names unique and non-empty) and `metadata` (keys starting with
 /// "encore." are reserved) to `path`, atomically. Throws ValueError, leaving the previous file
 /// intact, when the file cannot be written (missing folder, no permission, disk full).
-void save_tensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
+void save_tensors(const std::string& path, const NamedTensors& tensors,
+                  const Metadata& metadata = {});
 /// Reads and validates the whole safetensors file at `path` (structure, offsets, dtypes, and
 /// the checksums of a file encore wrote). Throws ValueError naming the file, and the tensor
 /// where there is one, for a missing, truncated, corrupt or unsupported file.

@@ -145,14 +145,16 @@ TEST_F(Checkpoint, TensorsRoundTripWithEveryDTypeAndMetadata) {
   const Tensor i32 = arange(0, 6, 1, DType::Int32).reshape({3, 2});
   const Tensor i64 = full({}, -(int64_t{1} << 40), DType::Int64);  // a rank-0 tensor
   const Tensor empty = Tensor::empty({0, 5}, DType::Float32);
-  const nn::NamedTensors tensors = {{"f32", f32}, {"f64", f64}, {"i32", i32}, {"i64", i64}, {"empty", empty}};
+  const nn::NamedTensors tensors = {
+      {"f32", f32}, {"f64", f64}, {"i32", i32}, {"i64", i64}, {"empty", empty}};
   const std::string file = path("t.safetensors");
   nn::save_tensors(file, tensors, {{"optimizer", "adam"}, {"step", "12"}});
   const nn::TensorFile loaded = nn::load_tensors(file);
   ASSERT_EQ(loaded.tensors.size(), tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {  // file order is the order given
     EXPECT_EQ(loaded.tensors[i].first, tensors[i].first);
-    EXPECT_TRUE(test::bitwise_equal(loaded.tensors[i].second, tensors[i].second)) << tensors[i].first;
+    EXPECT_TRUE(test::bitwise_equal(loaded.tensors[i].second, tensors[i].second))
+        << tensors[i].first;
   }
   EXPECT_EQ(loaded.metadata.at("optimizer"), "adam");
   EXPECT_EQ(loaded.metadata.at("step"), "12");
@@ -227,26 +229,36 @@ TEST_F(Checkpoint, MismatchedFilesAreErrorsAndLeaveTheModelUntouched) {
   // The first tensor matches each time: a load that wrote as it went would change the model.
   nn::save_tensors(file, {{"dense.kernel", ones({2, 3})}});
   expect_load_fails(*m, file, "has no tensor 'dense.bias'");
-  nn::save_tensors(file, {{"dense.kernel", ones({2, 3})}, {"dense.bias", ones({3})}, {"extra", ones({1})}});
+  nn::save_tensors(
+      file, {{"dense.kernel", ones({2, 3})}, {"dense.bias", ones({3})}, {"extra", ones({1})}});
   expect_load_fails(*m, file, "tensor 'extra' in " + file + " is not a parameter");
   nn::save_tensors(file, {{"dense.kernel", ones({2, 3})}, {"dense.bias", ones({4})}});
-  expect_load_fails<ShapeError>(*m, file, "parameter 'dense.bias' is (3,) in the model but (4,) in " + file);
-  nn::save_tensors(file, {{"dense.kernel", ones({2, 3})}, {"dense.bias", ones({3}, DType::Float64)}});
-  expect_load_fails(*m, file, "parameter 'dense.bias' is float32 in the model but float64 in " + file);
+  expect_load_fails<ShapeError>(*m, file,
+                                "parameter 'dense.bias' is (3,) in the model but (4,) in " + file);
+  nn::save_tensors(file,
+                   {{"dense.kernel", ones({2, 3})}, {"dense.bias", ones({3}, DType::Float64)}});
+  expect_load_fails(*m, file,
+                    "parameter 'dense.bias' is float32 in the model but float64 in " + file);
   // A duplicate name can only come from another writer.
   const std::string f = R"("dtype":"F32","shape":[3],)";
-  write_bytes(file, safetensors_bytes(R"({"dense.kernel":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
-                                      R"("dense.bias":{)" + f + R"("data_offsets":[24,36]},)"
-                                      R"("dense.bias":{)" + f + R"("data_offsets":[36,48]}})",
-                                      std::string(48, '\0')));
+  write_bytes(file, safetensors_bytes(
+                        R"({"dense.kernel":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+                        R"("dense.bias":{)" +
+                            f +
+                            R"("data_offsets":[24,36]},)"
+                            R"("dense.bias":{)" +
+                            f + R"("data_offsets":[36,48]}})",
+                        std::string(48, '\0')));
   expect_load_fails(*m, file, "names 'dense.bias' twice");
   // Trailing garbage, after an encore file and after another writer's.
   nn::save(*small_model(5), file);
   write_bytes(file, read_bytes(file) + "x");
   expect_load_fails(*m, file, "1 bytes of trailing data");
-  write_bytes(file, safetensors_bytes(R"({"dense.kernel":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
-                                      R"("dense.bias":{)" + f + R"("data_offsets":[24,36]}})",
-                                      std::string(40, '\0')));
+  write_bytes(file, safetensors_bytes(
+                        R"({"dense.kernel":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+                        R"("dense.bias":{)" +
+                            f + R"("data_offsets":[24,36]}})",
+                        std::string(40, '\0')));
   expect_load_fails(*m, file, "4 bytes of trailing data");
   expect_load_fails(*m, path("missing.safetensors"), "No such file or directory");
   expect_load_fails(*m, dir_, "not a regular file");
@@ -261,10 +273,12 @@ TEST_F(Checkpoint, OtherWritersFilesLoadWithoutChecksums) {
   const std::vector<float> kernel = {1, 2, 3, 4, 5, 6}, bias = {-1, -2, -3};
   const std::string file = path("other.safetensors");
   // Any key order, any data order, optional padding, metadata of their own.
-  write_bytes(file, safetensors_bytes(R"({"dense.bias":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
-                                      R"("__metadata__":{"format":"pt"},)"
-                                      R"("dense.kernel":{"dtype":"F32","shape":[2,3],"data_offsets":[12,36]}}   )",
-                                      bytes_of(bias) + bytes_of(kernel)));
+  write_bytes(file,
+              safetensors_bytes(
+                  R"({"dense.bias":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
+                  R"("__metadata__":{"format":"pt"},)"
+                  R"("dense.kernel":{"dtype":"F32","shape":[2,3],"data_offsets":[12,36]}}   )",
+                  bytes_of(bias) + bytes_of(kernel)));
   auto m = small_model(1);
   nn::load(*m, file);
   test::expect_values(m->named_parameters()[0].second, {1, 2, 3, 4, 5, 6}, 0);
@@ -283,44 +297,56 @@ TEST_F(Checkpoint, HostileHeadersAreErrorsWithoutHugeAllocations) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  const auto entry = [](const std::string& dtype, const std::string& shape, const std::string& offsets) {
-    return R"({"t":{"dtype":")" + dtype + R"(","shape":)" + shape + R"(,"data_offsets":)" + offsets + "}}";
+  const auto entry = [](const std::string& dtype, const std::string& shape,
+                        const std::string& offsets) {
+    return R"({"t":{"dtype":")" + dtype + R"(","shape":)" + shape + R"(,"data_offsets":)" +
+           offsets + "}}";
   };
   expect_error("", "fewer than the 8");
-  expect_error(safetensors_bytes("{}", "", ~uint64_t{0}), "header size 18446744073709551615 exceeds");
+  expect_error(safetensors_bytes("{}", "", ~uint64_t{0}),
+               "header size 18446744073709551615 exceeds");
   expect_error(safetensors_bytes("{}", "", 100'000'001), "exceeds 100000000 bytes");
-  expect_error(safetensors_bytes("{}", "", 99'999'999), "is truncated: its header has 99999999 bytes");
+  expect_error(safetensors_bytes("{}", "", 99'999'999),
+               "is truncated: its header has 99999999 bytes");
   expect_error(safetensors_bytes("[1, 2]"), "not a JSON object");
   expect_error(safetensors_bytes("{\"t\":"), "not valid JSON");
-  expect_error(safetensors_bytes(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "\x01\x02"),
-               "is truncated: its tensors need 4 bytes of data but it has 2");
+  expect_error(
+      safetensors_bytes(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "\x01\x02"),
+      "is truncated: its tensors need 4 bytes of data but it has 2");
   expect_error(safetensors_bytes(entry("F32", "[1099511627776]", "[0,4398046511104]")),
                "need 4398046511104 bytes of data but it has 0");
   expect_error(safetensors_bytes(entry("F32", "[1]", "[18446744073709551612,0]")), "need 4 bytes");
   expect_error(safetensors_bytes(entry("F32", "[1]", "[18446744073709551615,3]")), "need 4 bytes");
-  expect_error(safetensors_bytes(entry("F32", "[4611686018427387904,4]", "[0,0]")), "element count overflows");
-  expect_error(safetensors_bytes(entry("F64", "[1152921504606846976]", "[0,0]")), "element count overflows");
+  expect_error(safetensors_bytes(entry("F32", "[4611686018427387904,4]", "[0,0]")),
+               "element count overflows");
+  expect_error(safetensors_bytes(entry("F64", "[1152921504606846976]", "[0,0]")),
+               "element count overflows");
   // Empty, yet its strides would overflow.
-  expect_error(safetensors_bytes(entry("F32", "[0,4294967296,4294967296]", "[0,0]")), "element count overflows");
+  expect_error(safetensors_bytes(entry("F32", "[0,4294967296,4294967296]", "[0,0]")),
+               "element count overflows");
   expect_error(safetensors_bytes(entry("F32", "[-1]", "[0,0]")), "not a natural number");
   expect_error(safetensors_bytes(entry("F32", "[1.5]", "[0,0]")), "not a natural number");
-  expect_error(safetensors_bytes(entry("F32", "[1,1,1,1,1,1,1,1,1]", "[0,4]"), "abcd"), "at most 8 sizes");
+  expect_error(safetensors_bytes(entry("F32", "[1,1,1,1,1,1,1,1,1]", "[0,4]"), "abcd"),
+               "at most 8 sizes");
   expect_error(safetensors_bytes(entry("F16", "[2]", "[0,4]"), "abcd"),
                "tensor 't' in " + file + " has dtype F16, which encore does not support");
   expect_error(safetensors_bytes(entry("F32", "[1]", "[0]"), "abcd"), "not two natural numbers");
   expect_error(safetensors_bytes(R"({"t":{"dtype":"F32","shape":[1]}})"), "has no 'data_offsets'");
-  expect_error(safetensors_bytes(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})", "abcd"),
-               "fields other than");
+  expect_error(
+      safetensors_bytes(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})", "abcd"),
+      "fields other than");
   expect_error(safetensors_bytes(R"({"t":[]})"), "not described by a JSON object");
   expect_error(safetensors_bytes(R"({"__metadata__":{"a":1}})"), "entry 'a' that is not a string");
   expect_error(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                                  R"("b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
                                  std::string(6, '\0')),
                "tensor 'b' in " + file + " overlaps");
-  expect_error(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", std::string(8, '\0')),
+  expect_error(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                 std::string(8, '\0')),
                "leaves 4 bytes unused before it");
   // Claims to be encore's but lacks the checksums.
-  expect_error(safetensors_bytes(R"({"__metadata__":{"encore.format":"1"}})"), "lacks 'encore.version'");
+  expect_error(safetensors_bytes(R"({"__metadata__":{"encore.format":"1"}})"),
+               "lacks 'encore.version'");
 }
 
 TEST_F(Checkpoint, EncoreFilesAreVerified) {
@@ -336,7 +362,8 @@ TEST_F(Checkpoint, EncoreFilesAreVerified) {
   };
   nn::save_tensors(file, {{"a", ones({2})}});
   const std::string bytes = read_bytes(file);
-  const uint64_t header_size = static_cast<unsigned char>(bytes[0]) | static_cast<unsigned char>(bytes[1]) << 8;
+  const uint64_t header_size =
+      static_cast<unsigned char>(bytes[0]) | static_cast<unsigned char>(bytes[1]) << 8;
   const std::string header = bytes.substr(8, header_size), data = bytes.substr(8 + header_size);
   std::string last_changed = bytes;
   last_changed.back() = static_cast<char>(last_changed.back() ^ 1);
@@ -352,7 +379,8 @@ TEST_F(Checkpoint, EncoreFilesAreVerified) {
 
 // Files other than `target` in the folder must be temporary files of the documented pattern.
 void expect_only_temporary_files(const std::vector<std::string>& names, const std::string& target) {
-  const std::regex temporary(std::regex_replace(target, std::regex(R"([.])"), R"(\.)") + R"(\.\d+-\d+\.tmp)");
+  const std::regex temporary(std::regex_replace(target, std::regex(R"([.])"), R"(\.)") +
+                             R"(\.\d+-\d+\.tmp)");
   for (const auto& n : names) {
     if (n == target) continue;
     EXPECT_TRUE(std::regex_match(n, temporary)) << "unexpected file " << n;
@@ -361,13 +389,16 @@ void expect_only_temporary_files(const std::vector<std::string>& names, const st
 
 TEST_F(Checkpoint, SigkillDuringSavesLeavesTheOldOrTheNewFile) {
   // Two checkpoints of 8 MB each, distinguishable everywhere.
-  const nn::NamedTensors a = {{"w", full({1 << 20}, 1.0, DType::Float32)}, {"v", full({1 << 20}, 2.0, DType::Float32)}};
-  const nn::NamedTensors b = {{"w", full({1 << 20}, 3.0, DType::Float32)}, {"v", full({1 << 20}, 4.0, DType::Float32)}};
+  const nn::NamedTensors a = {{"w", full({1 << 20}, 1.0, DType::Float32)},
+                              {"v", full({1 << 20}, 2.0, DType::Float32)}};
+  const nn::NamedTensors b = {{"w", full({1 << 20}, 3.0, DType::Float32)},
+                              {"v", full({1 << 20}, 4.0, DType::Float32)}};
   const std::string file = path("ckpt.safetensors");
   const auto start = std::chrono::steady_clock::now();
   nn::save_tensors(file, a);
   // Kill moments spread over a few saves' time, so that kills land in every phase of one.
-  const auto save_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
+  const auto save_us = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - start);
   std::uniform_int_distribution<int64_t> moment(0, 4 * save_us.count() + 1000);
   std::mt19937 rng(12345);
   int got_a = 0, got_b = 0;
@@ -435,7 +466,8 @@ TEST_F(Checkpoint, AFullDiskIsAnErrorAndKeepsThePreviousFile) {
       nn::save_tensors(file, {{"w", ones({1 << 20})}});
       ADD_FAILURE() << "a save past the file size limit reported success";
     } catch (const ValueError& e) {
-      EXPECT_NE(std::string(e.what()).find("[save] cannot write " + file), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("[save] cannot write " + file), std::string::npos)
+          << e.what();
       EXPECT_NE(std::string(e.what()).find("File too large"), std::string::npos) << e.what();
     }
   }
