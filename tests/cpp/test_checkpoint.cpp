@@ -46,6 +46,13 @@ std::string safetensors_bytes(const std::string& header, const std::string& data
   return safetensors_bytes(header, data, header.size());
 }
 
+// One header entry: "name":{"dtype":...,"shape":...,"data_offsets":...}.
+std::string entry(const std::string& name, const std::string& dtype, const std::string& shape,
+                  const std::string& offsets) {
+  return R"(")" + name + R"(":{"dtype":")" + dtype + R"(","shape":)" + shape +
+         R"(,"data_offsets":)" + offsets + "}";
+}
+
 std::string bytes_of(const std::vector<float>& v) {
   return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)};
 }
@@ -88,6 +95,18 @@ void expect_load_fails(nn::Module& m, const std::string& path, const std::string
     EXPECT_EQ(std::string(e.what()).rfind("[load] ", 0), 0u) << e.what();
   }
   EXPECT_TRUE(unchanged(m, before)) << "a failed load of " << path << " changed the model";
+}
+
+// Writes `bytes` to `file` and expects load_tensors to throw a ValueError with `needle`.
+void expect_load_tensors_fails(const std::string& file, const std::string& bytes,
+                               const std::string& needle) {
+  write_bytes(file, bytes);
+  try {
+    nn::load_tensors(file);
+    ADD_FAILURE() << "no error for a file that should fail with '" << needle << "'";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
 }
 
 class Checkpoint : public ::testing::Test {
@@ -222,7 +241,6 @@ TEST_F(Checkpoint, EverySingleBitFlipIsDetected) {
 
 TEST_F(Checkpoint, MismatchedFilesAreErrorsAndLeaveTheModelUntouched) {
   auto m = small_model(1);
-  const Tensor kernel = m->named_parameters()[0].second, bias = m->named_parameters()[1].second;
   ASSERT_EQ(m->named_parameters()[0].first, "dense.kernel");
   ASSERT_EQ(m->named_parameters()[1].first, "dense.bias");
   const std::string file = path("m.safetensors");
@@ -240,24 +258,18 @@ TEST_F(Checkpoint, MismatchedFilesAreErrorsAndLeaveTheModelUntouched) {
   expect_load_fails(*m, file,
                     "parameter 'dense.bias' is float32 in the model but float64 in " + file);
   // A duplicate name can only come from another writer.
-  const std::string f = R"("dtype":"F32","shape":[3],)";
-  write_bytes(file, safetensors_bytes(
-                        R"({"dense.kernel":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
-                        R"("dense.bias":{)" +
-                            f +
-                            R"("data_offsets":[24,36]},)"
-                            R"("dense.bias":{)" +
-                            f + R"("data_offsets":[36,48]}})",
-                        std::string(48, '\0')));
+  const std::string kernel = entry("dense.kernel", "F32", "[2,3]", "[0,24]");
+  write_bytes(file,
+              safetensors_bytes("{" + kernel + "," + entry("dense.bias", "F32", "[3]", "[24,36]") +
+                                    "," + entry("dense.bias", "F32", "[3]", "[36,48]") + "}",
+                                std::string(48, '\0')));
   expect_load_fails(*m, file, "names 'dense.bias' twice");
   // Trailing garbage, after an encore file and after another writer's.
   nn::save(*small_model(5), file);
   write_bytes(file, read_bytes(file) + "x");
   expect_load_fails(*m, file, "1 bytes of trailing data");
   write_bytes(file, safetensors_bytes(
-                        R"({"dense.kernel":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
-                        R"("dense.bias":{)" +
-                            f + R"("data_offsets":[24,36]}})",
+                        "{" + kernel + "," + entry("dense.bias", "F32", "[3]", "[24,36]") + "}",
                         std::string(40, '\0')));
   expect_load_fails(*m, file, "4 bytes of trailing data");
   expect_load_fails(*m, path("missing.safetensors"), "No such file or directory");
@@ -273,12 +285,10 @@ TEST_F(Checkpoint, OtherWritersFilesLoadWithoutChecksums) {
   const std::vector<float> kernel = {1, 2, 3, 4, 5, 6}, bias = {-1, -2, -3};
   const std::string file = path("other.safetensors");
   // Any key order, any data order, optional padding, metadata of their own.
-  write_bytes(file,
-              safetensors_bytes(
-                  R"({"dense.bias":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
-                  R"("__metadata__":{"format":"pt"},)"
-                  R"("dense.kernel":{"dtype":"F32","shape":[2,3],"data_offsets":[12,36]}}   )",
-                  bytes_of(bias) + bytes_of(kernel)));
+  write_bytes(file, safetensors_bytes("{" + entry("dense.bias", "F32", "[3]", "[0,12]") +
+                                          R"(,"__metadata__":{"format":"pt"},)" +
+                                          entry("dense.kernel", "F32", "[2,3]", "[12,36]") + "}   ",
+                                      bytes_of(bias) + bytes_of(kernel)));
   auto m = small_model(1);
   nn::load(*m, file);
   test::expect_values(m->named_parameters()[0].second, {1, 2, 3, 4, 5, 6}, 0);
@@ -289,18 +299,11 @@ TEST_F(Checkpoint, OtherWritersFilesLoadWithoutChecksums) {
 TEST_F(Checkpoint, HostileHeadersAreErrorsWithoutHugeAllocations) {
   const std::string file = path("hostile.safetensors");
   const auto expect_error = [&](const std::string& bytes, const std::string& needle) {
-    write_bytes(file, bytes);
-    try {
-      nn::load_tensors(file);
-      ADD_FAILURE() << "no error for a file that should fail with '" << needle << "'";
-    } catch (const ValueError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+    expect_load_tensors_fails(file, bytes, needle);
   };
-  const auto entry = [](const std::string& dtype, const std::string& shape,
-                        const std::string& offsets) {
-    return R"({"t":{"dtype":")" + dtype + R"(","shape":)" + shape + R"(,"data_offsets":)" +
-           offsets + "}}";
+  const auto only = [](const std::string& dtype, const std::string& shape,
+                       const std::string& offsets) {
+    return "{" + entry("t", dtype, shape, offsets) + "}";
   };
   expect_error("", "fewer than the 8");
   expect_error(safetensors_bytes("{}", "", ~uint64_t{0}),
@@ -310,39 +313,37 @@ TEST_F(Checkpoint, HostileHeadersAreErrorsWithoutHugeAllocations) {
                "is truncated: its header has 99999999 bytes");
   expect_error(safetensors_bytes("[1, 2]"), "not a JSON object");
   expect_error(safetensors_bytes("{\"t\":"), "not valid JSON");
-  expect_error(
-      safetensors_bytes(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "\x01\x02"),
-      "is truncated: its tensors need 4 bytes of data but it has 2");
-  expect_error(safetensors_bytes(entry("F32", "[1099511627776]", "[0,4398046511104]")),
+  expect_error(safetensors_bytes(only("F32", "[1]", "[0,4]"), "\x01\x02"),
+               "is truncated: its tensors need 4 bytes of data but it has 2");
+  expect_error(safetensors_bytes(only("F32", "[1099511627776]", "[0,4398046511104]")),
                "need 4398046511104 bytes of data but it has 0");
-  expect_error(safetensors_bytes(entry("F32", "[1]", "[18446744073709551612,0]")), "need 4 bytes");
-  expect_error(safetensors_bytes(entry("F32", "[1]", "[18446744073709551615,3]")), "need 4 bytes");
-  expect_error(safetensors_bytes(entry("F32", "[4611686018427387904,4]", "[0,0]")),
+  expect_error(safetensors_bytes(only("F32", "[1]", "[18446744073709551612,0]")), "need 4 bytes");
+  expect_error(safetensors_bytes(only("F32", "[1]", "[18446744073709551615,3]")), "need 4 bytes");
+  expect_error(safetensors_bytes(only("F32", "[4611686018427387904,4]", "[0,0]")),
                "element count overflows");
-  expect_error(safetensors_bytes(entry("F64", "[1152921504606846976]", "[0,0]")),
+  expect_error(safetensors_bytes(only("F64", "[1152921504606846976]", "[0,0]")),
                "element count overflows");
   // Empty, yet its strides would overflow.
-  expect_error(safetensors_bytes(entry("F32", "[0,4294967296,4294967296]", "[0,0]")),
+  expect_error(safetensors_bytes(only("F32", "[0,4294967296,4294967296]", "[0,0]")),
                "element count overflows");
-  expect_error(safetensors_bytes(entry("F32", "[-1]", "[0,0]")), "not a natural number");
-  expect_error(safetensors_bytes(entry("F32", "[1.5]", "[0,0]")), "not a natural number");
-  expect_error(safetensors_bytes(entry("F32", "[1,1,1,1,1,1,1,1,1]", "[0,4]"), "abcd"),
+  expect_error(safetensors_bytes(only("F32", "[-1]", "[0,0]")), "not a natural number");
+  expect_error(safetensors_bytes(only("F32", "[1.5]", "[0,0]")), "not a natural number");
+  expect_error(safetensors_bytes(only("F32", "[1,1,1,1,1,1,1,1,1]", "[0,4]"), "abcd"),
                "at most 8 sizes");
-  expect_error(safetensors_bytes(entry("F16", "[2]", "[0,4]"), "abcd"),
+  expect_error(safetensors_bytes(only("F16", "[2]", "[0,4]"), "abcd"),
                "tensor 't' in " + file + " has dtype F16, which encore does not support");
-  expect_error(safetensors_bytes(entry("F32", "[1]", "[0]"), "abcd"), "not two natural numbers");
+  expect_error(safetensors_bytes(only("F32", "[1]", "[0]"), "abcd"), "not two natural numbers");
   expect_error(safetensors_bytes(R"({"t":{"dtype":"F32","shape":[1]}})"), "has no 'data_offsets'");
   expect_error(
       safetensors_bytes(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})", "abcd"),
       "fields other than");
   expect_error(safetensors_bytes(R"({"t":[]})"), "not described by a JSON object");
   expect_error(safetensors_bytes(R"({"__metadata__":{"a":1}})"), "entry 'a' that is not a string");
-  expect_error(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                                 R"("b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
+  expect_error(safetensors_bytes("{" + entry("a", "F32", "[1]", "[0,4]") + "," +
+                                     entry("b", "F32", "[1]", "[2,6]") + "}",
                                  std::string(6, '\0')),
                "tensor 'b' in " + file + " overlaps");
-  expect_error(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                                 std::string(8, '\0')),
+  expect_error(safetensors_bytes(only("F32", "[1]", "[4,8]"), std::string(8, '\0')),
                "leaves 4 bytes unused before it");
   // Claims to be encore's but lacks the checksums.
   expect_error(safetensors_bytes(R"({"__metadata__":{"encore.format":"1"}})"),
@@ -352,13 +353,7 @@ TEST_F(Checkpoint, HostileHeadersAreErrorsWithoutHugeAllocations) {
 TEST_F(Checkpoint, EncoreFilesAreVerified) {
   const std::string file = path("f.safetensors");
   const auto expect_error = [&](const std::string& bytes, const std::string& needle) {
-    write_bytes(file, bytes);
-    try {
-      nn::load_tensors(file);
-      ADD_FAILURE() << "no error for a file that should fail with '" << needle << "'";
-    } catch (const ValueError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+    expect_load_tensors_fails(file, bytes, needle);
   };
   nn::save_tensors(file, {{"a", ones({2})}});
   const std::string bytes = read_bytes(file);
