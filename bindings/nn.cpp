@@ -1,4 +1,4 @@
-// encore.nn: Keras-style layers, Sequential, save/load and the losses. Modules are held by
+// encore.nn: Keras-style layers, Sequential, checkpoint save/load and the losses. Modules are held by
 // shared_ptr so a layer can live in Python and in a Sequential at once.
 #include "bindings.h"
 
@@ -232,10 +232,11 @@ void init_nn(py::module_& m) {
       "save_module",
       [](const nn::Module& module, const std::string& path) { nn::save(module, path); },
       py::arg("module"), py::arg("path"),
-      "Writes every parameter (name, dtype, shape, data) to a binary file.");
+      "Writes every parameter to a safetensors file, atomically (nn/checkpoint.h).");
   m.def(
       "load_module", [](nn::Module& module, const std::string& path) { nn::load(module, path); },
-      py::arg("module"), py::arg("path"), "Loads parameters by name into `module` in place.");
+      py::arg("module"), py::arg("path"),
+      "Loads a safetensors file into `module`'s parameters, all or nothing.");
 
   // ---- losses ---------------------------------------------------------------------------
   m.def("binary_crossentropy", &nn::binary_crossentropy, py::arg("y_true"), py::arg("y_pred"),

@@ -1,11 +1,7 @@
 #include "nn/module.h"
 
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <map>
 
-#include "autograd/grad_mode.h"
 #include "ops/ops.h"
 
 namespace encore::nn {
@@ -110,73 +106,6 @@ std::string Sequential::summary(const Shape& input_shape) {
   }
   std::snprintf(line, sizeof line, "total parameters: %lld\n", static_cast<long long>(num_parameters()));
   return s + line;
-}
-
-namespace {
-constexpr char kMagic[8] = {'E', 'N', 'C', 'O', 'R', 'E', 'P', '1'};
-
-template <class T> void put(std::ofstream& f, T v) { f.write(reinterpret_cast<const char*>(&v), sizeof v); }
-template <class T> T get(std::ifstream& f, const std::string& path) {
-  T v{};
-  f.read(reinterpret_cast<char*>(&v), sizeof v);
-  ENCORE_CHECK(f, ValueError, "[load] ", path, " is truncated");
-  return v;
-}
-}  // namespace
-
-void save(const Module& module, const std::string& path) {
-  std::ofstream f(path, std::ios::binary);
-  ENCORE_CHECK(f, ValueError, "[save] cannot open ", path, " for writing");
-  const NamedTensors params = module.named_parameters();
-  f.write(kMagic, sizeof kMagic);
-  put<uint64_t>(f, params.size());
-  for (const auto& [name, t] : params) {
-    put<uint64_t>(f, name.size());
-    f.write(name.data(), static_cast<std::streamsize>(name.size()));
-    put<uint8_t>(f, static_cast<uint8_t>(t.dtype()));
-    put<uint8_t>(f, static_cast<uint8_t>(t.dim()));
-    for (int64_t d : t.shape()) put<int64_t>(f, d);
-    const Tensor host = t.detach().to(Device::cpu()).contiguous();
-    f.write(static_cast<const char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
-  }
-  ENCORE_CHECK(f, ValueError, "[save] failed writing ", path);
-}
-
-void load(Module& module, const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  ENCORE_CHECK(f, ValueError, "[load] cannot open ", path);
-  char magic[8];
-  f.read(magic, sizeof magic);
-  ENCORE_CHECK(f && std::memcmp(magic, kMagic, sizeof kMagic) == 0, ValueError, "[load] ", path,
-               " is not an encore parameter file");
-  std::map<std::string, Tensor> by_name;
-  for (auto& [name, t] : module.named_parameters()) by_name[name] = t;
-  const auto count = get<uint64_t>(f, path);
-  ENCORE_CHECK(count == by_name.size(), ValueError, "[load] ", path, " holds ", count,
-               " parameters but the model has ", by_name.size());
-  for (uint64_t i = 0; i < count; ++i) {
-    const auto len = get<uint64_t>(f, path);
-    ENCORE_CHECK(len < 4096, ValueError, "[load] ", path, " is corrupt");
-    std::string name(len, '\0');
-    f.read(name.data(), static_cast<std::streamsize>(len));
-    const auto dtype = static_cast<DType>(get<uint8_t>(f, path));
-    const auto rank = get<uint8_t>(f, path);
-    ENCORE_CHECK(rank <= kMaxDims, ValueError, "[load] ", path, " is corrupt");
-    Shape shape;
-    for (int d = 0; d < rank; ++d) shape.push_back(get<int64_t>(f, path));
-    auto it = by_name.find(name);
-    ENCORE_CHECK(it != by_name.end(), ValueError, "[load] parameter '", name, "' in ", path,
-                 " does not exist in the model");
-    Tensor& dst = it->second;
-    ENCORE_CHECK(dst.shape() == shape && dst.dtype() == dtype, ShapeError, "[load] parameter '", name,
-                 "' is ", shape.str(), " ", encore::name(dtype), " in ", path, " but ", describe(dst),
-                 " in the model");
-    Tensor host = Tensor::empty(shape, dtype);
-    f.read(static_cast<char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
-    ENCORE_CHECK(f, ValueError, "[load] ", path, " is truncated");
-    NoGradGuard no_grad;
-    dst.copy_(host);
-  }
 }
 
 }  // namespace encore::nn

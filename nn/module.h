@@ -1,6 +1,6 @@
 // Modules: layers with parameters, built lazily from the first input shape (Keras-style),
 // composed with Sequential. Parameters have stable hierarchical names ("conv1d.kernel",
-// "dense_1.bias") so they can be saved, loaded and compared.
+// "dense_1.bias") so they can be saved, loaded and compared (nn/checkpoint.h).
 #pragma once
 
 #include <memory>
@@ -82,10 +82,5 @@ class Sequential : public Module {
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
 };
-
-/// Writes every parameter (name, dtype, shape, data) to a binary file.
-void save(const Module& module, const std::string& path);
-/// Loads parameters by name into `module` in place; every name, shape and dtype must match.
-void load(Module& module, const std::string& path);
 
 }  // namespace encore::nn

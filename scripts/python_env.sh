@@ -2,7 +2,8 @@
 # Creates the Python environment of the project and installs encore into it:
 #   .venv at the repository root (created if missing; on Debian, python3-venv is installed
 #   when `python3 -m venv` fails and we are root), the build requirements (scikit-build-core,
-#   pybind11), the test requirements (numpy, pytest), then `pip install` of the repository.
+#   pybind11), the test requirements (numpy, pytest, safetensors), then `pip install` of the
+#   repository.
 # Idempotent and quiet: a second run only rebuilds what changed (the CMake build folder
 # build-py/<wheel tag> persists). Output goes to .venv/encore-install.log, shown on failure.
 #
@@ -63,7 +64,7 @@ run() {
 }
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-requirements=("scikit-build-core>=0.10" "pybind11>=2.12" "numpy>=1.22" "pytest")
+requirements=("scikit-build-core>=0.10" "pybind11>=2.12" "numpy>=1.22" "pytest" "safetensors")
 [ "$plot" = 1 ] && requirements+=("matplotlib")
 # Only ask the index when something is missing: repeated runs stay offline and fast.
 if ! "$py" - "${requirements[@]}" >/dev/null 2>&1 <<'EOF'

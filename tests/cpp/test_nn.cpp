@@ -1,6 +1,4 @@
-// Layers, initializers, losses, optimizers, save/load, and a short training run.
-#include <cstdio>
-
+// Layers, initializers, losses, optimizers, and a short training run.
 #include "autograd/grad_mode.h"
 #include "core/modes.h"
 #include "helpers.h"
@@ -230,27 +228,6 @@ TEST(Optimizers, ZeroGradAndValidation) {
   expect_values(p, {1, 1});
   EXPECT_THROW(nn::Adam({}, 0.1), ValueError);
   EXPECT_THROW(nn::SGD({p}, -1.0), ValueError);
-}
-
-TEST(Module, SaveLoadRoundTrip) {
-  manual_seed(6);
-  nn::Sequential a, b;
-  a.add<nn::Dense>(4);
-  a.add<nn::Dense>(2);
-  b.add<nn::Dense>(4);
-  b.add<nn::Dense>(2);
-  a.build({1, 3});
-  b.build({1, 3});
-  const std::string path = ::testing::TempDir() + "/encore_params.bin";
-  nn::save(a, path);
-  nn::load(b, path);
-  for (size_t i = 0; i < a.parameters().size(); ++i)
-    EXPECT_TRUE(test::bitwise_equal(a.parameters()[i], b.parameters()[i]));
-  nn::Sequential c;
-  c.add<nn::Dense>(5);
-  c.build({1, 3});
-  EXPECT_THROW(nn::load(c, path), Error);
-  std::remove(path.c_str());
 }
 
 TEST(Training, DenseModelLossFalls) {

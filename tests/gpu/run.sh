@@ -2,7 +2,8 @@
 # The whole GPU check in one call on a lent GPU machine (H100/H200, no package registry).
 #
 #   Here (with apt):   tests/gpu/run.sh --pack
-#       downloads the Debian packages the GPU machine lacks (OpenBLAS, oneDNN, GoogleTest)
+#       downloads the Debian packages the GPU machine lacks (OpenBLAS, oneDNN, GoogleTest,
+#       nlohmann-json, zlib headers)
 #       into .gpu/debs (git-ignored, ~20 MB).
 #   On the GPU machine (device tool: carry [".gpu"]):   tests/gpu/run.sh
 #       unpacks them into a private prefix (never into /), builds for sm_90, runs the whole C++
@@ -17,7 +18,7 @@ root=$PWD
 if [ "${1:-}" = "--pack" ]; then
   mkdir -p .gpu/debs
   (cd .gpu/debs && apt-get download libopenblas0-pthread libopenblas-pthread-dev libopenblas-dev \
-     libgfortran5 libdnnl2 libdnnl-dev libgtest-dev googletest)
+     libgfortran5 libdnnl2 libdnnl-dev libgtest-dev googletest nlohmann-json3-dev zlib1g-dev)
   ls -la .gpu/debs
   exit 0
 fi

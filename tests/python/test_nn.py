@@ -1,4 +1,4 @@
-"""encore.nn layers, Sequential, parameter files, losses and encore.optim."""
+"""encore.nn layers, Sequential, losses and encore.optim (checkpoints: test_checkpoint.py)."""
 
 import numpy as np
 import pytest
@@ -57,27 +57,6 @@ def test_module_to_dtype_keeps_tensors():
     assert model(encore.randn(2, 4, dtype=encore.float64)).dtype == encore.float64
     model.to("float32").to("cpu")
     assert model.parameters()[0].dtype == encore.float32
-
-
-def test_save_and_load(tmp_path):
-    encore.manual_seed(1)
-    a = nn.Sequential([nn.Dense(3), nn.Dense(1)])
-    a.build((2, 4))
-    encore.manual_seed(2)
-    b = nn.Sequential([nn.Dense(3), nn.Dense(1)])
-    b.build((2, 4))
-    path = tmp_path / "model.bin"
-    nn.save(a, path)
-    assert nn.load(b, str(path)) is b
-    for (na, pa), (nb, pb) in zip(a.named_parameters(), b.named_parameters()):
-        assert na == nb
-        np.testing.assert_array_equal(pa.numpy(), pb.numpy())
-    c = nn.Sequential([nn.Dense(5)])
-    c.build((2, 4))
-    with pytest.raises(ValueError):
-        nn.load(c, path)
-    with pytest.raises(Exception):
-        nn.load(c, tmp_path / "missing.bin")
 
 
 def test_losses():
