@@ -11,9 +11,11 @@ namespace encore::graph {
 
 class CudaGraph {
  public:
-  /// Captures the steps on the device's compute stream and instantiates the graph. A step
-  /// that breaks capture ends it cleanly (nothing leaked, the stream usable) and the error
-  /// names the op. Capture and instantiate times go into `times` and the ledger.
+  /// Captures the steps on the device's capture stream (cuda::CaptureScope: other threads'
+  /// work cannot land in the graph) and instantiates the graph. A step that breaks capture
+  /// (allocates, synchronizes, copies to or from the host) ends it cleanly (nothing leaked,
+  /// the runtime usable) and the error names the op. Capture and instantiate times go into
+  /// `times` and the ledger.
   static std::unique_ptr<CudaGraph> capture(const std::vector<Step>& steps, int device, PlanTimes& times);
   ~CudaGraph();
   CudaGraph(const CudaGraph&) = delete;

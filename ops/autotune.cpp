@@ -10,6 +10,10 @@
 #include <mutex>
 #include <sstream>
 
+#if ENCORE_CUDA
+#include <cudnn.h>
+#endif
+
 #include "core/error.h"
 #include "ops/cpu/conv1d.h"
 
@@ -21,7 +25,6 @@ std::mutex g_mutex;
 std::map<std::pair<std::string, std::string>, Entry> g_entries;
 std::atomic<Policy> g_policy{Policy::Heuristic};
 std::atomic<uint64_t> g_generation{1};
-std::atomic<size_t> g_backend_version{0};
 
 constexpr const char* kMagic = "encore-autotune";
 constexpr int kFormat = 1;
@@ -109,7 +112,7 @@ void save(const std::string& path) {
   std::ofstream f(path);
   ENCORE_CHECK(f, ValueError, "[autotune] cannot open ", path, " for writing");
   f << kMagic << ' ' << kFormat << '\n';
-  f << "cudnn " << g_backend_version.load() << '\n';
+  f << "cudnn " << detail::backend_version() << '\n';
   f << "# op\tkey\talgorithm\tmath\ttime_ms\tworkspace_bytes\tsource\n";
   std::lock_guard<std::mutex> lock(g_mutex);
   for (const auto& [k, e] : g_entries) {
@@ -138,7 +141,7 @@ void load(const std::string& path) {
   ENCORE_CHECK(
       std::getline(f, line) && (std::istringstream(line) >> word >> version) && word == "cudnn",
       ValueError, "[autotune] ", path, ": line 2 must name the cuDNN version");
-  const size_t ours = g_backend_version.load();
+  const size_t ours = detail::backend_version();
   ENCORE_CHECK(version == ours, ValueError, "[autotune] ", path, " was written with cuDNN ",
                version_str(version), " but this process uses cuDNN ", version_str(ours),
                ": algorithm choices do not carry over between versions; delete the file or tune "
@@ -201,8 +204,15 @@ void store(Entry e) {
 }
 
 uint64_t generation() { return g_generation.load(); }
-void set_backend_version(size_t v) { g_backend_version.store(v); }
-size_t backend_version() { return g_backend_version.load(); }
+size_t backend_version() {
+#if ENCORE_CUDA
+  // A library call that needs no GPU and no initialization: load() may be a process's first
+  // call, before any op has run.
+  return cudnnGetVersion();
+#else
+  return 0;
+#endif
+}
 
 }  // namespace detail
 

@@ -64,7 +64,6 @@ void store(Entry e);
 /// Bumped by set_policy, load and clear: backends revalidate choices they cached.
 uint64_t generation();
 /// cudnnGetVersion() of the CUDA backend (0: no CUDA backend in this build).
-void set_backend_version(size_t cudnn_version);
 size_t backend_version();
 }  // namespace detail
 

@@ -43,13 +43,26 @@ struct DeviceState {
   std::once_flag cudnn_once;
   CudnnHandle cudnn;
 
+  // Graph capture (CaptureScope): a stream only the capturing thread sees, handles bound to it,
+  // and the lock that lets one thread capture at a time.
+  std::mutex capture_mutex;
+  std::once_flag capture_once;
+  Stream capture_stream;
+  CublasHandle capture_cublas;
+  CudnnHandle capture_cudnn;
+
   std::mutex staging_mutex;
   std::deque<StagingBlock> staging;  // deque: blocks keep their address
   size_t staging_bytes = 0;
 };
 
-/// The state of `device`, created on first use (stream, pool configuration, error word).
+/// The state of `device`, created on first use (stream, memory pool, error word).
 /// Throws DeviceError when the device is not present.
 DeviceState& device_state(int device);
+/// The state of the device the calling thread captures for, or null when it is not capturing;
+/// throws UnsupportedError naming the op when it captures another device than `device`.
+DeviceState* capturing_state(int device);
+/// Creates the capture stream and the cuBLAS / cuDNN handles bound to it (once per device).
+void create_capture_handles(DeviceState& s);
 
 }  // namespace encore::cuda

@@ -93,18 +93,19 @@ class DeviceBuffer {
   int device_ = 0;
 };
 
-/// The cuBLAS handle of `device`: bound to its compute stream, with a workspace of its own
-/// set through cublasSetWorkspace, so that cuBLAS never allocates inside a graph capture.
+/// The cuBLAS handle of `device` bound to stream(device) (the compute stream, or the capture
+/// stream inside a CaptureScope), with a workspace of encore's own set through
+/// cublasSetWorkspace, so that cuBLAS never allocates inside a graph capture.
 cublasHandle_t cublas(int device);
-/// The cuDNN handle of `device`, bound to its compute stream.
+/// The cuDNN handle of `device` bound to stream(device).
 cudnnHandle_t cudnn(int device);
 
 int multiprocessor_count(int device);
 /// The GPU model, e.g. "NVIDIA H100 80GB HBM3 sm_90" (autotune keys: choices carry over
 /// between GPUs of the same model, not between models).
 const std::string& device_model(int device);
-/// True while the compute stream of `device` is being captured into a CUDA Graph.
-bool capturing(int device);
+/// True while the calling thread captures work into a CUDA Graph (see CaptureScope).
+bool capturing();
 /// Device memory still free on `device` (0 when the driver cannot say).
 size_t free_memory(int device);
 

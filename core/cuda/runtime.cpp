@@ -1,10 +1,10 @@
-// Devices, the compute stream of each device, the stream-ordered pool allocator, kernel
-// timing, and the kernel error word. Per-device state is created on first use.
+// Devices, the compute stream of each device, the stream-ordered pool allocator, capture
+// scopes, kernel timing, and the kernel error word. Per-device state is created on first use.
 #include "core/cuda/runtime.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 
@@ -24,11 +24,8 @@ constexpr int kMaxDevices = 128;  // Device::index is an int8_t
 DeviceState* g_states[kMaxDevices] = {};
 std::once_flag g_state_once[kMaxDevices];
 
-// Frees requested while the compute stream is being captured: a cudaFreeAsync there would
-// become a node of the graph instead of freeing now. They run at the next allocation.
-std::mutex g_deferred_mutex;
-std::vector<std::pair<void*, int>> g_deferred_frees;
-std::atomic<bool> g_have_deferred{false};
+// The calling thread's capture (CaptureScope), if any.
+thread_local const CaptureScope* t_capture = nullptr;
 
 void create_state(int device) {
   auto s = std::make_unique<DeviceState>();
@@ -37,7 +34,14 @@ void create_state(int device) {
   cudaStream_t stream = nullptr;
   ENCORE_CUDA_CHECK("cuda", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   s->stream = Stream(stream);
-  ENCORE_CUDA_CHECK("cuda", cudaDeviceGetDefaultMemPool(&s->pool, device));
+  // A pool of our own: the device's default pool is shared with every library in the process
+  // (PyTorch, CuPy), and its settings are theirs.
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  ENCORE_CUDA_CHECK("cuda", cudaMemPoolCreate(&s->pool, &props));
   // Keep freed memory cached in the pool instead of returning it to the driver at every
   // synchronization: eager steps free and reallocate the same sizes over and over.
   uint64_t keep = std::numeric_limits<uint64_t>::max();
@@ -56,18 +60,6 @@ void create_state(int device) {
   s->total_memory = prop.totalGlobalMem;
   s->model = detail::cat(prop.name, " sm_", prop.major, prop.minor);
   g_states[device] = s.release();
-}
-
-void run_deferred_frees() {
-  if (!g_have_deferred.load(std::memory_order_acquire)) return;
-  std::vector<std::pair<void*, int>> frees;
-  {
-    std::lock_guard<std::mutex> lock(g_deferred_mutex);
-    frees.swap(g_deferred_frees);
-    g_have_deferred.store(false, std::memory_order_release);
-  }
-  for (auto [ptr, device] : frees)
-    if (cudaFreeAsync(ptr, g_states[device]->stream.get()) != cudaSuccess) (void)cudaGetLastError();
 }
 
 std::string gib(uint64_t bytes) {
@@ -132,7 +124,21 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
 }
 
-cudaStream_t stream(int device) { return device_state(device).stream.get(); }
+DeviceState* capturing_state(int device) {
+  const CaptureScope* c = t_capture;
+  if (!c) [[likely]]
+    return nullptr;
+  ENCORE_CHECK(c->device() == device, UnsupportedError, "[", c->op(), "] runs on cuda:", device,
+               " while a CUDA Graph of cuda:", c->device(),
+               " is being captured; a graph replays on one GPU: move tensors between GPUs outside "
+               "the traced function");
+  return &device_state(device);
+}
+
+cudaStream_t stream(int device) {
+  if (DeviceState* c = capturing_state(device)) return c->capture_stream.get();
+  return device_state(device).stream.get();
+}
 
 void synchronize(int device) {
   DeviceState& s = device_state(device);
@@ -140,11 +146,31 @@ void synchronize(int device) {
   raise_kernel_errors(device);
 }
 
-bool capturing(int device) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  ENCORE_CUDA_CHECK("cuda", cudaStreamIsCapturing(device_state(device).stream.get(), &status));
-  return status != cudaStreamCaptureStatusNone;
+bool capturing() { return t_capture != nullptr; }
+
+// ---- graph capture -----------------------------------------------------------------------
+
+// Why a stream of its own rather than capturing the compute stream: capture records whatever
+// any thread queues on the captured stream, so another thread's eager work on the compute
+// stream would land in the graph (and be missing from that thread's results). Only the
+// capturing thread ever sees the capture stream (stream() returns it to that thread alone),
+// which makes capture safe without making every eager op take a lock. Nothing ever executes
+// on the capture stream (capture only records), so it needs no event joins with the compute
+// stream: the graph is uploaded and launched on the compute stream, ordered after the work
+// queued there before.
+CaptureScope::CaptureScope(int device) : state_(device_state(device)) {
+  ENCORE_CHECK(!t_capture, UnsupportedError, "[capture] cuda:", device,
+               " cannot be captured while this thread captures cuda:",
+               t_capture ? t_capture->device() : -1);
+  lock_ = std::unique_lock<std::mutex>(state_.capture_mutex);
+  std::call_once(state_.capture_once, create_capture_handles, std::ref(state_));
+  t_capture = this;
 }
+
+CaptureScope::~CaptureScope() { t_capture = nullptr; }
+
+cudaStream_t CaptureScope::stream() const { return state_.capture_stream.get(); }
+int CaptureScope::device() const { return state_.index; }
 
 int multiprocessor_count(int device) { return device_state(device).sm_count; }
 const std::string& device_model(int device) { return device_state(device).model; }
@@ -170,24 +196,27 @@ Event make_event(bool timing) {
 
 void* PoolAllocator::allocate(size_t nbytes, Device device) {
   if (nbytes == 0) return nullptr;
+  // Memory allocated during a capture would either become an allocation node of the graph
+  // (which needs a matching free node, or the second replay fails) or, as here, be real memory
+  // freed after the capture while the graph keeps using it: refuse it, naming the op.
+  if (const CaptureScope* c = t_capture)
+    throw UnsupportedError(detail::cat(
+        "[", c->op(), "] allocates ", nbytes, " bytes on cuda:", device.index,
+        " while being captured into a CUDA Graph, which no replay could repeat; its memory must "
+        "be allocated before the capture (the op's prepared state)"));
   DeviceState& s = device_state(device.index);
   DeviceGuard guard(device.index);
-  if (g_have_deferred.load(std::memory_order_acquire) && !capturing(device.index))
-    run_deferred_frees();
   void* p = nullptr;
-  cudaError_t e = cudaMallocAsync(&p, nbytes, s.stream.get());
+  cudaError_t e = cudaMallocFromPoolAsync(&p, nbytes, s.pool, s.stream.get());
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     // Memory cached by the pool in blocks of other sizes may be what is missing: wait for the
-    // pending frees, hand the unused part of the pool back to the driver, and try once more
-    // (not while capturing: a synchronization would invalidate the capture).
-    if (!capturing(device.index)) {
-      if (cudaStreamSynchronize(s.stream.get()) == cudaSuccess &&
-          cudaMemPoolTrimTo(s.pool, 0) == cudaSuccess)
-        e = cudaMallocAsync(&p, nbytes, s.stream.get());
-      else
-        (void)cudaGetLastError();
-    }
+    // pending frees, hand the unused part of the pool back to the driver, and try once more.
+    if (cudaStreamSynchronize(s.stream.get()) == cudaSuccess &&
+        cudaMemPoolTrimTo(s.pool, 0) == cudaSuccess)
+      e = cudaMallocFromPoolAsync(&p, nbytes, s.pool, s.stream.get());
+    else
+      (void)cudaGetLastError();
   }
   // A request beyond the device's memory may be refused as an invalid size instead.
   if (e == cudaErrorMemoryAllocation || (e == cudaErrorInvalidValue && nbytes > s.total_memory)) {
@@ -201,17 +230,10 @@ void* PoolAllocator::allocate(size_t nbytes, Device device) {
 void PoolAllocator::deallocate(void* ptr, Device device) {
   if (!ptr) return;
   DeviceState* s = g_states[device.index];  // exists: allocate() created it
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(s->stream.get(), &status) == cudaSuccess &&
-      status != cudaStreamCaptureStatusNone) {
-    std::lock_guard<std::mutex> lock(g_deferred_mutex);
-    g_deferred_frees.emplace_back(ptr, device.index);
-    g_have_deferred.store(true, std::memory_order_release);
-    return;
-  }
   // Stream-ordered: the memory is reused only by work queued after this point, so a buffer
-  // can be freed as soon as the last kernel reading it has been queued. Errors are ignored
-  // (a destructor calls this; at process exit the runtime may already be unloaded).
+  // can be freed as soon as the last kernel reading it has been queued. The compute stream is
+  // never captured, so a free from any thread, also during a capture, is a real free. Errors
+  // are ignored (a destructor calls this; at process exit the runtime may already be unloaded).
   if (cudaFreeAsync(ptr, s->stream.get()) != cudaSuccess) (void)cudaGetLastError();
 }
 

@@ -1,8 +1,11 @@
 // The CUDA runtime layer: devices, the one compute stream per device, the stream-ordered
-// pool allocator, and kernel timing with events. Only compiled with the CUDA backend.
+// pool allocator, graph capture scopes, and kernel timing with events. Only compiled with the
+// CUDA backend.
 #pragma once
 
 #include <cuda_runtime_api.h>
+
+#include <mutex>
 
 #include "core/allocator.h"
 #include "ops/registry.h"
@@ -13,12 +16,43 @@ namespace encore::cuda {
 int device_count();
 /// Throws DeviceError naming the device when it is not present.
 void require_device(int device);
-/// The allocator for `device`: cudaMallocAsync on the compute stream from a memory pool
-/// whose release threshold keeps freed memory cached.
+/// The allocator for `device`: stream-ordered allocations on the compute stream from a memory
+/// pool of encore's own (other libraries' pools are left alone), whose release threshold
+/// keeps freed memory cached.
 Allocator& allocator(int device);
-/// The compute stream of `device`: every kernel, copy and capture of encore runs on it.
+/// The stream the calling thread queues work for `device` on: the device's compute stream,
+/// where every kernel, copy and graph launch of encore runs, or, inside a CaptureScope, the
+/// device's capture stream.
 cudaStream_t stream(int device);
 void synchronize(int device);
+
+struct DeviceState;
+
+/// While alive, the calling thread captures the work it queues for `device` into a CUDA Graph:
+/// stream(), cublas() and cudnn() give this thread the device's capture stream and handles
+/// bound to it, while other threads keep queuing on the compute stream, so their work can never
+/// land in the graph. One capture per device at a time (a second thread waits); inside the
+/// scope, allocating device memory or queuing work for another device throws UnsupportedError
+/// naming the op set with set_op. The caller begins and ends the capture on stream().
+class CaptureScope {
+ public:
+  explicit CaptureScope(int device);
+  ~CaptureScope();
+  CaptureScope(const CaptureScope&) = delete;
+  CaptureScope& operator=(const CaptureScope&) = delete;
+
+  cudaStream_t stream() const;
+  int device() const;
+  /// The op whose kernel is being captured, for error messages.
+  void set_op(const char* op) { op_ = op; }
+  const char* op() const { return op_; }
+
+ private:
+  DeviceState& state_;
+  std::unique_lock<std::mutex> lock_;
+  const char* op_ = "capture";
+};
+
 /// Runs `kernel` between two events on the compute stream, waits, and adds the elapsed time
 /// to the ledger's kernel time (and a Chrome-trace event). Used while profiling is on.
 void time_kernel(KernelFn kernel, const KernelCtx& ctx, const char* name, int device);

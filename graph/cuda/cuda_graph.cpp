@@ -30,15 +30,19 @@ bool capture_invalidated(cudaStream_t stream) {
 
 std::unique_ptr<CudaGraph> CudaGraph::capture(const std::vector<Step>& steps, int device, PlanTimes& times) {
   cuda::DeviceGuard guard(device);
-  const cudaStream_t stream = cuda::stream(device);
   std::unique_ptr<CudaGraph> g(new CudaGraph());
   g->device_ = device;
   cudaGraph_t graph = nullptr;
   {
     ScopedTimer timer(Counter::CaptureNs, "capture");
+    // The steps are captured on the device's capture stream, which only this thread sees (other
+    // threads' eager work stays on the compute stream and out of the graph; see CaptureScope).
+    cuda::CaptureScope scope(device);
+    const cudaStream_t stream = scope.stream();
     // Thread-local mode: another thread's unrelated CUDA calls cannot invalidate the capture.
     ENCORE_CUDA_CHECK("capture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     for (const Step& s : steps) {
+      scope.set_op(op_name(s.op));
       // The error keeps its type (out-of-memory stays OutOfMemoryError) and gains the op.
       const auto failed = [&](const std::exception& e) {
         abandon_capture(stream);
@@ -53,13 +57,13 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const std::vector<Step>& steps, in
       } catch (const std::exception& e) {
         throw BackendError(failed(e));
       }
-      // An op that synchronizes, allocates or copies from pageable memory invalidates the
-      // capture without an error of its own: find it here, where we still know which op.
+      // An op that synchronizes or copies from pageable memory invalidates the capture without
+      // an error of its own: find it here, where we still know which op. (Allocations throw.)
       if (capture_invalidated(stream)) {
         abandon_capture(stream);
         throw BackendError(detail::cat("[capture] ", op_name(s.op),
-                                       " cannot be captured into a CUDA Graph (it synchronized, allocated or "
-                                       "copied from pageable host memory); the capture was abandoned"));
+                                       " cannot be captured into a CUDA Graph (it synchronized or copied from "
+                                       "pageable host memory); the capture was abandoned"));
       }
     }
     const cudaError_t end = cudaStreamEndCapture(stream, &graph);
@@ -76,7 +80,7 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const std::vector<Step>& steps, in
     ENCORE_CUDA_CHECK("instantiate", cudaGraphInstantiate(&exec, graph, 0));
     g->exec_ = exec;
     // Upload now so the first replay does not pay for it.
-    ENCORE_CUDA_CHECK("instantiate", cudaGraphUpload(exec, stream));
+    ENCORE_CUDA_CHECK("instantiate", cudaGraphUpload(exec, cuda::stream(device)));
     times.instantiate_ns = timer.stop();
   }
   return g;

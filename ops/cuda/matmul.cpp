@@ -96,15 +96,8 @@ void matmul_kernel(const KernelCtx& c) {
   });
 }
 
-// Nothing to prepare but the cuBLAS handle itself: creating it (and its workspace) allocates,
-// which must happen before a graph capture, not during it.
-std::shared_ptr<void> prepare_matmul(const KernelCtx& c) {
-  cublas(device_of(c));
-  return nullptr;
-}
-
 }  // namespace
 
-void register_matmul() { set_kernel(OpId::matmul, matmul_kernel, prepare_matmul); }
+void register_matmul() { set_kernel(OpId::matmul, matmul_kernel); }
 
 }  // namespace encore::cuda

@@ -1,6 +1,3 @@
-#include <cudnn.h>
-
-#include "ops/autotune.h"
 #include "ops/cuda/kernels.h"
 
 namespace encore::cuda {
@@ -17,9 +14,6 @@ void register_kernels() {
   register_creation();
   register_optim();
   define_cudnn_lstm();
-  // Saved autotune choices are only valid for the cuDNN that made them (a library call, no
-  // GPU needed).
-  autotune::detail::set_backend_version(cudnnGetVersion());
 }
 
 }  // namespace encore::cuda

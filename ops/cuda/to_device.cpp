@@ -11,10 +11,11 @@ namespace encore::cuda {
 namespace {
 
 // Host transfers read or write host memory at the moment of the call, which a captured graph
-// could not repeat on replay: refuse them instead of recording something else.
-void require_not_capturing(int device) {
-  ENCORE_CHECK(!capturing(device), UnsupportedError,
-               "[to_device] copies between host and cuda:", device,
+// could not repeat on replay, and a graph replays on one GPU: refuse such copies in a capture
+// instead of recording something else.
+void require_not_capturing(Device a, Device b) {
+  ENCORE_CHECK(!capturing(), UnsupportedError, "[to_device] copies between ", a.str(), " and ",
+               b.str(),
                " cannot be captured into a CUDA Graph; move tensors before the traced function or "
                "return them from it");
 }
@@ -26,7 +27,7 @@ void to_device_kernel(const KernelCtx& c) {
   if (nbytes == 0) return;
   if (src.device.is_cpu()) {
     const int device = dst.device.index;
-    require_not_capturing(device);
+    require_not_capturing(src.device, dst.device);
     if (src.contiguous()) {
       copy_to_device(dst.data, src.data, nbytes, device);
       return;
@@ -50,7 +51,7 @@ void to_device_kernel(const KernelCtx& c) {
     strided_copy(dst, src, dev.stream(), "to_device");
     return;
   }
-  if (dst.device.is_cpu()) require_not_capturing(from);
+  require_not_capturing(src.device, dst.device);
   DeviceBuffer dense;
   const void* src_data = src.data;
   if (!src.contiguous()) {
@@ -69,14 +70,25 @@ void to_device_kernel(const KernelCtx& c) {
   const int to = dst.device.index;
   // Between two GPUs: the copy runs on the destination's stream after the source's queued
   // work, and the source's stream waits for the copy before it may reuse the source memory.
-  const Event produced = make_event(), copied = make_event();
-  ENCORE_CUDA_CHECK("to_device", cudaEventRecord(produced.get(), stream(from)));
-  const OnDevice dev(to);
-  ENCORE_CUDA_CHECK("to_device", cudaStreamWaitEvent(dev.stream(), produced.get(), 0));
-  ENCORE_CUDA_CHECK("to_device",
-                    cudaMemcpyPeerAsync(dst.data, to, src_data, from, nbytes, dev.stream()));
-  ENCORE_CUDA_CHECK("to_device", cudaEventRecord(copied.get(), dev.stream()));
-  ENCORE_CUDA_CHECK("to_device", cudaStreamWaitEvent(stream(from), copied.get(), 0));
+  // An event is recorded on a stream of the device it was created on, so each is made (and
+  // recorded) with its stream's device current; waiting on another device's event is allowed.
+  Event produced;
+  {
+    const OnDevice source(from);
+    produced = make_event();
+    ENCORE_CUDA_CHECK("to_device", cudaEventRecord(produced.get(), source.stream()));
+  }
+  Event copied;
+  {
+    const OnDevice dev(to);
+    copied = make_event();
+    ENCORE_CUDA_CHECK("to_device", cudaStreamWaitEvent(dev.stream(), produced.get(), 0));
+    ENCORE_CUDA_CHECK("to_device",
+                      cudaMemcpyPeerAsync(dst.data, to, src_data, from, nbytes, dev.stream()));
+    ENCORE_CUDA_CHECK("to_device", cudaEventRecord(copied.get(), dev.stream()));
+  }
+  const OnDevice source(from);
+  ENCORE_CUDA_CHECK("to_device", cudaStreamWaitEvent(source.stream(), copied.get(), 0));
 }
 
 }  // namespace

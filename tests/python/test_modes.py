@@ -1,6 +1,9 @@
 """Grad and training modes, precision switches, the ledger, autotuning, CUDA queries."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -107,6 +110,17 @@ def test_autotune_and_cpu_primitives():
     assert isinstance(entries, list)
     for e in entries:
         assert {"op", "key", "algorithm", "backend"} <= set(e)
+
+
+def test_autotune_file_loads_as_the_first_call_of_a_process(tmp_path):
+    # The file names the cuDNN version that chose its algorithms (none in a CPU-only build);
+    # a new process must know its own version before any op has run.
+    path = tmp_path / "autotune.txt"
+    encore.ones(2) + 1  # like a process that trained before saving
+    encore.autotune.save(path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    subprocess.run([sys.executable, "-c", f"import encore; encore.autotune.load({str(path)!r})"],
+                   env=env, check=True, timeout=120)
 
 
 def test_cuda_queries_work_without_a_gpu():
