@@ -65,8 +65,10 @@ def contrast(key, e, t):
     if isinstance(e, np.ndarray) and isinstance(t, np.ndarray) and e.dtype == t.dtype and e.shape == t.shape:
         differ = np.flatnonzero(~equal_elements(e, t).ravel())
         i = differ[0]
+        # The shortest text that tells the two values apart in their own dtype.
+        show = (lambda v: np.format_float_positional(v, unique=True)) if e.dtype.kind == "f" else str
         text += (f"\n    {len(differ)} of {e.size} elements differ; the first, flat index {i}: "
-                 f"eager {e.ravel()[i]} traced {t.ravel()[i]}")
+                 f"eager {show(e.ravel()[i])} traced {show(t.ravel()[i])}")
     return text
 
 
