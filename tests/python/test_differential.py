@@ -1,0 +1,32 @@
+"""Differential fuzzing of encore.trace: a fixed-seed batch of random training programs
+(fuzz_traced.py) must give bitwise the same results eagerly and traced. A failure is shrunk
+and printed as a standalone reproduction.
+
+500 programs take about 2 s on 2 idle cores. ENCORE_FUZZ_PROGRAMS=N runs N programs instead,
+ENCORE_FUZZ_SEED=S another batch; for long runs and to look past a known failure, use the CLI
+(python tests/python/fuzz_traced.py -h).
+"""
+
+import io
+import os
+
+import pytest
+
+import fuzz_traced
+
+PROGRAMS = int(os.environ.get("ENCORE_FUZZ_PROGRAMS", "500"))
+SEED = int(os.environ.get("ENCORE_FUZZ_SEED", "1"))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 8: traced steps differ from eager (gradient accumulation, backward without step, "
+    "writes to captured and strided tensors, static 0.0/-0.0/NaN, .grad and requires_grad not in the "
+    "cache key); remove this mark once the tracing core rewrite lands",
+)
+def test_traced_programs_agree_with_eager():
+    report = io.StringIO()
+    result = fuzz_traced.fuzz(PROGRAMS, SEED, stop_on_first=True, shrink_budget_s=20.0, out=report)
+    if result["failures"]:
+        pytest.fail(report.getvalue(), pytrace=False)
+    assert result["programs"] == PROGRAMS
