@@ -14,6 +14,12 @@ namespace encore::graph {
 
 enum class BufferKind : uint8_t { Input, External, Internal };
 
+/// A tensor through which the trace saw a captured buffer, as it was when first seen.
+struct Owner {
+  std::weak_ptr<TensorImpl> tensor;
+  bool requires_grad;  // the graph's backward pass depends on it
+};
+
 struct Buffer {
   BufferKind kind = BufferKind::Internal;
   size_t nbytes = 0;
@@ -22,7 +28,7 @@ struct Buffer {
   std::shared_ptr<Storage> storage;    // External: the captured storage, kept alive
   /// External: every tensor it was seen through. Those alive after the trace are the
   /// caller's (parameters, optimizer state) and are checked for replaced storage.
-  std::vector<std::weak_ptr<TensorImpl>> owners;
+  std::vector<Owner> owners;
   std::string label;                   // "x", "dense.kernel", "%12"
   bool written = false;                // some node writes it (parameter updates, generator state)
 };

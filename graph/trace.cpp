@@ -106,7 +106,8 @@ void restore_written_constants(graph::Graph& g) {
   for (uint32_t b = 0; b < n; ++b) {
     graph::Buffer& buf = g.buffers[b];
     if (buf.kind != graph::BufferKind::External || !buf.written) continue;
-    const bool owned = std::any_of(buf.owners.begin(), buf.owners.end(), [](const auto& w) { return !w.expired(); });
+    const bool owned = std::any_of(buf.owners.begin(), buf.owners.end(),
+                                   [](const graph::Owner& o) { return !o.tensor.expired(); });
     if (owned || buf.nbytes == 0) continue;
     // Byte-for-byte: a view of whole 4-byte words (every dtype's size is a multiple of 4).
     const Shape words{static_cast<int64_t>(buf.nbytes / 4)};
@@ -167,6 +168,9 @@ std::string TracedFunction::stale_reason(const Entry& e) const {
 }
 
 std::string TracedFunction::guard_reason(const Entry& e) const {
+  for (const Captured& c : e.captured)
+    if (c.raw->requires_grad != c.requires_grad)
+      return "captured tensor '" + c.label + "' " + (c.requires_grad ? "no longer requires" : "now requires") + " grad";
   for (const GradGuard& g : e.grad_guards) {
     const TensorImpl* now = g.raw->grad.get();
     if (now == g.expected) continue;
@@ -270,8 +274,9 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   // tracing, views) are gone by now and their storage belongs to the graph.
   for (const graph::Buffer& b : g.buffers) {
     if (b.kind != graph::BufferKind::External) continue;
-    for (const auto& w : b.owners)
-      if (auto owner = w.lock()) entry.captured.push_back({w, owner.get(), b.storage.get(), b.label});
+    for (const graph::Owner& o : b.owners)
+      if (auto owner = o.tensor.lock())
+        entry.captured.push_back({o.tensor, owner.get(), b.storage.get(), o.requires_grad, b.label});
   }
   const int64_t tune_before = ledger.get(Counter::AutotuneNs);
   entry.plan = std::make_unique<graph::Plan>(std::move(g));

@@ -146,6 +146,7 @@ class TracedFunction {
     std::weak_ptr<TensorImpl> owner;
     const TensorImpl* raw;
     const Storage* storage;
+    bool requires_grad;  // the graph's backward pass depends on it
     std::string label;
   };
   // A .grad slot the function read before writing it: the value it saw.

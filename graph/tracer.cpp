@@ -87,10 +87,10 @@ Value Tracer::value(const Tensor& t, const char* op) {
     b = it->second;
     Buffer& buf = graph_.buffers[b];
     if (buf.label.rfind("captured", 0) == 0 && !t.name().empty()) buf.label = t.name();
-    const bool known = std::any_of(buf.owners.begin(), buf.owners.end(), [&](const auto& w) {
-      return !w.owner_before(t.impl_ptr()) && !t.impl_ptr().owner_before(w);
+    const bool known = std::any_of(buf.owners.begin(), buf.owners.end(), [&](const Owner& o) {
+      return !o.tensor.owner_before(t.impl_ptr()) && !t.impl_ptr().owner_before(o.tensor);
     });
-    if (!known) buf.owners.push_back(t.impl_ptr());
+    if (!known) buf.owners.push_back({t.impl_ptr(), t.requires_grad()});
   }
   return {b, t.offset(), t.shape(), t.strides(), t.dtype()};
 }
