@@ -66,9 +66,9 @@ class PyTraced {
 
     const std::thread::id me = std::this_thread::get_id();
     if (depth_ > 0 && owner_ != me)
-      throw std::runtime_error("[trace] '" + name() +
-                               "' is already running on another thread; a traced "
-                               "function cannot be called from two threads at once");
+      throw UnsupportedError("[trace] '" + name() +
+                             "' is already running on another thread; a traced "
+                             "function cannot be called from two threads at once");
     owner_ = me;
     ++depth_;
     struct Exit {
@@ -99,8 +99,8 @@ class PyTraced {
   // GIL and may be retracing or evicting: reading its cache or statistics then is a data race).
   TracedFunction& fn() {
     if (depth_ > 0 && owner_ != std::this_thread::get_id())
-      throw std::runtime_error("[trace] '" + name() +
-                               "' is running on another thread; inspect it once that call returns");
+      throw UnsupportedError("[trace] '" + name() +
+                             "' is running on another thread; inspect it once that call returns");
     return *traced_;
   }
   py::object binder = py::none();  // (*args, **kwargs) -> args tuple
@@ -110,8 +110,8 @@ class PyTraced {
     // A call in progress (on any thread, or the one whose traced function calls clear())
     // holds references into the cache that clearing would free.
     if (depth_ > 0)
-      throw std::runtime_error("[trace] '" + name() +
-                               "' cannot be cleared while a call to it is in progress");
+      throw UnsupportedError("[trace] '" + name() +
+                             "' cannot be cleared while a call to it is in progress");
     traced_->clear();
     structures_.clear();
   }

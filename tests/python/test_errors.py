@@ -11,11 +11,36 @@ from encore import nn
 
 
 def test_exception_hierarchy():
-    assert issubclass(encore.ShapeError, ValueError)
-    assert issubclass(encore.DTypeError, TypeError)
-    assert issubclass(encore.OutOfMemoryError, MemoryError)
-    for cls in (encore.DeviceError, encore.UnsupportedError, encore.BackendError):
-        assert issubclass(cls, encore.Error) and issubclass(cls, RuntimeError)
+    assert issubclass(encore.Error, Exception) and not issubclass(encore.Error, RuntimeError)
+    builtin = {encore.ShapeError: ValueError, encore.DTypeError: TypeError,
+               encore.InvalidValueError: ValueError, encore.OutOfMemoryError: MemoryError,
+               encore.DeviceError: RuntimeError, encore.UnsupportedError: RuntimeError,
+               encore.BackendError: RuntimeError}
+    for cls, base in builtin.items():
+        assert issubclass(cls, encore.Error) and issubclass(cls, base), cls
+        assert cls.__module__ == "encore" and cls.__name__ in encore.__all__
+
+
+def test_every_encore_error_is_caught_by_encore_error():
+    cases = [
+        (encore.ShapeError, lambda: encore.ones(2, 3) + encore.ones(4)),
+        (encore.DTypeError, lambda: encore.ones(2, dtype=encore.int32) + encore.ones(2)),
+        (encore.InvalidValueError, lambda: encore.ones(3).item()),
+        (encore.OutOfMemoryError, lambda: encore.zeros(2**46)),
+        (encore.ShapeError, lambda: nn.binary_crossentropy(encore.ones(2), encore.ones(3))),
+    ]
+    if not encore.cuda.is_available():
+        cases.append((encore.DeviceError, lambda: encore.ones(2, device="cuda")))
+    for kind, fail in cases:
+        with pytest.raises(encore.Error) as info:
+            fail()
+        assert type(info.value) is kind
+        assert str(info.value).startswith("[")
+    # ... and each still by its builtin base.
+    with pytest.raises(MemoryError):
+        encore.zeros(2**46)
+    with pytest.raises(ValueError):
+        encore.ones(3).item()
 
 
 def test_messages_name_the_op_and_shapes():
