@@ -282,6 +282,11 @@ void Tensor::backward(const Tensor& grad) const {
   }
   ENCORE_CHECK(g.shape() == shape(), ShapeError, "[backward] gradient ", describe(g),
                " does not match ", describe(*this));
+  ENCORE_CHECK(g.dtype() == dtype(), DTypeError, "[backward] gradient ", describe(g),
+               " does not match the dtype of ", describe(*this), "; convert it with .to(",
+               ::encore::name(dtype()), ")");
+  ENCORE_CHECK(g.device() == device(), DeviceError, "[backward] gradient ", describe(g),
+               " is not on the device of ", describe(*this));
   autograd::backward(*this, g);
 }
 
