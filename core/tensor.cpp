@@ -256,6 +256,7 @@ void Tensor::set_data(const Tensor& other) {
   ENCORE_CHECK(!requires_grad() || is_floating(other.dtype()), DTypeError, "[set_data] ",
                describe(*this), " requires grad and cannot take integer data");
   impl_->storage = other.storage();
+  impl_->sigmoid_origin.reset();
   impl_->dtype = other.dtype();
   impl_->strides = other.strides();
   impl_->offset = other.offset();
