@@ -15,7 +15,8 @@ namespace encore::nn {
 Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits = false);
 Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred);
 /// labels: integer class ids (...,); y_pred: (..., classes) logits or probabilities. A label
-/// outside [0, classes) is a ValueError that names it (eager; under a trace, at replay).
+/// outside [0, classes) is a ValueError that names the loss and the label (a traced step
+/// reports it when it replays, as an error of the gather inside the loss).
 Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pred,
                                        bool from_logits = true);
 
