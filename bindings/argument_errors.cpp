@@ -36,8 +36,7 @@ std::vector<Param> parse_params(std::string_view sig) {
   for (size_t i = open + 1; i < sig.size() && depth >= 0; ++i) {
     const char c = sig[i];
     if (c == '(' || c == '[') ++depth;
-    if (c == ']') --depth;
-    if (c == ')') --depth;
+    if (c == ')' || c == ']') --depth;
     if (!((c == ',' && depth == 0) || depth < 0)) continue;
     std::string_view p = sig.substr(start, i - start);
     while (!p.empty() && p.front() == ' ') p.remove_prefix(1);
@@ -223,7 +222,7 @@ void route(py::handle f, const std::string& name) {
 }  // namespace
 
 void init_argument_errors(py::module_& m) {
-  py::handle sample = m.attr("matmul");
+  const py::object sample = m.attr("matmul");
   g_pybind11_dispatcher = reinterpret_cast<FastCall>(reinterpret_cast<void (*)()>(
       reinterpret_cast<PyCFunctionObject*>(sample.ptr())->m_ml->ml_meth));
   py::object tensor = py::type::of<Tensor>();
