@@ -33,6 +33,9 @@ void init_ops(py::module_& m);
 void init_nn(py::module_& m);
 void init_optim(py::module_& m);
 void init_trace(py::module_& m);
+/// Last: routes every function of the module through a wrapper that shortens pybind11's
+/// "incompatible function arguments" TypeError (argument_errors.cpp).
+void init_argument_errors(py::module_& m);
 
 /// A device from an encore.Device, a string ("cpu", "cuda", "cuda:1") or None (the CPU).
 Device to_device(py::handle obj);

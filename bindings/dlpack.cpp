@@ -2,8 +2,9 @@
 // specification (v1.0 with the legacy v0.8 form). Protocol:
 //  - export: Tensor.__dlpack__ returns a PyCapsule named "dltensor" (legacy) or
 //    "dltensor_versioned" (when the consumer asks for max_version >= 1.0) whose manager_ctx
-//    holds a Tensor handle; the consumer renames the capsule "used_..." and calls the deleter
-//    when done. A capsule that was never consumed calls the deleter when it is collected.
+//    holds the tensor's Storage and geometry; the consumer renames the capsule "used_..." and calls
+//    the deleter when done. A capsule that was never consumed calls the deleter when it is
+//    collected.
 //  - import: encore.from_dlpack(obj) calls obj.__dlpack__ (asking for a versioned capsule
 //    first), renames the capsule and wraps the memory in a Storage whose owner calls the
 //    producer's deleter when the last tensor viewing it is gone.
@@ -65,13 +66,15 @@ constexpr const char* kVersionedUsed = "used_dltensor_versioned";
 
 // ---- export -----------------------------------------------------------------------------
 
+// What a consumer's view needs alive: the storage, not the tensor (set_data may give the
+// tensor other storage while the consumer still reads this one), and the geometry it points to.
 struct ExportCtx {
-  Tensor tensor;
+  std::shared_ptr<Storage> storage;
   std::vector<int64_t> shape, strides;
 };
 
-DLTensor describe_for_export(ExportCtx& ctx) {
-  const Tensor& t = ctx.tensor;
+DLTensor describe_for_export(const Tensor& t, ExportCtx& ctx) {
+  ctx.storage = t.storage();
   ctx.shape = t.shape().vec();
   ctx.strides = t.strides().vec();
   DLTensor dl{};
@@ -102,8 +105,7 @@ void unconsumed_capsule(PyObject* capsule, const char* name) {
 
 py::object export_capsule(const Tensor& t, bool versioned, bool copied) {
   auto ctx = std::make_unique<ExportCtx>();
-  ctx->tensor = t;
-  const DLTensor dl = describe_for_export(*ctx);
+  const DLTensor dl = describe_for_export(t, *ctx);
   if (versioned) {
     auto* m = new DLManagedTensorVersioned{{1, 0},
                                            ctx.release(),

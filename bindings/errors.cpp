@@ -1,6 +1,6 @@
-// C++ exceptions -> Python exceptions, with the same messages. Each encore error kind gets a
-// Python class deriving from the natural builtin, so `except ValueError` and
-// `except encore.ShapeError` both work.
+// C++ exceptions -> Python exceptions, with the same messages. `encore.Error` is the base of
+// every encore error, and each kind also derives from the natural builtin, so
+// `except encore.Error`, `except encore.ShapeError` and `except ValueError` all work.
 #include <cstring>
 
 #include "bindings.h"
@@ -13,27 +13,22 @@ namespace {
 PyObject* g_error = nullptr;
 PyObject* g_shape_error = nullptr;
 PyObject* g_dtype_error = nullptr;
+PyObject* g_value_error = nullptr;
 PyObject* g_device_error = nullptr;
 PyObject* g_unsupported_error = nullptr;
 PyObject* g_backend_error = nullptr;
 PyObject* g_oom_error = nullptr;
 
-PyObject* make_exception(py::module_& m, const char* name, PyObject* bases, const char* doc) {
+PyObject* make_exception(py::module_& m, const char* name, std::initializer_list<PyObject*> bases,
+                         const char* doc) {
+  py::tuple base_tuple(bases.size());
+  size_t i = 0;
+  for (PyObject* b : bases) base_tuple[i++] = py::reinterpret_borrow<py::object>(b);
   const std::string qualified = std::string("encore.") + name;
-  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, base_tuple.ptr(), nullptr);
   if (!type) throw py::error_already_set();
   m.attr(name) = py::reinterpret_borrow<py::object>(type);
   return type;
-}
-
-PyObject* bases(std::initializer_list<PyObject*> types) {
-  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(types.size()));
-  Py_ssize_t i = 0;
-  for (PyObject* b : types) {
-    Py_INCREF(b);
-    PyTuple_SET_ITEM(t, i++, b);
-  }
-  return t;
 }
 
 // PyErr_SetString with a message that is not valid UTF-8 (a name read from a corrupt file)
@@ -49,19 +44,22 @@ void set_error(PyObject* type, const char* what) {
 }  // namespace
 
 void init_errors(py::module_& m) {
-  g_error = make_exception(m, "Error", bases({PyExc_RuntimeError}),
-                           "Base of encore's runtime errors (device, unsupported, backend).");
-  g_shape_error =
-      make_exception(m, "ShapeError", bases({PyExc_ValueError}), "Incompatible or invalid shapes.");
-  g_dtype_error = make_exception(m, "DTypeError", bases({PyExc_TypeError}), "Wrong element type.");
+  g_error = make_exception(m, "Error", {PyExc_Exception}, "Base of every encore error.");
+  g_shape_error = make_exception(m, "ShapeError", {g_error, PyExc_ValueError},
+                                 "Incompatible or invalid shapes.");
+  g_dtype_error =
+      make_exception(m, "DTypeError", {g_error, PyExc_TypeError}, "Wrong element type.");
+  g_value_error = make_exception(
+      m, "InvalidValueError", {g_error, PyExc_ValueError},
+      "A bad argument value, or reading a value that does not exist yet (inside a trace).");
   g_device_error =
-      make_exception(m, "DeviceError", bases({g_error}),
+      make_exception(m, "DeviceError", {g_error, PyExc_RuntimeError},
                      "Tensors on the wrong or mixed devices, or a device that is not present.");
-  g_unsupported_error = make_exception(m, "UnsupportedError", bases({g_error}),
+  g_unsupported_error = make_exception(m, "UnsupportedError", {g_error, PyExc_RuntimeError},
                                        "A feature this build or configuration does not support.");
-  g_backend_error = make_exception(m, "BackendError", bases({g_error}),
+  g_backend_error = make_exception(m, "BackendError", {g_error, PyExc_RuntimeError},
                                    "A failure inside a backend library call (BLAS, oneDNN, CUDA).");
-  g_oom_error = make_exception(m, "OutOfMemoryError", bases({PyExc_MemoryError}),
+  g_oom_error = make_exception(m, "OutOfMemoryError", {g_error, PyExc_MemoryError},
                                "An allocation failed; encore stays usable.");
 
   // Most derived first: every kind is an encore::Error.
@@ -81,7 +79,7 @@ void init_errors(py::module_& m) {
     } catch (const OutOfMemoryError& e) {
       set_error(g_oom_error, e.what());
     } catch (const encore::ValueError& e) {
-      set_error(PyExc_ValueError, e.what());
+      set_error(g_value_error, e.what());
     } catch (const Error& e) {
       set_error(g_error, e.what());
     } catch (const py::cast_error& e) {

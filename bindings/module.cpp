@@ -12,5 +12,6 @@ PYBIND11_MODULE(_C, m) {
   init_nn(m);
   init_optim(m);
   init_trace(m);
+  init_argument_errors(m);
   m.attr("cuda_built") = encore::cuda_built();
 }

@@ -240,7 +240,11 @@ void init_nn(py::module_& m) {
 
   // ---- losses ---------------------------------------------------------------------------
   m.def("binary_crossentropy", &nn::binary_crossentropy, py::arg("y_true"), py::arg("y_pred"),
-        py::arg("from_logits") = false);
+        py::arg("from_logits") = false,
+        "Mean binary cross-entropy. Probabilities that are the unmodified output of a sigmoid\n"
+        "(encore.sigmoid, or a layer with activation='sigmoid') are computed from their logits,\n"
+        "as in Keras 3: stable, and saturated outputs keep their gradient. Other probabilities\n"
+        "are clipped to [1e-7, 1 - 1e-7].");
   m.def("mean_squared_error", &nn::mean_squared_error, py::arg("y_true"), py::arg("y_pred"));
   m.def("sparse_categorical_crossentropy", &nn::sparse_categorical_crossentropy, py::arg("labels"),
         py::arg("y_pred"), py::arg("from_logits") = true);

@@ -4,7 +4,8 @@
 //    float32/float64/int32/int64; the tensor's Storage holds a reference to `a` (Storage::wrap
 //    `owner`), so the memory stays valid as long as either lives. Otherwise they copy.
 //  - Tensor.numpy() of a contiguous CPU tensor returns an array viewing the tensor's memory;
-//    the array's base is a capsule holding the tensor, which keeps the storage alive.
+//    the array's base is a capsule holding the tensor's Storage (not the tensor, whose storage
+//    set_data may replace), which keeps the memory alive.
 //    Other tensors (strided, on the GPU) are copied first.
 #include <bit>
 #include <cstring>
@@ -81,7 +82,11 @@ py::array to_numpy(const Tensor& t, bool copy) {
   std::vector<py::ssize_t> shape(host.shape().begin(), host.shape().end()), strides;
   for (int64_t s : host.strides())
     strides.push_back(static_cast<py::ssize_t>(s * itemsize(host.dtype())));
-  py::capsule base(new Tensor(host), [](void* p) { delete static_cast<Tensor*>(p); });
+  // The array keeps the storage alive, not the tensor: set_data (or Module.to) may give the
+  // tensor other storage while the array still views this one.
+  using StoragePtr = std::shared_ptr<Storage>;
+  py::capsule base(new StoragePtr(host.storage()),
+                   [](void* p) { delete static_cast<StoragePtr*>(p); });
   return py::array(numpy_dtype(host.dtype()), shape, strides, host.data_ptr(), base);
 }
 

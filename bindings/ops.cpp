@@ -28,6 +28,22 @@ Tensor finish(Tensor t, bool requires_grad) {
 
 Generator* to_generator(py::handle g) { return g.is_none() ? nullptr : &g.cast<Generator&>(); }
 
+// A seed is an integer in [0, 2**64): a negative one is a mistake, not a value to wrap around.
+uint64_t to_seed(py::handle seed, const char* op) {
+  if (!PyIndex_Check(seed.ptr()))
+    throw py::type_error(std::string("[") + op + "] seed must be an int, got " +
+                         Py_TYPE(seed.ptr())->tp_name);
+  const auto value = py::reinterpret_steal<py::int_>(PyNumber_Index(seed.ptr()));
+  if (!value) throw py::error_already_set();
+  const unsigned long long s = PyLong_AsUnsignedLongLong(value.ptr());
+  if (s == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw ValueError(detail::cat("[", op, "] seed must be an integer in [0, 2**64), got ",
+                                 std::string(py::str(value))));
+  }
+  return s;
+}
+
 // arange(stop), arange(start, stop[, step]); integers make int64 unless a dtype is given.
 Tensor arange_py(py::object a, py::object b, py::object step, py::object dtype, py::object device,
                  bool requires_grad) {
@@ -103,13 +119,14 @@ void init_ops(py::module_& m) {
       m, "Generator",
       "A counter-based (Philox) random stream; its state lives on its device, so traced "
       "steps advance it on every replay.")
-      .def(py::init(
-               [](uint64_t seed, py::object device) { return Generator(seed, to_device(device)); }),
+      .def(py::init([](py::object seed, py::object device) {
+             return Generator(to_seed(seed, "Generator"), to_device(device));
+           }),
            py::arg("seed") = 0, py::arg("device") = py::none())
       .def(
           "manual_seed",
-          [](Generator& g, uint64_t seed) -> Generator& {
-            g.manual_seed(seed);
+          [](Generator& g, py::object seed) -> Generator& {
+            g.manual_seed(to_seed(seed, "manual_seed"));
             return g;
           },
           py::arg("seed"), py::return_value_policy::reference_internal)
@@ -122,8 +139,8 @@ void init_ops(py::module_& m) {
       [](py::object device) -> Generator& { return Generator::default_for(to_device(device)); },
       py::arg("device") = py::none(), py::return_value_policy::reference);
   m.def(
-      "manual_seed", [](uint64_t seed) { manual_seed(seed); }, py::arg("seed"),
-      "Seeds the default generator of every device.");
+      "manual_seed", [](py::object seed) { manual_seed(to_seed(seed, "manual_seed")); },
+      py::arg("seed"), "Seeds the default generator of every device.");
   auto random = [](bool is_normal) {
     return [is_normal](const py::args& shape, py::object dtype, py::object device,
                        py::object generator, bool requires_grad) {

@@ -8,6 +8,8 @@
 
 namespace encore {
 
+/// The base of every encore error (Python: encore.Error; each kind below is also the Python
+/// builtin named).
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -18,7 +20,8 @@ class ShapeError : public Error { using Error::Error; };
 class DTypeError : public Error { using Error::Error; };
 /// Tensors on the wrong or mixed devices, or a device that is not present (Python: RuntimeError).
 class DeviceError : public Error { using Error::Error; };
-/// Bad argument values, or reading a value that does not exist yet (Python: ValueError).
+/// Bad argument values, or reading a value that does not exist yet (Python:
+/// encore.InvalidValueError, a ValueError).
 class ValueError : public Error { using Error::Error; };
 /// A feature this build or this configuration does not support (Python: RuntimeError).
 class UnsupportedError : public Error { using Error::Error; };

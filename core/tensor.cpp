@@ -260,6 +260,7 @@ void Tensor::set_data(const Tensor& other) {
   ENCORE_CHECK(!requires_grad() || is_floating(other.dtype()), DTypeError, "[set_data] ",
                describe(*this), " requires grad and cannot take integer data");
   impl_->storage = other.storage();
+  impl_->sigmoid_origin.reset();
   impl_->dtype = other.dtype();
   impl_->strides = other.strides();
   impl_->offset = other.offset();
@@ -303,6 +304,11 @@ void Tensor::backward(const Tensor& grad) const {
   }
   ENCORE_CHECK(g.shape() == shape(), ShapeError, "[backward] gradient ", describe(g),
                " does not match ", describe(*this));
+  ENCORE_CHECK(g.dtype() == dtype(), DTypeError, "[backward] gradient ", describe(g),
+               " does not match the dtype of ", describe(*this), "; convert it with .to(",
+               ::encore::name(dtype()), ")");
+  ENCORE_CHECK(g.device() == device(), DeviceError, "[backward] gradient ", describe(g),
+               " is not on the device of ", describe(*this));
   autograd::backward(*this, g);
 }
 

@@ -5,6 +5,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,18 @@ namespace encore {
 
 namespace autograd { struct Node; }
 class Tensor;
+struct TensorImpl;
+
+/// Where a tensor of probabilities came from: set by `sigmoid` (ops/ops.h) so that
+/// binary_crossentropy can compute from the logits (numerically stable, and a saturated output
+/// keeps its gradient), as Keras does. Valid while neither storage changed since: the versions
+/// and the logits' storage are recorded to tell.
+struct SigmoidOrigin {
+  std::shared_ptr<TensorImpl> logits;
+  std::weak_ptr<const Storage> logits_storage;  // set_data may give the logits another one
+  uint32_t logits_version = 0;
+  uint32_t version = 0;  // of the probabilities' storage
+};
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -34,6 +47,7 @@ struct TensorImpl {
   /// gradient into when its .grad was None, so every Plan writes the tensor users read.
   std::shared_ptr<TensorImpl> trace_grad;
   std::string name;  // set for parameters ("dense_1.kernel"); used in explanations
+  std::optional<SigmoidOrigin> sigmoid_origin;
 };
 
 class Tensor {

@@ -29,7 +29,7 @@ Shape Dense::build_impl(const Shape& input_shape) {
 }
 
 Tensor Dense::forward_impl(const Tensor& x) {
-  ENCORE_CHECK(x.dim() >= 1 && x.shape().back() == kernel_.shape()[0], ShapeError, "[", name(),
+  ENCORE_CHECK(x.dim() >= 1 && x.shape().back() == kernel_.shape()[0], ShapeError, "[", label(),
                "] input ", x.shape().str(), " has ", x.dim() ? x.shape().back() : 0,
                " features but the layer was built for ", kernel_.shape()[0]);
   Tensor y = matmul(x, kernel_);

@@ -1,41 +1,109 @@
 #include "nn/losses.h"
 
+#include <algorithm>
+#include <span>
+
 #include "autograd/grad_mode.h"
 #include "ops/ops.h"
 
 namespace encore::nn {
 
 namespace {
-void require_same_shape(const char* loss, const Tensor& a, const Tensor& b) {
-  ENCORE_CHECK(a.defined() && b.defined(), ValueError, "[", loss, "] undefined input");
-  ENCORE_CHECK(a.shape() == b.shape(), ShapeError, "[", loss, "] targets ", a.shape().str(),
-               " and predictions ", b.shape().str(), " differ in shape");
+
+// Inputs are checked here, so that a mistake is reported under the loss's name and not under
+// an op inside it ("[mul] dtypes differ").
+void check_pair(const char* loss, const Tensor& y_true, const Tensor& y_pred) {
+  ENCORE_CHECK(y_true.defined() && y_pred.defined(), ValueError, "[", loss, "] undefined input");
+  ENCORE_CHECK(y_true.shape() == y_pred.shape(), ShapeError, "[", loss, "] targets ",
+               y_true.shape().str(), " and predictions ", y_pred.shape().str(), " differ in shape");
+  ENCORE_CHECK(is_floating(y_pred.dtype()), DTypeError, "[", loss,
+               "] predictions must be floating, got ", describe(y_pred));
+  ENCORE_CHECK(y_true.dtype() == y_pred.dtype(), DTypeError, "[", loss, "] targets ",
+               describe(y_true), " and predictions ", describe(y_pred),
+               " differ in dtype; convert the targets with .to(", name(y_pred.dtype()), ")");
+  ENCORE_CHECK(y_true.device() == y_pred.device(), DeviceError, "[", loss, "] targets ",
+               describe(y_true), " and predictions ", describe(y_pred),
+               " are on different devices");
 }
+
+// The logits `p` is the sigmoid of, while computing from them gives the loss of `p`: it came
+// from sigmoid() and neither tensor was written in place (or given new storage) since. A
+// probability tensor made without gradient tracking gets detached logits, so the loss does
+// not track either; one whose gradient the caller asked for directly (a leaf) keeps its own.
+Tensor sigmoid_logits(const Tensor& p) {
+  const std::optional<SigmoidOrigin>& origin = p.impl()->sigmoid_origin;
+  if (!origin) return {};
+  const Tensor z(origin->logits);
+  const bool unchanged = p.storage()->version() == origin->version &&
+                         origin->logits_storage.lock() == z.storage() &&
+                         z.storage()->version() == origin->logits_version;
+  if (!unchanged) return {};
+  if (!p.requires_grad()) return z.detach();
+  return p.is_leaf() ? Tensor() : z;
+}
+
+Tensor binary_crossentropy_of_logits(const Tensor& y_true, const Tensor& z) {
+  // softplus(z) - z * y = -(y log sigmoid(z) + (1 - y) log(1 - sigmoid(z))), without rounding.
+  return mean(softplus(z) - z * y_true);
+}
+
+// The first label outside [0, classes), for the message of a failed gather (read on the host:
+// this only runs after the kernel has rejected the labels).
+std::string bad_label(const Tensor& labels, int64_t classes) {
+  const std::vector<int64_t> v = labels.to_vector<int64_t>();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] < 0 || v[i] >= classes)
+      return detail::cat("label ", v[i], " (element ", i, " of labels ", labels.shape().str(),
+                         ") is out of range for ", classes, " classes");
+  return {};
+}
+
 }  // namespace
 
 Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits) {
-  require_same_shape("binary_crossentropy", y_true, y_pred);
-  if (from_logits) return mean(softplus(y_pred) - y_pred * y_true);
+  check_pair("binary_crossentropy", y_true, y_pred);
+  if (from_logits) return binary_crossentropy_of_logits(y_true, y_pred);
+  if (const Tensor z = sigmoid_logits(y_pred); z.defined())
+    return binary_crossentropy_of_logits(y_true, z);
   constexpr double kEps = 1e-7;
   const Tensor p = clip(y_pred, kEps, 1.0 - kEps);
   return neg(mean(y_true * log(p) + (1.0 - y_true) * log(1.0 - p)));
 }
 
 Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred) {
-  require_same_shape("mean_squared_error", y_true, y_pred);
+  check_pair("mean_squared_error", y_true, y_pred);
   const Tensor d = y_pred - y_true;
   return mean(d * d);
 }
 
 Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pred, bool from_logits) {
-  ENCORE_CHECK(labels.defined() && y_pred.defined(), ValueError,
-               "[sparse_categorical_crossentropy] undefined input");
+  const char* loss = "sparse_categorical_crossentropy";
+  ENCORE_CHECK(labels.defined() && y_pred.defined(), ValueError, "[", loss, "] undefined input");
+  ENCORE_CHECK(labels.dtype() == DType::Int32 || labels.dtype() == DType::Int64, DTypeError, "[",
+               loss, "] labels must be int32 or int64 class ids, got ", describe(labels));
+  ENCORE_CHECK(is_floating(y_pred.dtype()), DTypeError, "[", loss,
+               "] predictions must be floating, got ", describe(y_pred));
+  Shape rows(std::span<const int64_t>(y_pred.shape().begin(), std::max(y_pred.dim() - 1, 0)));
+  ENCORE_CHECK(y_pred.dim() >= 1 && labels.shape() == rows, ShapeError, "[", loss, "] labels ",
+               labels.shape().str(), " must have the shape of the predictions ",
+               y_pred.shape().str(), " without their last (class) axis");
+  ENCORE_CHECK(labels.device() == y_pred.device(), DeviceError, "[", loss, "] labels ",
+               describe(labels), " and predictions ", describe(y_pred),
+               " are on different devices");
   const Tensor logp = from_logits ? log_softmax(y_pred, -1) : log(clip(y_pred, 1e-7, 1.0));
-  return neg(mean(gather_last(logp, labels)));
+  Tensor picked;
+  try {
+    picked = gather_last(logp, labels);
+  } catch (const ValueError&) {
+    const std::string what = bad_label(labels, y_pred.shape().back());
+    if (what.empty()) throw;
+    throw ValueError(detail::cat("[", loss, "] ", what));
+  }
+  return neg(mean(picked));
 }
 
 double binary_accuracy(const Tensor& y_true, const Tensor& y_pred, double threshold) {
-  require_same_shape("binary_accuracy", y_true, y_pred);
+  check_pair("binary_accuracy", y_true, y_pred);
   NoGradGuard no_grad;
   const Tensor predicted = gt(y_pred, threshold);
   return mean(eq(predicted, y_true)).item();

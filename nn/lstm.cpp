@@ -31,7 +31,7 @@ bool LSTM::uses_cudnn(const Tensor& x) const {
   switch (options_.implementation) {
     case LSTMImplementation::Composed: return false;
     case LSTMImplementation::Cudnn:
-      ENCORE_CHECK(supported, UnsupportedError, "[", name(),
+      ENCORE_CHECK(supported, UnsupportedError, "[", label(),
                    "] the cuDNN implementation needs float32 input on a CUDA device and "
                    "activation='tanh', recurrent_activation='sigmoid'");
       return true;
@@ -42,7 +42,7 @@ bool LSTM::uses_cudnn(const Tensor& x) const {
 
 Tensor LSTM::forward_impl(const Tensor& x) {
   ENCORE_CHECK(x.dim() == 3 && x.shape()[2] == kernel_.shape()[0] && x.shape()[1] >= 1, ShapeError,
-               "[", name(), "] input ", x.shape().str(), " must be (batch, steps >= 1, ",
+               "[", label(), "] input ", x.shape().str(), " must be (batch, steps >= 1, ",
                kernel_.shape()[0], ")");
   return uses_cudnn(x) ? forward_cudnn(x) : forward_composed(x);
 }

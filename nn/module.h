@@ -43,6 +43,8 @@ class Module {
   /// Renames parameters under `prefix`; Sequential calls it so tensors know their full names.
   void set_name(const std::string& prefix);
   const std::string& name() const { return name_; }
+  /// What messages call the module: its name in a model ("dense_1"), else its type ("dense").
+  std::string label() const { return name_.empty() ? type_name() : name_; }
 
  protected:
   virtual Shape build_impl(const Shape& input_shape) = 0;

@@ -1,5 +1,7 @@
 #include "nn/optim.h"
 
+#include <unordered_map>
+
 #include "autograd/grad_mode.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -15,9 +17,17 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
   ENCORE_CHECK(!params_.empty(), ValueError, "[", name, "] got no parameters: build the model first ",
                "(model.build(input_shape)) and pass model.parameters()");
   ENCORE_CHECK(lr > 0, ValueError, "[", name, "] learning rate must be positive, got ", lr);
-  for (const Tensor& p : params_)
+  std::unordered_map<const TensorImpl*, size_t> position;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
     ENCORE_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), ValueError, "[", name,
                  "] parameters must be leaf tensors that require grad, got ", describe(p));
+    // Listed twice, a parameter would be updated twice per step.
+    const auto [it, first] = position.emplace(p.impl(), i);
+    ENCORE_CHECK(first, ValueError, "[", name, "] parameter ",
+                 p.name().empty() ? describe(p) : "'" + p.name() + "'",
+                 " is listed twice (positions ", it->second, " and ", i, ")");
+  }
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

@@ -70,7 +70,12 @@ Tensor exp(const Tensor& x) { return call(OpId::exp, {x}); }
 Tensor log(const Tensor& x) { return call(OpId::log, {x}); }
 Tensor sqrt(const Tensor& x) { return call(OpId::sqrt, {x}); }
 Tensor tanh(const Tensor& x) { return call(OpId::tanh, {x}); }
-Tensor sigmoid(const Tensor& x) { return call(OpId::sigmoid, {x}); }
+Tensor sigmoid(const Tensor& x) {
+  Tensor p = call(OpId::sigmoid, {x});
+  p.impl()->sigmoid_origin =
+      SigmoidOrigin{x.impl_ptr(), x.storage(), x.storage()->version(), p.storage()->version()};
+  return p;
+}
 Tensor relu(const Tensor& x) { return call(OpId::relu, {x}); }
 Tensor abs(const Tensor& x) { return call(OpId::abs, {x}); }
 Tensor softplus(const Tensor& x) { return call(OpId::softplus, {x}); }

@@ -41,6 +41,8 @@ Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor tanh(const Tensor& x);
+/// The result remembers `x` (TensorImpl::sigmoid_origin): binary_crossentropy then computes
+/// from the logits.
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor abs(const Tensor& x);

@@ -33,9 +33,13 @@ uint64_t Generator::offset() const { return static_cast<uint64_t>(state_.to_vect
 
 Generator& Generator::default_for(Device device) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto& g = defaults()[{static_cast<int>(device.type), device.index}];
-  if (!g) g = std::make_unique<Generator>(0, device);
-  return *g;
+  const std::pair<int, int> key{static_cast<int>(device.type), device.index};
+  auto it = defaults().find(key);
+  // Constructed before it is inserted: a device that cannot be used (no GPU) throws here and
+  // leaves no entry behind for manual_seed to trip over.
+  if (it == defaults().end())
+    it = defaults().emplace(key, std::make_unique<Generator>(0, device)).first;
+  return *it->second;
 }
 
 void manual_seed(uint64_t seed) {

@@ -2,6 +2,10 @@
 // and the runtime stays usable afterwards.
 #include "autograd/grad_mode.h"
 #include "helpers.h"
+#include "nn/layers.h"
+#include "nn/losses.h"
+#include "nn/lstm.h"
+#include "nn/optim.h"
 
 namespace encore {
 namespace {
@@ -17,6 +21,13 @@ template <class E, class F> std::string message_of(F&& f) {
   }
   ADD_FAILURE() << "no exception";
   return {};
+}
+
+// A tensor on cuda:0 without a GPU, for the checks that run before any kernel: its memory is
+// never touched.
+Tensor claims_cuda(const Shape& shape) {
+  return Tensor::make_view(Storage::wrap(nullptr, 0, Device::cuda(), nullptr), shape,
+                           contiguous_strides(shape), 0, DType::Float32);
 }
 
 #define EXPECT_ERROR(Kind, expr, fragment)                                        \
@@ -76,11 +87,100 @@ TEST(Errors, Autograd) {
   test::expect_values(w, {3, 3});
 }
 
+TEST(Errors, BackwardGradientOfAnotherDtypeOrDevice) {
+  const Tensor w = ones({2}).set_requires_grad();
+  const Tensor y = w * 2.0;
+  EXPECT_ERROR(DTypeError, y.backward(ones({2}, DType::Float64)),
+               "[backward] gradient (2,) float64 on cpu does not match the dtype of (2,) float32");
+  EXPECT_ERROR(
+      DeviceError, y.backward(claims_cuda({2})),
+      "[backward] gradient (2,) float32 on cuda:0 is not on the device of (2,) float32 on cpu");
+  y.backward(ones({2}));
+  test::expect_values(w.grad(), {2, 2});
+}
+
+TEST(Errors, OptimizerParameterListedTwice) {
+  nn::Dense dense(2);
+  dense.build({1, 3});
+  dense.set_name("dense");
+  std::vector<Tensor> params = dense.parameters();
+  params.push_back(params[0]);
+  EXPECT_ERROR(ValueError, nn::SGD(params, 0.1),
+               "[sgd] parameter 'dense.kernel' is listed twice (positions 0 and 2)");
+  EXPECT_ERROR(ValueError, nn::Adam(params, 0.1),
+               "[adam] parameter 'dense.kernel' is listed twice");
+  const Tensor unnamed = ones({1}).set_requires_grad();
+  EXPECT_ERROR(ValueError, nn::SGD({unnamed, unnamed}, 0.1),
+               "parameter (1,) float32 on cpu is listed twice");
+}
+
+TEST(Errors, LossesReportUnderTheirOwnName) {
+  const Tensor p = full({3}, 0.5), y = zeros({3});
+  EXPECT_ERROR(
+      DTypeError, nn::binary_crossentropy(zeros({3}, DType::Int64), p),
+      "[binary_crossentropy] targets (3,) int64 on cpu and predictions (3,) float32 on cpu "
+      "differ in dtype");
+  EXPECT_ERROR(DTypeError, nn::binary_crossentropy(y, zeros({3}, DType::Int32)),
+               "[binary_crossentropy] predictions must be floating");
+  EXPECT_ERROR(ShapeError, nn::binary_crossentropy(y, full({3, 1}, 0.5)),
+               "[binary_crossentropy] targets (3,) and predictions (3, 1) differ in shape");
+  EXPECT_ERROR(DTypeError, nn::mean_squared_error(y.to(DType::Float64), p), "[mean_squared_error]");
+  EXPECT_ERROR(DTypeError, nn::binary_accuracy(y.to(DType::Float64), p), "[binary_accuracy]");
+  const Tensor scores = zeros({2, 5});
+  EXPECT_ERROR(DTypeError, nn::sparse_categorical_crossentropy(zeros({2}), scores),
+               "[sparse_categorical_crossentropy] labels must be int32 or int64");
+  EXPECT_ERROR(ShapeError, nn::sparse_categorical_crossentropy(zeros({3}, DType::Int64), scores),
+               "[sparse_categorical_crossentropy] labels (3,) must have the shape of the "
+               "predictions (2, 5)");
+  EXPECT_ERROR(
+      DTypeError,
+      nn::sparse_categorical_crossentropy(zeros({2}, DType::Int64), zeros({2, 5}, DType::Int64)),
+      "[sparse_categorical_crossentropy] predictions must be floating");
+  for (bool from_logits : {true, false})
+    EXPECT_ERROR(
+        ValueError,
+        nn::sparse_categorical_crossentropy(from_vector<int64_t>({1, 7}, {2}), full({2, 5}, 0.2),
+                                            from_logits),
+        "[sparse_categorical_crossentropy] label 7 (element 1 of labels (2,)) is out of range "
+        "for 5 classes");
+  EXPECT_ERROR(ValueError,
+               nn::sparse_categorical_crossentropy(from_vector<int32_t>({-1, 0}, {2}), scores),
+               "label -1 (element 0");
+  EXPECT_ERROR(
+      DeviceError, nn::binary_crossentropy(claims_cuda({3}), p),
+      "[binary_crossentropy] targets (3,) float32 on cuda:0 and predictions (3,) float32 on cpu "
+      "are on different devices");
+  EXPECT_ERROR(DeviceError,
+               nn::sparse_categorical_crossentropy(zeros({2}, DType::Int64), claims_cuda({2, 5})),
+               "[sparse_categorical_crossentropy] labels");
+}
+
+TEST(Errors, UnnamedLayersReportUnderTheirType) {
+  nn::Dense dense(2);
+  dense(ones({1, 3}));
+  EXPECT_ERROR(ShapeError, dense(ones({1, 4})), "[dense] input (1, 4) has 4 features");
+  nn::LSTM lstm(2);
+  lstm(ones({1, 2, 3}));
+  EXPECT_ERROR(ShapeError, lstm(ones({1, 2, 4})), "[lstm] input (1, 2, 4)");
+  // Inside a model the name says which one.
+  nn::Sequential model;
+  model.add<nn::Dense>(2);
+  model.add<nn::Dense>(2);
+  model(ones({1, 3}));
+  auto second = std::static_pointer_cast<nn::Dense>(model.layers()[1].second);
+  EXPECT_ERROR(ShapeError, (*second)(ones({1, 3})), "[dense_1] input (1, 3)");
+}
+
 TEST(Errors, DevicesWithoutAGpu) {
   if (cuda_available()) GTEST_SKIP() << "a GPU is present";
   EXPECT_THROW(zeros({2}, DType::Float32, Device::cuda()), DeviceError);
   EXPECT_THROW(ones({2}).to(Device::cuda()), DeviceError);
   test::expect_values(ones({1}), {1});
+  // A generator that could not be made leaves nothing behind for manual_seed to trip over.
+  EXPECT_THROW(normal({2}, 0, 1, DType::Float32, Device::cuda()), DeviceError);
+  EXPECT_THROW(Generator::default_for(Device::cuda()), DeviceError);
+  manual_seed(5);
+  EXPECT_EQ(Generator::default_for(Device::cpu()).seed(), 5u);
 }
 
 }  // namespace

@@ -170,6 +170,85 @@ TEST(Losses, ValuesAgainstHandComputed) {
   EXPECT_THROW(nn::mean_squared_error(y, zeros({2})), ShapeError);
 }
 
+// softplus(z) - z * y, in float64 on the host, without cancellation: the stable reference.
+double stable_bce(double z, double y) {
+  return std::max(z, 0.0) + std::log1p(std::exp(-std::fabs(z))) - z * y;
+}
+
+TEST(Losses, BinaryCrossentropyOfASigmoidUsesTheLogits) {
+  // Saturated outputs keep their loss and gradient (Keras 3 does the same); others agree with
+  // the probability formula.
+  const std::vector<double> zs = {20, -20, 40, 0.3, -1.5}, ys = {0, 1, 0, 1, 0};
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    const Tensor z = from_vector<double>(zs, {5}).to(dt).set_requires_grad();
+    const Tensor y = from_vector<double>(ys, {5}).to(dt);
+    const Tensor loss = nn::binary_crossentropy(y, sigmoid(z));
+    double expected = 0;
+    for (size_t i = 0; i < zs.size(); ++i) expected += stable_bce(zs[i], ys[i]) / zs.size();
+    EXPECT_NEAR(loss.item(), expected, 1e-5 * expected);
+    loss.backward();
+    std::vector<double> grad;  // (sigmoid(z) - y) / n
+    for (size_t i = 0; i < zs.size(); ++i) grad.push_back((1 / (1 + std::exp(-zs[i])) - ys[i]) / 5);
+    expect_values(z.grad(), grad, dt == DType::Float32 ? 1e-7 : 1e-12);
+  }
+  // BCE(0, sigmoid(20)): loss 20 and gradient 1, where clipping gives 16.1 and 0.
+  const Tensor z = full({1}, 20.0).set_requires_grad();
+  const Tensor loss = nn::binary_crossentropy(zeros({1}), sigmoid(z));
+  EXPECT_NEAR(loss.item(), 20.0, 1e-5);
+  loss.backward();
+  expect_values(z.grad(), {1.0});
+
+  // Layers with a sigmoid activation too.
+  manual_seed(9);
+  nn::Dense dense(1, {.activation = "sigmoid"});
+  const Tensor x = rand64({4, 3}), y = from_vector<double>({1, 0, 1, 0}, {4, 1});
+  dense.build(x.shape());
+  dense.to(DType::Float64);
+  const Tensor logits = matmul(x, dense.parameters()[0]) + dense.parameters()[1];
+  EXPECT_NEAR(nn::binary_crossentropy(y, dense(x)).item(),
+              nn::binary_crossentropy(y, logits, /*from_logits=*/true).item(), 1e-15);
+}
+
+TEST(Losses, BinaryCrossentropyClipsProbabilitiesChangedSinceTheSigmoid) {
+  const Tensor y = zeros({1});
+  const double clipped = -std::log(1 - (1 - 1e-7));  // 16.1: log of the clipped probability
+  // Written in place after the sigmoid: the logits no longer describe it.
+  Tensor p = sigmoid(full({1}, 20.0, DType::Float64));
+  EXPECT_NEAR(nn::binary_crossentropy(y.to(DType::Float64), p).item(), stable_bce(20, 0), 1e-12);
+  p.fill_(1.0);
+  EXPECT_NEAR(nn::binary_crossentropy(y.to(DType::Float64), p).item(), clipped, 1e-6);
+  // The logits written in place, or given new storage, after the sigmoid.
+  Tensor z = full({1}, 20.0, DType::Float64);
+  const Tensor q = sigmoid(z);
+  z.fill_(0.0);
+  EXPECT_NEAR(nn::binary_crossentropy(y.to(DType::Float64), q).item(), clipped, 1e-6);
+  Tensor w = full({1}, 20.0, DType::Float64);
+  const Tensor r = sigmoid(w);
+  w.set_data(zeros({1}, DType::Float64));
+  EXPECT_NEAR(nn::binary_crossentropy(y.to(DType::Float64), r).item(), clipped, 1e-6);
+  // A copy or a view is not the sigmoid's output.
+  const Tensor s = sigmoid(full({1, 1}, 20.0, DType::Float64));
+  EXPECT_NEAR(nn::binary_crossentropy(y.to(DType::Float64), s.reshape({1})).item(), clipped, 1e-6);
+  EXPECT_NEAR(nn::binary_crossentropy(y.to(DType::Float64), s.clone().reshape({1})).item(), clipped,
+              1e-6);
+  // Probabilities made without gradient tracking give a loss that tracks nothing.
+  const Tensor zg = full({1}, 20.0).set_requires_grad();
+  Tensor pg;
+  {
+    NoGradGuard no_grad;
+    pg = sigmoid(zg);
+  }
+  const Tensor untracked = nn::binary_crossentropy(y, pg);
+  EXPECT_FALSE(untracked.requires_grad());
+  EXPECT_NEAR(untracked.item(), 20.0, 1e-5);
+  // ... and a leaf the caller asked gradients for keeps its own (the clipped formula's).
+  pg.set_requires_grad();
+  const Tensor own = nn::binary_crossentropy(y, pg);
+  own.backward();
+  EXPECT_TRUE(pg.grad().defined());
+  EXPECT_FALSE(zg.grad().defined());
+}
+
 TEST(Optimizers, SgdMomentumNesterovAgainstHandComputed) {
   for (auto [momentum, nesterov] : {std::pair{0.0, false}, std::pair{0.9, false}, std::pair{0.9, true}}) {
     Tensor p = from_vector<float>({1, 2}, {2}).set_requires_grad();

@@ -335,6 +335,35 @@ void expect_identical(const Run& eager, const Run& traced) {
   EXPECT_EQ(eager.losses, traced.losses);
 }
 
+TEST(Equivalence, BinaryCrossentropyOfASigmoidUsesTheLogitsWhenTraced) {
+  const Tensor y = from_vector<float>({0, 1, 1, 0}, {4});
+  auto run = [&](bool traced) {
+    Tensor w = from_vector<float>({20, -20, 0.5, -3}, {4}).set_requires_grad();
+    nn::SGD sgd({w}, 1.0);
+    auto step = [&](const Tensor& t) {
+      sgd.zero_grad();
+      Tensor loss = nn::binary_crossentropy(t, sigmoid(w));
+      loss.backward();
+      sgd.step();
+      return loss;
+    };
+    auto traced_step = trace(step);
+    const Tensor loss = traced ? traced_step(y) : step(y);
+    if (traced) {
+      const graph::Graph& g = traced_step.function().last_plan()->graph();
+      EXPECT_EQ(g.count(OpId::softplus), 1) << g.str();
+      EXPECT_EQ(g.count(OpId::clip), 0) << g.str();
+    }
+    return std::pair{loss, w};
+  };
+  const auto [eager_loss, eager_w] = run(false);
+  const auto [traced_loss, traced_w] = run(true);
+  EXPECT_TRUE(bitwise_equal(eager_loss, traced_loss));
+  EXPECT_TRUE(bitwise_equal(eager_w, traced_w));
+  // The saturated outputs moved: gradient (sigmoid(w) - y) / 4 = 0.25 and -0.25, not 0.
+  expect_values(traced_w.slice(0, 0, 2), {19.75, -19.75});
+}
+
 TEST(Equivalence, SmallConvModelBitwise) {
   auto build = [] {
     auto m = std::make_shared<nn::Sequential>();

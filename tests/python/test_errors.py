@@ -12,11 +12,36 @@ from encore import nn
 
 
 def test_exception_hierarchy():
-    assert issubclass(encore.ShapeError, ValueError)
-    assert issubclass(encore.DTypeError, TypeError)
-    assert issubclass(encore.OutOfMemoryError, MemoryError)
-    for cls in (encore.DeviceError, encore.UnsupportedError, encore.BackendError):
-        assert issubclass(cls, encore.Error) and issubclass(cls, RuntimeError)
+    assert issubclass(encore.Error, Exception) and not issubclass(encore.Error, RuntimeError)
+    builtin = {encore.ShapeError: ValueError, encore.DTypeError: TypeError,
+               encore.InvalidValueError: ValueError, encore.OutOfMemoryError: MemoryError,
+               encore.DeviceError: RuntimeError, encore.UnsupportedError: RuntimeError,
+               encore.BackendError: RuntimeError}
+    for cls, base in builtin.items():
+        assert issubclass(cls, encore.Error) and issubclass(cls, base), cls
+        assert cls.__module__ == "encore" and cls.__name__ in encore.__all__
+
+
+def test_every_encore_error_is_caught_by_encore_error():
+    cases = [
+        (encore.ShapeError, lambda: encore.ones(2, 3) + encore.ones(4)),
+        (encore.DTypeError, lambda: encore.ones(2, dtype=encore.int32) + encore.ones(2)),
+        (encore.InvalidValueError, lambda: encore.ones(3).item()),
+        (encore.OutOfMemoryError, lambda: encore.zeros(2**46)),
+        (encore.ShapeError, lambda: nn.binary_crossentropy(encore.ones(2), encore.ones(3))),
+    ]
+    if not encore.cuda.is_available():
+        cases.append((encore.DeviceError, lambda: encore.ones(2, device="cuda")))
+    for kind, fail in cases:
+        with pytest.raises(encore.Error) as info:
+            fail()
+        assert type(info.value) is kind
+        assert str(info.value).startswith("[")
+    # ... and each still by its builtin base.
+    with pytest.raises(MemoryError):
+        encore.zeros(2**46)
+    with pytest.raises(ValueError):
+        encore.ones(3).item()
 
 
 def test_messages_name_the_op_and_shapes():
@@ -260,3 +285,118 @@ def test_traced_function_inspected_or_cleared_while_running():
         worker.join()
     assert all("[trace]" in e for e in errors)
     assert g.stats["calls"] > 0
+
+
+def test_losses_report_under_their_own_name():
+    p = encore.full((3,), 0.5)
+    with pytest.raises(encore.DTypeError, match=r"^\[binary_crossentropy\] targets \(3,\) int64 on cpu "
+                       r"and predictions \(3,\) float32 on cpu differ in dtype"):
+        nn.binary_crossentropy(encore.tensor([1, 0, 1]), p)
+    with pytest.raises(encore.ShapeError, match=r"^\[mean_squared_error\] targets \(3,\) and predictions \(3, 1\)"):
+        nn.mean_squared_error(p, encore.full((3, 1), 0.5))
+    with pytest.raises(encore.DTypeError, match=r"^\[sparse_categorical_crossentropy\] labels must be int32 or int64"):
+        nn.sparse_categorical_crossentropy(encore.zeros(2), encore.zeros(2, 5))
+    with pytest.raises(ValueError, match=r"^\[sparse_categorical_crossentropy\] label 7 \(element 1 of labels "
+                       r"\(2,\)\) is out of range for 5 classes"):
+        nn.sparse_categorical_crossentropy(encore.tensor([1, 7]), encore.zeros(2, 5))
+    with pytest.raises(ValueError, match=r"^\[sparse_categorical_crossentropy\] label -1"):
+        nn.sparse_categorical_crossentropy(np.array([-1, 0], dtype=np.int32), encore.zeros(2, 5),
+                                           from_logits=False)
+
+
+def test_a_list_where_a_tensor_is_expected_gives_a_short_message():
+    t = encore.ones(2, 2)
+    huge = [0.5] * 1_000_000
+    with pytest.raises(TypeError) as info:
+        encore.matmul(t, huge)
+    assert str(info.value) == ("[matmul] expected a Tensor or NumPy array for argument 'b', got list "
+                               "(convert with encore.tensor(...))")
+    with pytest.raises(TypeError, match=r"^\[matmul\] expected a Tensor or NumPy array for argument 'a', got tuple"):
+        encore.matmul(tuple(huge), t)
+    with pytest.raises(TypeError, match=r"^\[matmul\] .* for argument 'b', got list"):
+        encore.matmul(t, b=huge)
+    with pytest.raises(TypeError, match=r"^\[matmul\] .* for argument 1, got list"):
+        t.matmul(huge)  # a method: counted without self
+    with pytest.raises(TypeError, match=r"^\[add\] .* for argument 'b', got list"):
+        encore.add(t, huge)  # overloaded: float or Tensor
+    with pytest.raises(TypeError, match=r"^\[binary_crossentropy\] .* argument 'y_true', got list"):
+        nn.binary_crossentropy(huge, t)
+    with pytest.raises(TypeError, match=r"^\[exp\] .* argument 'x', got None$"):
+        encore.exp(None)
+    # Other mismatches: the argument types and the accepted signatures, never the values.
+    with pytest.raises(TypeError) as info:
+        encore.transpose(t, huge, 1)
+    assert str(info.value) == ("[transpose] incompatible arguments (Tensor, list, int); expected "
+                               "(x: Tensor, axis0: int, axis1: int) -> Tensor")
+    with pytest.raises(TypeError, match=r"^\[Dense\] incompatible arguments \(list\); expected Dense\(units: int"):
+        nn.Dense(huge)
+    with pytest.raises(TypeError, match=r"^\[requires_grad\] cannot be set to a value of type list; expected bool"):
+        t.requires_grad = huge
+    # Operators keep Python's protocol (NotImplemented, then Python's own message).
+    with pytest.raises(TypeError, match="unsupported operand"):
+        t @ huge
+    # The functions still work.
+    assert encore.matmul(t, np.ones((2, 2), np.float32)).tolist() == [[2, 2], [2, 2]]
+
+
+def test_an_unnamed_layer_reports_under_its_type():
+    dense = nn.Dense(2)
+    dense(encore.ones(1, 3))
+    with pytest.raises(encore.ShapeError, match=r"^\[dense\] input \(1, 4\) has 4 features"):
+        dense(encore.ones(1, 4))
+    lstm = nn.LSTM(2)
+    lstm(encore.ones(1, 2, 3))
+    with pytest.raises(encore.ShapeError, match=r"^\[lstm\] input \(1, 2, 4\)"):
+        lstm(encore.ones(1, 2, 4))
+    model = nn.Sequential([nn.Dense(2), nn.Dense(2)])
+    model(encore.ones(1, 3))
+    with pytest.raises(encore.ShapeError, match=r"^\[dense_1\] input \(1, 3\)"):
+        model[1](encore.ones(1, 3))
+
+
+def test_seeds_must_be_non_negative():
+    for bad in (-1, -5, 2**64):
+        with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*64\)"):
+            encore.manual_seed(bad)
+        with pytest.raises(encore.InvalidValueError, match=r"^\[Generator\] seed"):
+            encore.Generator(bad)
+        with pytest.raises(ValueError, match=r"^\[manual_seed\] seed"):
+            encore.Generator(1).manual_seed(bad)
+    with pytest.raises(TypeError, match="seed must be an int, got float"):
+        encore.manual_seed(1.5)
+    assert encore.Generator(2**64 - 1).seed == 2**64 - 1
+    assert encore.Generator(np.int64(7)).seed == 7
+    encore.manual_seed(3)
+    assert encore.default_generator().seed == 3
+
+
+def test_manual_seed_after_a_failed_cuda_generator():
+    if encore.cuda.is_available():
+        pytest.skip("a GPU is present")
+    for _ in range(2):
+        with pytest.raises(encore.DeviceError):
+            encore.randn(2, device="cuda")
+    encore.manual_seed(4)  # dereferenced the generator that failed to be made
+    assert encore.default_generator().seed == 4
+    a = encore.randn(3).tolist()
+    encore.manual_seed(4)
+    assert encore.randn(3).tolist() == a
+
+
+def test_backward_gradient_of_another_dtype_or_device():
+    w = encore.ones(2, requires_grad=True)
+    y = w * 2
+    with pytest.raises(encore.DTypeError, match=r"^\[backward\] gradient \(2,\) float64 on cpu does not match "
+                       r"the dtype of \(2,\) float32 on cpu"):
+        y.backward(encore.ones(2, dtype=encore.float64))
+    y.backward(encore.ones(2))
+    assert w.grad.tolist() == [2, 2]
+
+
+def test_a_parameter_listed_twice_in_an_optimizer():
+    model = nn.Sequential([nn.Dense(2)])
+    model.build((1, 3))
+    params = model.parameters()
+    for make in (lambda p: encore.optim.SGD(p, lr=0.1), lambda p: encore.optim.Adam(p)):
+        with pytest.raises(ValueError, match=r"parameter 'dense.kernel' is listed twice \(positions 0 and 2\)"):
+            make(params + [params[0]])

@@ -195,3 +195,50 @@ class TestDLPack:
         assert t[0, 0].item() == 7
         y = torch.from_dlpack(t)
         assert y.data_ptr() == x.data_ptr()
+
+
+class TestViewsOutliveTheTensorsStorage:
+    """Arrays and DLPack consumers keep the storage they view alive, not the tensor: set_data
+    and Module.to give the tensor other storage while they still read the old one (reading it
+    after it was freed returned garbage or crashed; the ASan build reported it)."""
+
+    N = 100_000
+
+    def _reuse_freed_memory(self):
+        # Freed blocks of this size come back to the next allocations: overwrite them.
+        return [encore.full((self.N,), -7.0) for _ in range(8)]
+
+    def test_numpy_array_after_set_data(self):
+        t = encore.arange(self.N, dtype=encore.float32)
+        a = t.numpy()
+        t.set_data(encore.zeros(self.N))
+        gc.collect()
+        junk = self._reuse_freed_memory()
+        assert a[0] == 0 and a[-1] == self.N - 1
+        np.testing.assert_array_equal(a, np.arange(self.N, dtype=np.float32))
+        assert t.sum().item() == 0 and len(junk) == 8
+
+    def test_dlpack_consumer_after_set_data(self):
+        t = encore.arange(self.N, dtype=encore.float64)
+        a = np.from_dlpack(t)
+        capsule = t.__dlpack__()  # exported, not consumed yet
+        t.set_data(encore.zeros(self.N, dtype=encore.float64))
+        gc.collect()
+        junk = self._reuse_freed_memory()
+        np.testing.assert_array_equal(a, np.arange(self.N, dtype=np.float64))
+        np.testing.assert_array_equal(encore.from_dlpack(capsule).numpy(), np.arange(self.N))
+        assert len(junk) == 8
+
+    def test_parameter_array_after_module_to(self):
+        model = encore.nn.Sequential([encore.nn.Dense(1000)])
+        model.build((1, 100))
+        kernel = model.parameters()[0]
+        a = kernel.numpy()
+        before = a.copy()
+        model.to("float64")
+        gc.collect()
+        junk = self._reuse_freed_memory()
+        assert kernel.dtype == encore.float64 and a.dtype == np.float32
+        np.testing.assert_array_equal(a, before)
+        np.testing.assert_array_equal(kernel.numpy(), before.astype(np.float64))
+        assert len(junk) == 8

@@ -26,6 +26,7 @@ from ._C import (
     DTypeError,
     Error,
     Generator,
+    InvalidValueError,
     OutOfMemoryError,
     ShapeError,
     ShapePolicy,
@@ -117,7 +118,8 @@ __version__ = "0.1.0"
 # `from encore import *` leaves Python's abs/max/pow/sum alone (encore.sum etc. stay available).
 __all__ = [
     "BackendError", "DType", "DTypeError", "Device", "DeviceError", "Error", "Generator",
-    "OutOfMemoryError", "RetraceWarning", "ShapeError", "ShapePolicy", "Tensor", "UnsupportedError",
+    "InvalidValueError", "OutOfMemoryError", "RetraceWarning", "ShapeError", "ShapePolicy", "Tensor",
+    "UnsupportedError",
     "activation", "add", "allow_tf32", "arange", "as_tensor", "autotune", "bucket", "clip",
     "concat", "conv1d", "cuda", "default_generator", "div", "dropout", "empty", "enable_grad", "eq",
     "exact", "exp", "flip", "float32", "float64", "flush_denormal", "from_dlpack", "from_numpy",
