@@ -239,7 +239,7 @@ py::dict stats_dict(const TraceStats& s) {
   py::dict d;
   d["calls"] = s.calls;
   d["hits"] = s.hits;
-  d["warmups"] = s.warmups;
+  d["eager_calls"] = s.eager_calls;
   d["records_dropped"] = s.records_dropped;
   d["traces"] = s.traces;
   d["evictions"] = s.evictions;

@@ -23,8 +23,6 @@ class CudaGraph {
 
   /// One cudaGraphLaunch on the compute stream (asynchronous).
   void launch();
-  /// Asynchronous copy into a Plan's input slot on the compute stream.
-  static void copy_in(void* dst, const void* src, size_t bytes, int device);
 
  private:
   CudaGraph() = default;

@@ -141,20 +141,15 @@ void Plan::check_aliasing(const std::vector<Tensor>& args) const {
 
 void Plan::bind_inputs(const std::vector<Tensor>& args) {
   for (size_t k = 0; k < args.size(); ++k) {
-    const Value& v = graph_.inputs[k];
     if (device_.is_cuda()) {
-      if (memory_.offset[v.buffer] == MemoryPlan::kUnplaced) continue;  // the graph never reads it
-      const Tensor t = args[k].contiguous();
-      void* slot = static_cast<char*>(storage_of(v.buffer)->data()) + memory_.offset[v.buffer];
-#if ENCORE_CUDA
-      CudaGraph::copy_in(slot, t.data_ptr(), t.nbytes(), device_.index);
-#else
-      (void)slot;
-#endif
+      // The graph reads fixed addresses: copy each argument into its slot, strides and all.
+      if (memory_.offset[graph_.inputs[k].buffer] == MemoryPlan::kUnplaced) continue;  // never read
+      const TensorRef in[] = {input_ref(k), ref(args[k])};
+      op_def(OpId::copy_).kernel[static_cast<int>(device_.type)](KernelCtx{in, {}, NoAttrs{}, nullptr});
       continue;
     }
-    // The CPU binds the caller's memory; a strided argument is replaced by a contiguous copy.
-    const Tensor& t = bound_inputs_[k] = args[k].contiguous();
+    // The CPU reads and writes the caller's memory where it is.
+    const Tensor& t = bound_inputs_[k] = args[k];
     const void* p = t.data_ptr();
     if (p == bound_[k]) continue;
     bound_[k] = p;
@@ -164,16 +159,14 @@ void Plan::bind_inputs(const std::vector<Tensor>& args) {
 
 TensorRef Plan::input_ref(size_t k) const {
   const Value& v = graph_.inputs[k];
-  if (!device_.is_cuda()) return ref(bound_inputs_[k]);
   return TensorRef{static_cast<char*>(storage_of(v.buffer)->data()) + memory_.offset[v.buffer], v.shape, v.strides,
                    v.dtype, device_};
 }
 
 void Plan::write_back(const std::vector<Tensor>& args) const {
+  if (!device_.is_cuda()) return;  // the CPU wrote into the caller's tensors directly
   for (int k : written_inputs_) {
-    const Tensor& arg = args[k];
-    if (!device_.is_cuda() && bound_inputs_[k].storage() == arg.storage()) continue;  // written in place
-    const TensorRef in[] = {ref(arg), input_ref(k)};
+    const TensorRef in[] = {ref(args[k]), input_ref(k)};
     op_def(OpId::copy_).kernel[static_cast<int>(device_.type)](KernelCtx{in, {}, NoAttrs{}, nullptr});
   }
 }

@@ -19,8 +19,9 @@ std::string arg_label(size_t i, const std::vector<std::string>& names) {
 std::string key_str(const ArgKey& k) {
   struct {
     std::string operator()(const TensorKey& t) const {
+      const bool dense = t.strides == layout_of(t.shape, contiguous_strides(t.shape));
       return t.shape.str() + " " + std::string(name(t.dtype)) + " " + t.device.str() +
-             (t.requires_grad ? " requires_grad" : "");
+             (dense ? "" : " strides " + t.strides.str()) + (t.requires_grad ? " requires_grad" : "");
     }
     std::string operator()(int64_t v) const { return std::to_string(v); }
     std::string operator()(double v) const {
@@ -48,13 +49,19 @@ bool same_key(const ArgKey& a, const ArgKey& b) {
 
 }  // namespace
 
+Strides layout_of(const Shape& shape, Strides strides) {
+  for (int i = 0; i < strides.size(); ++i)
+    if (shape[i] == 1) strides[i] = 0;
+  return strides;
+}
+
 Signature Signature::of(const std::vector<Arg>& args) {
   Signature s;
   s.args.reserve(args.size());
   for (const Arg& a : args) {
     if (const Tensor* t = std::get_if<Tensor>(&a)) {
       ENCORE_CHECK(t->defined(), ValueError, "[trace] a tensor argument is undefined");
-      s.args.emplace_back(TensorKey{t->shape(), t->dtype(), t->device(), t->requires_grad()});
+      s.args.emplace_back(TensorKey{t->shape(), layout_of(t->shape(), t->strides()), t->dtype(), t->device(), t->requires_grad()});
     } else {
       std::visit([&](const auto& v) {
         if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, Tensor>) s.args.emplace_back(v);
@@ -80,6 +87,8 @@ bool Signature::matches(const std::vector<Arg>& call) const {
       if (impl->dtype != tk->dtype || !(impl->device == tk->device) ||
           impl->requires_grad != tk->requires_grad || !(impl->shape == tk->shape))
         return false;
+      for (int d = 0; d < impl->shape.size(); ++d)
+        if (impl->strides[d] != tk->strides[d] && impl->shape[d] != 1) return false;
     } else {
       const bool equal = std::visit([&](const auto& v) -> bool {
         using V = std::decay_t<decltype(v)>;
@@ -106,7 +115,8 @@ int Signature::distance(const Signature& o) const {
     const auto* a = std::get_if<TensorKey>(&args[i]);
     const auto* b = std::get_if<TensorKey>(&o.args[i]);
     if (a && b) {
-      d += (a->dtype != b->dtype) + !(a->device == b->device) + (a->requires_grad != b->requires_grad);
+      d += (a->dtype != b->dtype) + !(a->device == b->device) + (a->requires_grad != b->requires_grad) +
+           !(a->strides == b->strides);
       if (a->shape.size() != b->shape.size()) d += 5;
       else
         for (int j = 0; j < a->shape.size(); ++j) d += a->shape[j] != b->shape[j];
@@ -137,6 +147,8 @@ std::string Signature::diff(const Signature& before, const std::vector<std::stri
           if (a->shape[j] != b->shape[j]) c += detail::cat(", axis ", j, ": ", b->shape[j], " -> ", a->shape[j]);
       clauses.push_back(c);
     }
+    if (a->shape == b->shape && !(a->strides == b->strides))
+      clauses.push_back(arg_label(i, names) + ": strides " + b->strides.str() + " -> " + a->strides.str());
     if (a->dtype != b->dtype)
       clauses.push_back(arg_label(i, names) + ": dtype " + std::string(name(b->dtype)) + " -> " +
                         std::string(name(a->dtype)));

@@ -1,5 +1,5 @@
-// The cache key of a traced function: for each tensor argument its dtype, shape, device and
-// requires_grad; the static (non-tensor) arguments by value; and the global modes that
+// The cache key of a traced function: for each tensor argument its dtype, shape, strides,
+// device and requires_grad; the static (non-tensor) arguments by value; and the global modes that
 // change what a step computes (grad mode, training, TF32). A miss is explained against the
 // nearest cached signature: which argument, which component, old and new values.
 #pragma once
@@ -17,11 +17,17 @@ using Arg = std::variant<Tensor, int64_t, double, bool, std::string>;
 
 struct TensorKey {
   Shape shape;
+  /// The argument's strides (0 on axes of size 1, where they mean nothing): the graph works on
+  /// the caller's layout, so kernels see what they see eagerly and round alike.
+  Strides strides;
   DType dtype;
   Device device;
   bool requires_grad;
   bool operator==(const TensorKey&) const = default;
 };
+
+/// Strides with those of size-1 axes set to 0.
+Strides layout_of(const Shape& shape, Strides strides);
 
 using ArgKey = std::variant<TensorKey, int64_t, double, bool, std::string>;
 

@@ -37,7 +37,7 @@ std::string ShapePolicy::str() const {
 }
 
 std::string TraceStats::table(const std::string& name) const {
-  std::string s = detail::cat("traced function '", name, "': ", calls, " calls, ", hits, " replays, ", warmups,
+  std::string s = detail::cat("traced function '", name, "': ", calls, " calls, ", hits, " replays, ", eager_calls,
                               " eager first calls, ", traces, " traces",
                               evictions ? detail::cat(", ", evictions, " evicted") : "", "\n");
   char line[512];
@@ -79,6 +79,39 @@ struct Nesting {
     ++g_nesting;
   }
   ~Nesting() { --g_nesting; }
+};
+
+// Logs the value each .grad slot had before a call first assigned it (passing events on to an
+// outer log), so the function can be traced from the state the call started in.
+class GradUndoLog final : public GradObserver {
+ public:
+  GradUndoLog() : previous_(grad_observer()) { set_grad_observer(this); }
+  ~GradUndoLog() override { uninstall(); }
+  GradUndoLog(const GradUndoLog&) = delete;
+  GradUndoLog& operator=(const GradUndoLog&) = delete;
+
+  void uninstall() {
+    if (installed_) set_grad_observer(previous_);
+    installed_ = false;
+  }
+  void on_grad_read(const std::shared_ptr<TensorImpl>& leaf) override {
+    if (previous_) previous_->on_grad_read(leaf);
+  }
+  void on_grad_write(const std::shared_ptr<TensorImpl>& leaf) override {
+    if (previous_) previous_->on_grad_write(leaf);
+    if (std::none_of(slots_.begin(), slots_.end(), [&](const auto& s) { return s.first == leaf; }))
+      slots_.emplace_back(leaf, leaf->grad);
+  }
+  /// Swaps every logged slot's current value with the logged one: back to the start of the
+  /// call, and (called again) forward to its end.
+  void swap() {
+    for (auto& [leaf, grad] : slots_) std::swap(leaf->grad, grad);
+  }
+
+ private:
+  GradObserver* previous_;
+  bool installed_ = true;
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, std::shared_ptr<TensorImpl>>> slots_;
 };
 
 std::string grad_label(const TensorImpl& leaf) {
@@ -191,7 +224,7 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
       for (size_t i = 0; i < args.size(); ++i) {
         if (const Tensor* t = std::get_if<Tensor>(&args[i])) {
           const std::string label = i < options_.arg_names.size() ? options_.arg_names[i] : "arg" + std::to_string(i);
-          symbolic[i] = tracer.input(k++, t->shape(), t->dtype(), t->device(), t->requires_grad(), label);
+          symbolic[i] = tracer.input(k++, *t, label);
         }
       }
       const std::vector<Tensor> out = fn_(symbolic);
@@ -321,8 +354,12 @@ std::vector<Tensor> TracedFunction::replay(Entry& e, const std::vector<Arg>& arg
   for (const Arg& a : args)
     if (const Tensor* t = std::get_if<Tensor>(&a)) inputs.push_back(*t);
   e.plan->run(inputs);
-  for (const GradWrite& w : e.grad_writes)
-    if (!w.leaf.expired() && w.raw->grad != w.grad) w.raw->grad = w.grad;
+  GradObserver* const observer = grad_observer();  // an outer call's undo log
+  for (const GradWrite& w : e.grad_writes) {
+    if (w.leaf.expired() || w.raw->grad == w.grad) continue;
+    if (observer) observer->on_grad_write(w.leaf.lock());
+    w.raw->grad = w.grad;
+  }
   std::vector<Tensor> out = e.plan->outputs(options_.alias_outputs);
   last_ = &e;
   Ledger::global().add(Counter::Replays, 1);
@@ -386,13 +423,11 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
   };
 
   std::string reason;
-  bool seen = false;
   for (auto it = cache_.begin(); it != cache_.end();) {
     if (!it->signature.matches(*args)) {
       ++it;
       continue;
     }
-    seen = true;
     if (std::string stale = stale_reason(*it); !stale.empty()) {
       // The graph refers to storage the caller no longer uses: it can never replay again.
       reason = std::move(stale);
@@ -401,7 +436,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
       continue;
     }
     if (std::string guard = guard_reason(*it); !guard.empty()) {
-      reason = std::move(guard);  // still right for the gradient state it was traced in
+      reason = std::move(guard);  // still right for the state it was traced in
       ++it;
       continue;
     }
@@ -409,25 +444,33 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
     if (it != cache_.begin()) cache_.splice(cache_.begin(), cache_, it);
     return trim(replay(cache_.front(), *args));
   }
-  if (seen) {
-    // A known signature in another state: trace it as it is now, then replay.
-    Entry& e = trace(*args, reason + bucket_note);
-    return trim(replay(e, *args));
+  if (reason.empty()) {
+    if (cache_.empty()) {
+      reason = stats_.traces == 0 ? "first call" : "no cached graph (cleared or evicted)";
+    } else {
+      const graph::Signature now = graph::Signature::of(*args);
+      const Entry* nearest = &cache_.front();
+      for (const Entry& e : cache_)
+        if (now.distance(e.signature) < now.distance(nearest->signature)) nearest = &e;
+      reason = "new signature: " + now.diff(nearest->signature, options_.arg_names);
+    }
   }
-  if (cache_.empty()) {
-    reason = stats_.traces == 0 ? "first call" : "no cached graph (cleared or evicted)";
-  } else {
-    const graph::Signature now = graph::Signature::of(*args);
-    const Entry* nearest = &cache_.front();
-    for (const Entry& e : cache_)
-      if (now.distance(e.signature) < now.distance(nearest->signature)) nearest = &e;
-    reason = "new signature: " + now.diff(nearest->signature, options_.arg_names);
-  }
-  // A new signature runs eagerly first (on the unpadded arguments: exactly eager's results),
-  // so state made on first use exists before the trace records the function's steady form.
-  ++stats_.warmups;
+  // A miss runs eagerly: its results are this call's results (on the unpadded arguments), and
+  // state made on first use (lazily built layers, optimizer slots) exists afterwards. Then the
+  // function is traced from the state the call started in: the gradients the eager run
+  // assigned are swapped back for the trace, and forward again after it.
+  ++stats_.eager_calls;
+  GradUndoLog log;
   std::vector<Tensor> out = fn_(call_args);
-  trace(*args, reason + bucket_note);
+  log.uninstall();
+  log.swap();
+  try {
+    trace(*args, reason + bucket_note);
+  } catch (...) {
+    log.swap();
+    throw;
+  }
+  log.swap();
   return out;
 }
 

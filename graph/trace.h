@@ -12,12 +12,13 @@
 //   for (...) Tensor loss = step(x, y);   // replays after the first call
 //
 // Semantics:
-//  - The first call with a new signature runs the function eagerly (its results are that
-//    call's results), so state made on first use — lazily built layers, optimizer slots,
-//    generators — exists; then the function is traced once, symbolically: no kernel runs,
-//    tensors made inside have shapes but no values, and reading a value (item(),
-//    to_vector(), printing) is an error. Later calls replay. Side effects of the function
-//    body (counters, prints) happen only when it runs eagerly or traces.
+//  - A call that misses the cache runs the function eagerly (its results are that call's
+//    results), so state made on first use — lazily built layers, optimizer slots, generators
+//    — exists; then the function is traced, symbolically, from the state the call started
+//    in: no kernel runs, tensors made inside have shapes but no values, and reading a value
+//    (item(), to_vector(), printing) is an error. Later calls with that signature and state
+//    replay. Side effects of the function body (counters, prints) happen only when it runs
+//    eagerly or traces.
 //  - Tensors the function reads from outside (parameters, optimizer state, generator state)
 //    are captured by reference: replays read and update them in place. Replacing one's
 //    storage (set_data, Module::to) is detected on the next call, which retraces.
@@ -27,8 +28,9 @@
 //    or outside, and backward without a step all replay exactly. A .grad the function
 //    assigned is, after a replay, the parameter's persistent gradient buffer: a reference to
 //    it kept from an earlier step sees later values (clone it to keep it).
-//  - In-place writes to a tensor argument reach the caller's tensor (any strides, any
-//    device). An argument that shares memory with another argument or with captured state,
+//  - Arguments keep their layout: a strided argument is read where it is (its strides are
+//    part of the signature), so kernels round exactly as they do eagerly. In-place writes to a
+//    tensor argument reach the caller's tensor (any strides, any device). An argument that shares memory with another argument or with captured state,
 //    where either is written, is an error on replay.
 //  - A tensor made inside the trace must not outlive it outside the function (stored in an
 //    attribute, or state created while tracing): that is an error naming the tensor. Return
@@ -110,8 +112,8 @@ struct TraceRecord {
 };
 
 struct TraceStats {
-  /// warmups: calls of a new signature, run eagerly before tracing.
-  int64_t calls = 0, hits = 0, warmups = 0, traces = 0, evictions = 0;
+  /// eager_calls: calls that missed the cache, run eagerly before the function traced.
+  int64_t calls = 0, hits = 0, eager_calls = 0, traces = 0, evictions = 0;
   /// Only the latest kMaxRecords traces keep a record; older ones are counted here.
   static constexpr size_t kMaxRecords = 256;
   int64_t records_dropped = 0;

@@ -33,24 +33,27 @@ void Tracer::uninstall() {
   set_tracing(previous_tracing_);
 }
 
-Tensor Tracer::symbolic(uint32_t buffer, const Shape& shape, DType dtype, Device device) {
-  auto storage = Storage::symbolic(shape.numel() * itemsize(dtype), device, id_, buffer);
+Tensor Tracer::symbolic(uint32_t buffer, size_t nbytes, const Shape& shape, const Strides& strides, DType dtype,
+                        Device device) {
+  auto storage = Storage::symbolic(nbytes, device, id_, buffer);
   symbolic_.push_back(storage);
-  return Tensor::make_view(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+  return Tensor::make_view(std::move(storage), shape, strides, 0, dtype);
 }
 
-Tensor Tracer::input(int index, const Shape& shape, DType dtype, Device device, bool requires_grad,
-                     std::string label) {
+Tensor Tracer::input(int index, const Tensor& arg, std::string label) {
+  // The elements a view reaches: one past its last element's offset (strides are >= 0).
+  int64_t extent = arg.numel() > 0 ? 1 : 0;
+  for (int d = 0; d < arg.dim() && extent; ++d) extent += (arg.shape()[d] - 1) * arg.strides()[d];
   const auto b = static_cast<uint32_t>(graph_.buffers.size());
   Buffer buf;
   buf.kind = BufferKind::Input;
-  buf.nbytes = shape.numel() * itemsize(dtype);
-  buf.device = device;
+  buf.nbytes = static_cast<size_t>(extent) * itemsize(arg.dtype());
+  buf.device = arg.device();
   buf.input = index;
   buf.label = std::move(label);
   graph_.buffers.push_back(std::move(buf));
-  Tensor t = symbolic(b, shape, dtype, device);
-  t.impl()->requires_grad = requires_grad;
+  Tensor t = symbolic(b, graph_.buffers[b].nbytes, arg.shape(), arg.strides(), arg.dtype(), arg.device());
+  t.impl()->requires_grad = arg.requires_grad();
   inputs_.push_back(t.impl());
   graph_.inputs.push_back(value(t, "trace"));
   return t;
@@ -63,7 +66,7 @@ Tensor Tracer::make_output(const TensorMeta& meta) {
   buf.device = meta.device;
   buf.label = detail::cat("%", b);
   graph_.buffers.push_back(std::move(buf));
-  return symbolic(b, meta.shape, meta.dtype, meta.device);
+  return symbolic(b, nbytes, meta.shape, contiguous_strides(meta.shape), meta.dtype, meta.device);
 }
 
 Value Tracer::value(const Tensor& t, const char* op) {

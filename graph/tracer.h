@@ -30,9 +30,9 @@ class Tracer final : public Recorder, public GradObserver {
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
-  /// A symbolic tensor standing for the traced function's argument `index`.
-  Tensor input(int index, const Shape& shape, DType dtype, Device device, bool requires_grad,
-               std::string label);
+  /// A symbolic tensor standing for the traced function's argument `index`, with the caller's
+  /// strides (its buffer spans the elements the view reaches).
+  Tensor input(int index, const Tensor& arg, std::string label);
   /// The Value a tensor is in this graph; registers tensors with data as captured buffers.
   Value value(const Tensor& t, const char* op);
   /// Stops recording on this thread (ops run eagerly again); the destructor does it otherwise.
@@ -56,7 +56,8 @@ class Tracer final : public Recorder, public GradObserver {
 
  private:
   GradSlot* slot(const std::shared_ptr<TensorImpl>& leaf);
-  Tensor symbolic(uint32_t buffer, const Shape& shape, DType dtype, Device device);
+  Tensor symbolic(uint32_t buffer, size_t nbytes, const Shape& shape, const Strides& strides, DType dtype,
+                  Device device);
 
   Graph& graph_;
   uint64_t id_;

@@ -116,8 +116,4 @@ void CudaGraph::launch() {
   ledger.record({"cuda graph", "kernel", now_ns() - ns, ns});
 }
 
-void CudaGraph::copy_in(void* dst, const void* src, size_t bytes, int device) {
-  ENCORE_CUDA_CHECK("replay", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda::stream(device)));
-}
-
 }  // namespace encore::graph

@@ -33,7 +33,7 @@ TEST(Trace, FirstCallRunsEagerlyThenTracesWithoutRunningKernels) {
   EXPECT_EQ(dispatched, (std::vector<int64_t>{2, 0}));    // no kernel ran while tracing
   EXPECT_LT(test::max_abs_diff(f(x * 3.0), exp(x * 3.0) * 2.0), 1e-6);
   EXPECT_EQ(symbolic.size(), 2u);  // replayed: the body did not run
-  EXPECT_EQ(f.stats().warmups, 1);
+  EXPECT_EQ(f.stats().eager_calls, 1);
   EXPECT_EQ(f.stats().traces, 1);
   EXPECT_EQ(f.stats().hits, 1);
 

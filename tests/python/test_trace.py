@@ -44,7 +44,7 @@ def test_cache_hits_and_retrace_explanations():
     assert out.tolist() == [[3.0] * 3] * 4
     s = f.stats
     # The first call runs eagerly, then traces: the body ran twice, and never again.
-    assert (s["calls"], s["hits"], s["warmups"], s["traces"], len(calls)) == (5, 4, 1, 1, 2)
+    assert (s["calls"], s["hits"], s["eager_calls"], s["traces"], len(calls)) == (5, 4, 1, 1, 2)
     assert s["replay_ms"] > 0 and s["records"][0]["reason"] == "first call"
     rec = s["records"][0]
     for key in ("call", "reason", "signature", "trace_ms", "optimize_ms", "plan_ms", "capture_ms", "instantiate_ms",
