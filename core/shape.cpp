@@ -51,6 +51,16 @@ Strides contiguous_strides(const Shape& shape) {
   return st;
 }
 
+bool is_contiguous(const Shape& shape, const Strides& strides) {
+  if (shape.numel() == 0) return true;
+  int64_t expected = 1;
+  for (int i = shape.size() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
 int normalize_axis(int64_t axis, int rank, const char* op) {
   const int64_t a = axis < 0 ? axis + rank : axis;
   ENCORE_CHECK(a >= 0 && a < rank, ShapeError, "[", op, "] axis ", axis,

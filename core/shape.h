@@ -63,7 +63,13 @@ class Dims {
 using Shape = Dims;
 using Strides = Dims;
 
+/// Row-major strides of `shape`. Size-0 dims count as 1, so every stride is positive and a
+/// tensor that becomes non-empty through a view keeps valid strides.
 Strides contiguous_strides(const Shape& shape);
+/// Whether (shape, strides) lays elements out as `contiguous_strides(shape)` does. Strides of
+/// size-1 dims do not matter, and an empty tensor is contiguous (it has no layout): the
+/// dispatcher's "make inputs contiguous" step relies on a fresh tensor always passing.
+bool is_contiguous(const Shape& shape, const Strides& strides);
 /// Strides of `shape` that view the same elements as (old_shape, old_strides), or false when
 /// a reshape needs a copy (e.g. a transposed tensor flattened).
 bool view_strides(const Shape& old_shape, const Strides& old_strides, const Shape& shape,

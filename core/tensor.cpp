@@ -90,14 +90,7 @@ Tensor Tensor::make_view(std::shared_ptr<Storage> storage, const Shape& shape,
 
 int64_t Tensor::size(int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }
 
-bool Tensor::is_contiguous() const {
-  int64_t expected = 1;
-  for (int i = dim() - 1; i >= 0; --i) {
-    if (shape()[i] != 1 && strides()[i] != expected) return false;
-    expected *= shape()[i];
-  }
-  return true;
-}
+bool Tensor::is_contiguous() const { return ::encore::is_contiguous(shape(), strides()); }
 
 void* Tensor::data_ptr() const {
   ENCORE_CHECK(defined(), ValueError, "[data] tensor is undefined");

@@ -41,7 +41,8 @@ Conv1D::Conv1D(int64_t filters, int64_t kernel_size, Conv1DOptions options)
     : filters_(filters), kernel_size_(kernel_size), options_(std::move(options)),
       activation_(parse_activation(options_.activation)) {
   ENCORE_CHECK(filters >= 1 && kernel_size >= 1 && options_.strides >= 1 && options_.dilation_rate >= 1,
-               ValueError, "[conv1d] filters, kernel_size, strides and dilation_rate must be >= 1");
+               ValueError, "[conv1d] filters, kernel_size, strides and dilation_rate must be >= 1, got ",
+               filters, ", ", kernel_size, ", ", options_.strides, " and ", options_.dilation_rate);
   Padding::parse(options_.padding);
 }
 
@@ -53,7 +54,8 @@ Shape Conv1D::build_impl(const Shape& s) {
   if (options_.use_bias) bias_ = add_parameter("bias", zeros({filters_}));
   const auto [pl, pr] = conv1d_padding(s[1], kernel_size_, options_.strides, options_.dilation_rate,
                                        Padding::parse(options_.padding));
-  const int64_t len = (s[1] + pl + pr - options_.dilation_rate * (kernel_size_ - 1) - 1) / options_.strides + 1;
+  const int64_t len =
+      conv1d_output_length(s[1], kernel_size_, options_.strides, options_.dilation_rate, pl, pr);
   return {s[0], len, filters_};
 }
 

@@ -26,13 +26,15 @@ Shape LSTM::build_impl(const Shape& s) {
 }
 
 bool LSTM::uses_cudnn(const Tensor& x) const {
+  // cuDNN has no empty problems: an empty batch takes the composed path.
   const bool supported = x.device().is_cuda() && activation_ == Activation::Tanh &&
-                         recurrent_activation_ == Activation::Sigmoid && x.dtype() == DType::Float32;
+                         recurrent_activation_ == Activation::Sigmoid &&
+                         x.dtype() == DType::Float32 && x.numel() > 0;
   switch (options_.implementation) {
     case LSTMImplementation::Composed: return false;
     case LSTMImplementation::Cudnn:
       ENCORE_CHECK(supported, UnsupportedError, "[", name(),
-                   "] the cuDNN implementation needs float32 input on a CUDA device and "
+                   "] the cuDNN implementation needs non-empty float32 input on a CUDA device and "
                    "activation='tanh', recurrent_activation='sigmoid'");
       return true;
     case LSTMImplementation::Auto: break;

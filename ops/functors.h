@@ -43,6 +43,28 @@ template <class T> ENCORE_HD T m_softplus(T x) {
   return m_max(x, T(0)) + m_log1p(m_exp(-m_abs(x)));
 }
 
+// The denominator of softmax over a row with maximum m, sum_i exp(a_i - m), kept as the
+// count of entries equal to m (each exactly 1) plus the sum of the others, so that
+// log(sum) = log1p((ties - 1) + rest) keeps the precision of the small terms when one entry
+// dominates: log_softmax([200, 190, 180])[0] is -4.54010e-5 in float32, not -4.5419e-5 (the sum
+// rounded to 1.0000454) or -4.5776e-5 (m + log(sum) rounded at the scale of 200). A NaN entry
+// lands in `rest` and propagates.
+template <class T> struct SoftmaxSum {
+  T ties = T(0), rest = T(0);
+  ENCORE_HD void add(T a, T m) {
+    if (a == m) ties += T(1);
+    else rest += m_exp(a - m);
+  }
+  ENCORE_HD T total() const { return ties + rest; }
+  ENCORE_HD T log_total() const { return m_log1p((ties - T(1)) + rest); }
+};
+// log_softmax as (a - m) - log(sum): a - (m + log(sum)) would round the log term at the scale
+// of the largest entry.
+template <class T, bool Log> ENCORE_HD T softmax_value(T a, T m, const SoftmaxSum<T>& s, T log_total) {
+  if constexpr (Log) return (a - m) - log_total;
+  else return m_exp(a - m) / s.total();
+}
+
 template <class T> ENCORE_HD T activate(Activation a, T x) {
   switch (a) {
     case Activation::Tanh: return m_tanh(x);

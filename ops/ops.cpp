@@ -241,6 +241,18 @@ Padding Padding::parse(const std::string& s) {
   throw ValueError("[conv1d] unknown padding '" + s + "' (expected 'valid' or 'same')");
 }
 
+namespace {
+// The steps a kernel covers, (kernel - 1) * dilation + 1, for user-sized operands.
+int64_t conv1d_span(int64_t kernel, int64_t dilation) {
+  int64_t span;
+  ENCORE_CHECK(!__builtin_mul_overflow(kernel - 1, dilation, &span) &&
+                   !__builtin_add_overflow(span, 1, &span),
+               ShapeError, "[conv1d] kernel size ", kernel, " with dilation ", dilation,
+               " overflows int64");
+  return span;
+}
+}  // namespace
+
 std::pair<int64_t, int64_t> conv1d_padding(int64_t length, int64_t kernel, int64_t stride,
                                            int64_t dilation, Padding padding) {
   switch (padding.kind) {
@@ -248,12 +260,25 @@ std::pair<int64_t, int64_t> conv1d_padding(int64_t length, int64_t kernel, int64
     case Padding::Explicit: return {padding.left, padding.right};
     case Padding::Same: {
       // Keras/TensorFlow 'same': output length ceil(L / stride), extra padding on the right.
-      const int64_t out = (length + stride - 1) / stride;
-      const int64_t total = std::max<int64_t>((out - 1) * stride + (kernel - 1) * dilation + 1 - length, 0);
+      // (out - 1) * stride < length, so only the span can overflow.
+      const int64_t out = length / stride + (length % stride != 0);
+      const int64_t span = conv1d_span(kernel, dilation);
+      const int64_t total = std::max<int64_t>((out - 1) * stride - length + span, 0);
       return {total / 2, total - total / 2};
     }
   }
   return {0, 0};
+}
+
+int64_t conv1d_output_length(int64_t length, int64_t kernel, int64_t stride, int64_t dilation,
+                             int64_t pad_l, int64_t pad_r) {
+  const int64_t span = conv1d_span(kernel, dilation);
+  int64_t padded;
+  ENCORE_CHECK(!__builtin_add_overflow(length, pad_l, &padded) &&
+                   !__builtin_add_overflow(padded, pad_r, &padded),
+               ShapeError, "[conv1d] input length ", length, " with padding (", pad_l, ", ", pad_r,
+               ") overflows int64");
+  return padded < span ? 0 : (padded - span) / stride + 1;
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding, int64_t dilation) {
@@ -263,6 +288,8 @@ Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding,
                x.shape().str(), " and ", w.shape().str());
   ENCORE_CHECK(stride >= 1 && dilation >= 1, ValueError, "[conv1d] stride ", stride, " and dilation ",
                dilation, " must be >= 1");
+  ENCORE_CHECK(w.shape()[0] >= 1, ValueError, "[conv1d] kernel size must be >= 1, got kernel ",
+               w.shape().str());
   const auto [pl, pr] = conv1d_padding(x.shape()[1], w.shape()[0], stride, dilation, padding);
   return call(OpId::conv1d, {x, w}, ConvAttrs{stride, dilation, pl, pr, 0, 0});
 }

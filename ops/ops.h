@@ -121,6 +121,10 @@ Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride = 1, Padding padd
 /// Resolves a padding spec to explicit (left, right) amounts for an input length.
 std::pair<int64_t, int64_t> conv1d_padding(int64_t length, int64_t kernel, int64_t stride,
                                            int64_t dilation, Padding padding);
+/// Output steps of a 1-D convolution: 0 when the padded input is shorter than the kernel's
+/// span; a ShapeError when the sizes overflow int64.
+int64_t conv1d_output_length(int64_t length, int64_t kernel, int64_t stride, int64_t dilation,
+                             int64_t pad_l, int64_t pad_r);
 
 // ---- neural-network building blocks --------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t axis = -1);

@@ -416,6 +416,24 @@ TEST(CudaOps, Softmax) {
   for (const Case& c : cases) expect_parity(c);
 }
 
+// The CPU test of the same name, on the warp (rows), block (long rows) and column kernels.
+TEST(CudaOps, LogSoftmaxIsPreciseWhenOneEntryDominates) {
+  REQUIRE_CUDA();
+  Tensor long_rows = full({2, 3000}, 180.0, DType::Float64);
+  long_rows.slice(1, 0, 1).fill_(200.0);
+  const std::vector<std::pair<Tensor, int64_t>> cases{
+      {from_vector<double>({200, 190, 180, 1e-3, 0, -1e-3, -50, 30, 30.5}, {3, 3}), -1},
+      {from_vector<double>({200, 190, 180, 1e-3, 0, -1e-3, -50, 30, 30.5}, {3, 3}), 0},
+      {long_rows, -1}};
+  for (const auto& [x, axis] : cases) {
+    const auto ref = log_softmax(x, axis).to_vector<double>();
+    const auto got = log_softmax(x.to(DType::Float32).to(kGpu), axis).to_vector<double>();
+    ASSERT_EQ(ref.size(), got.size());
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 1e-30) << x.shape().str() << " axis " << axis << ", element " << i;
+  }
+}
+
 TEST(CudaOps, GatherScatter) {
   REQUIRE_CUDA();
   for (DType index_type : {DType::Int32, DType::Int64}) {
