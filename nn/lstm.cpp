@@ -16,6 +16,7 @@ LSTM::LSTM(int64_t units, LSTMOptions options)
 Shape LSTM::build_impl(const Shape& s) {
   ENCORE_CHECK(s.size() == 3, ShapeError, "[lstm] expects input (batch, steps, features), got ", s.str());
   const int64_t in = s[2], u = units_;
+  checked_numel({4, u, std::max(in, u)}, "lstm");  // kernel (in, 4u) and recurrent kernel (u, 4u)
   kernel_ = add_parameter("kernel", init::glorot_uniform({in, 4 * u}, in, 4 * u));
   recurrent_kernel_ = add_parameter("recurrent_kernel", init::orthogonal(u, 4 * u));
   std::vector<float> b(4 * u, 0.0f);

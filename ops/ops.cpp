@@ -24,12 +24,14 @@ Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
 Tensor arange(double start, double stop, double step, DType dtype, Device device) {
   ENCORE_CHECK(step != 0.0 && std::isfinite(start) && std::isfinite(stop) && std::isfinite(step),
                ValueError, "[arange] needs finite bounds and a non-zero step");
-  const auto n = static_cast<int64_t>(std::max(0.0, std::ceil((stop - start) / step)));
-  return call(OpId::arange, {}, FullAttrs{{n}, dtype, device, start, step});
+  const double n = std::max(0.0, std::ceil((stop - start) / step));
+  ENCORE_CHECK(n <= static_cast<double>(kMaxNumel), ShapeError, "[arange] ", n,
+               " elements are too many (at most 2^60 - 1)");
+  return call(OpId::arange, {}, FullAttrs{{static_cast<int64_t>(n)}, dtype, device, start, step});
 }
 
 template <class T> Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device) {
-  ENCORE_CHECK(static_cast<int64_t>(data.size()) == shape.numel(), ShapeError, "[from_vector] ",
+  ENCORE_CHECK(static_cast<int64_t>(data.size()) == checked_numel(shape, "from_vector"), ShapeError, "[from_vector] ",
                data.size(), " values cannot fill shape ", shape.str());
   Tensor t = Tensor::empty(shape, dtype_of<T>::value, Device::cpu());
   if (!data.empty()) std::memcpy(t.data_ptr(), data.data(), data.size() * sizeof(T));

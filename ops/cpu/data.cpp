@@ -85,7 +85,7 @@ TensorRef sub_view(const TensorRef& out, int axis, int64_t start, const Shape& s
   TensorRef v = out;
   v.data = static_cast<char*>(out.data) + start * out.strides[axis] * itemsize(out.dtype);
   v.shape = shape;
-  v.strides[axis] *= step;
+  if (shape[axis] > 1) v.strides[axis] *= step;  // see infer_slice
   return v;
 }
 

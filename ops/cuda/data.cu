@@ -157,7 +157,7 @@ TensorRef sub_view(const TensorRef& t, int axis, int64_t start, const Shape& sha
   v.data = static_cast<char*>(t.data) +
            start * t.strides[axis] * static_cast<int64_t>(itemsize(t.dtype));
   v.shape = shape;
-  v.strides[axis] *= step;
+  if (shape[axis] > 1) v.strides[axis] *= step;  // see infer_slice
   return v;
 }
 
