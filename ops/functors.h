@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "ops/attrs.h"
@@ -30,7 +31,50 @@ ENCORE_HD float m_tanh(float x) { return ::tanhf(x); }
 ENCORE_HD double m_tanh(double x) { return ::tanh(x); }
 ENCORE_HD float m_pow(float x, float p) { return ::powf(x, p); }
 ENCORE_HD double m_pow(double x, double p) { return ::pow(x, p); }
-template <class T> ENCORE_HD T m_abs(T x) { return x < T(0) ? -x : x; }
+// Integer arithmetic wraps modulo 2^bits, as in NumPy: it goes through the unsigned type,
+// because signed overflow is undefined behaviour in C++ (and CUDA). Floats are unchanged.
+template <class T> ENCORE_HD T wrap_add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <class T> ENCORE_HD T wrap_sub(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+  } else {
+    return a - b;
+  }
+}
+template <class T> ENCORE_HD T wrap_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+template <class T> ENCORE_HD T wrap_neg(T x) { return wrap_sub(T(0), x); }
+// abs(INT_MIN) is INT_MIN, as in NumPy.
+template <class T> ENCORE_HD T m_abs(T x) { return x < T(0) ? wrap_neg(x) : x; }
+
+// Conversion between dtypes. Float to integer truncates toward zero; NaN gives 0 and values
+// beyond the integer range saturate to its ends (C++ leaves all three undefined, and x86 would
+// give INT_MIN for each).
+template <class TD, class TS> ENCORE_HD TD cast_value(TS s) {
+  if constexpr (std::is_integral_v<TD> && std::is_floating_point_v<TS>) {
+    using L = std::numeric_limits<TD>;
+    // -2^(bits-1) is exact in every float type; 2^(bits-1) is the first value above the range.
+    constexpr TS lo = static_cast<TS>(L::min());
+    if (s != s) return TD(0);
+    if (s <= lo) return L::min();
+    if (s >= -lo) return L::max();
+  }
+  return static_cast<TD>(s);
+}
 template <class T> ENCORE_HD T m_max(T a, T b) { return a < b ? b : a; }
 template <class T> ENCORE_HD T m_min(T a, T b) { return b < a ? b : a; }
 template <class T> ENCORE_HD T m_sigmoid(T x) { return T(1) / (T(1) + m_exp(-x)); }
@@ -88,7 +132,7 @@ template <class T> ENCORE_HD T activate_grad(Activation a, T x, T y) {
 }
 
 // One-input functors. `Float` ops reject integer dtypes at shape inference.
-struct Neg { template <class T> ENCORE_HD T operator()(T x) const { return -x; } };
+struct Neg { template <class T> ENCORE_HD T operator()(T x) const { return wrap_neg(x); } };
 struct Exp { template <class T> ENCORE_HD T operator()(T x) const { return m_exp(x); } };
 struct Log { template <class T> ENCORE_HD T operator()(T x) const { return m_log(x); } };
 struct Sqrt { template <class T> ENCORE_HD T operator()(T x) const { return m_sqrt(x); } };
@@ -107,11 +151,11 @@ struct PowScalar {
 };
 struct AddScalar {
   double v;
-  template <class T> ENCORE_HD T operator()(T x) const { return x + T(v); }
+  template <class T> ENCORE_HD T operator()(T x) const { return wrap_add(x, T(v)); }
 };
 struct MulScalar {
   double v;
-  template <class T> ENCORE_HD T operator()(T x) const { return x * T(v); }
+  template <class T> ENCORE_HD T operator()(T x) const { return wrap_mul(x, T(v)); }
 };
 struct Clip {
   double lo, hi;
@@ -119,16 +163,16 @@ struct Clip {
 };
 
 // Two-input functors.
-struct Add { template <class T> ENCORE_HD T operator()(T a, T b) const { return a + b; } };
-struct Sub { template <class T> ENCORE_HD T operator()(T a, T b) const { return a - b; } };
-struct Mul { template <class T> ENCORE_HD T operator()(T a, T b) const { return a * b; } };
+struct Add { template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_add(a, b); } };
+struct Sub { template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_sub(a, b); } };
+struct Mul { template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_mul(a, b); } };
 // Integer division by zero and MIN / -1 are undefined and trap (SIGFPE) on x86: they give 0
 // (as NumPy does) and the wrapped -a instead.
 struct Div {
   template <class T> ENCORE_HD T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       if (b == T(0)) return T(0);
-      if (b == T(-1)) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));
+      if (b == T(-1)) return wrap_neg(a);
     }
     return a / b;
   }

@@ -4,6 +4,7 @@
 
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
+#include "ops/functors.h"
 
 namespace encore::cpu {
 namespace {
@@ -49,13 +50,13 @@ void copy_inplace_kernel(const KernelCtx& c) {
 }
 
 void add_inplace_kernel(const KernelCtx& c) {
-  visit_dtype(c.in[0].dtype, [&]<class T>() { update<T, T>(c.in[0], c.in[1], [](T d, T s) { return d + s; }); });
+  visit_dtype(c.in[0].dtype, [&]<class T>() { update<T, T>(c.in[0], c.in[1], [](T d, T s) { return fn::wrap_add(d, s); }); });
 }
 
 void cast_kernel(const KernelCtx& c) {
   visit_dtype(c.in[0].dtype, [&]<class TS>() {
     visit_dtype(c.out[0].dtype, [&]<class TD>() {
-      update<TD, TS>(c.out[0], c.in[0], [](TD, TS s) { return static_cast<TD>(s); });
+      update<TD, TS>(c.out[0], c.in[0], [](TD, TS s) { return fn::cast_value<TD>(s); });
     });
   });
 }
@@ -76,7 +77,7 @@ void add_scalar_inplace_kernel(const KernelCtx& c) {
   visit_dtype(t.dtype, [&]<class T>() {
     const T value = static_cast<T>(v);
     TensorRef scalar{const_cast<T*>(&value), {}, {}, t.dtype, t.device};
-    update<T, T>(t, scalar, [](T d, T s) { return d + s; });
+    update<T, T>(t, scalar, [](T d, T s) { return fn::wrap_add(d, s); });
   });
 }
 

@@ -6,6 +6,7 @@
 #include "ops/cuda/indexing.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
+#include "ops/functors.h"
 
 namespace encore::cuda {
 namespace {
@@ -13,13 +14,13 @@ namespace {
 struct Assign {
   template <class TD, class TS>
   __device__ __forceinline__ TD operator()(TD, TS s) const {
-    return static_cast<TD>(s);
+    return fn::cast_value<TD>(s);
   }
 };
 struct AddTo {
   template <class T>
   __device__ __forceinline__ T operator()(T d, T s) const {
-    return d + s;
+    return fn::wrap_add(d, s);
   }
 };
 

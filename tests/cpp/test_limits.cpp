@@ -1,8 +1,10 @@
 // Sizes and values at the limits: element counts that overflow int64, slices with huge steps,
-// printing long empty tensors.
+// printing long empty tensors, integer arithmetic that wraps, float -> integer casts. The
+// sanitizer build (UBSan, float-cast-overflow included) runs these too.
 #include <limits>
 
 #include "helpers.h"
+#include "ops/dispatch.h"
 #include "nn/layers.h"
 #include "nn/lstm.h"
 
@@ -32,6 +34,12 @@ template <class E, class F> std::string message_of(F&& f) {
 
 constexpr int64_t k2(int p) { return int64_t{1} << p; }
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int32_t kInt32Min = std::numeric_limits<int32_t>::min();
+
+template <class T> std::vector<T> values(const Tensor& t) { return t.to_vector<T>(); }
+template <class T> Tensor ints(std::vector<T> v) { return from_vector<T>(v, {static_cast<int64_t>(v.size())}); }
 
 TEST(Limits, ElementCountsThatOverflowAreShapeErrors) {
   // 2^33 * 2^31 = 2^64 wrapped to 0 elements, and reading the result crashed.
@@ -98,6 +106,66 @@ TEST(Limits, PrintingSummarizesLongAxesEvenWhenEmpty) {
   EXPECT_EQ(zeros({0, k2(31)}).str(), "tensor([], dtype=float32)");
   EXPECT_EQ(zeros({2, 0}).str(), "tensor([[],\n        []], dtype=float32)");
   EXPECT_LT(zeros({1}).expand({kMaxNumel}).str().size(), 100u);
+}
+
+// Signed overflow is undefined in C++: int32/int64 ops wrap modulo 2^bits instead, as in
+// NumPy, on the contiguous and the strided paths, in place, and in sums.
+TEST(Limits, IntegerArithmeticWraps) {
+  using V = std::vector<int64_t>;
+  const Tensor a = ints<int64_t>({kInt64Max, kInt64Min, kInt64Min, -1});
+  EXPECT_EQ(values<int64_t>(a + 1.0), (V{kInt64Min, kInt64Min + 1, kInt64Min + 1, 0}));
+  EXPECT_EQ(values<int64_t>(a + a), (V{-2, 0, 0, -2}));
+  EXPECT_EQ(values<int64_t>(a - ints<int64_t>({-1, 1, 1, 1})), (V{kInt64Min, kInt64Max, kInt64Max, -2}));
+  EXPECT_EQ(values<int64_t>(a * ints<int64_t>({2})), (V{-2, 0, 0, -2}));
+  EXPECT_EQ(values<int64_t>(a * 3.0), (V{kInt64Max - 2, kInt64Min, kInt64Min, -3}));
+  EXPECT_EQ(values<int64_t>(-a), (V{kInt64Min + 1, kInt64Min, kInt64Min, 1}));
+  EXPECT_EQ(values<int64_t>(abs(a)), (V{kInt64Max, kInt64Min, kInt64Min, 1}));
+  EXPECT_EQ(values<int64_t>(a / ints<int64_t>({-1})), (V{-kInt64Max, kInt64Min, kInt64Min, 1}));
+  // kInt64Max + kInt64Min - 1 + kInt64Min = kInt64Max - 1 (mod 2^64).
+  EXPECT_EQ(sum(a).to_vector<int64_t>()[0], kInt64Max - 1);
+  // Strided operands (a transposed view) take the general loops.
+  const Tensor m = ints<int64_t>({kInt64Max, 1, kInt64Max, 2}).reshape({2, 2}).transpose(0, 1);
+  EXPECT_EQ(values<int64_t>(m + ones({2, 2}, DType::Int64)), (V{kInt64Min, kInt64Min, 2, 3}));
+  EXPECT_EQ(values<int64_t>(sum(m, {1})), (V{-2, 3}));
+  EXPECT_EQ(values<int64_t>(sum(m, {0})), (V{kInt64Min, kInt64Min + 1}));
+
+  using W = std::vector<int32_t>;
+  const Tensor b = ints<int32_t>({kInt32Max, kInt32Min, 7});
+  EXPECT_EQ(values<int32_t>(b + 1.0), (W{kInt32Min, kInt32Min + 1, 8}));
+  EXPECT_EQ(values<int32_t>(b * b), (W{1, 0, 49}));
+  EXPECT_EQ(values<int32_t>(b - ints<int32_t>({-1})), (W{kInt32Min, kInt32Min + 1, 8}));
+  EXPECT_EQ(values<int32_t>(-b), (W{kInt32Min + 1, kInt32Min, -7}));
+  EXPECT_EQ(sum(ints<int32_t>({kInt32Max, 1})).to_vector<int32_t>()[0], kInt32Min);
+
+  // In place: add_ (gradient accumulation) and add_scalar_.
+  Tensor t = ints<int64_t>({kInt64Max, 5});
+  const Tensor in[] = {t, ints<int64_t>({1})};
+  dispatch(OpId::add_, in);
+  EXPECT_EQ(values<int64_t>(t), (V{kInt64Min, 6}));
+  const Tensor self[] = {t};
+  dispatch(OpId::add_scalar_, self, ScalarAttrs{-1.0});
+  EXPECT_EQ(values<int64_t>(t), (V{kInt64Max, 5}));
+}
+
+TEST(Limits, FloatToIntegerCastsAreDefined) {
+  // NaN -> 0; beyond the range -> its ends; otherwise truncation toward zero.
+  const std::vector<double> v{NAN, INFINITY, -INFINITY, 1e300, -1e300, 2.9, -2.9, 9.3e18,
+                              -9.3e18, 3e9, 9223372036854775808.0, -9223372036854775808.0};
+  for (DType from : {DType::Float64, DType::Float32}) {
+    const Tensor x = from_vector(v, {12}).to(from);
+    EXPECT_EQ(values<int64_t>(x.to(DType::Int64)),
+              (std::vector<int64_t>{0, kInt64Max, kInt64Min, kInt64Max, kInt64Min, 2, -2, kInt64Max,
+                                    kInt64Min, 3000000000, kInt64Max, kInt64Min}))
+        << name(from);
+    EXPECT_EQ(values<int32_t>(x.to(DType::Int32)),
+              (std::vector<int32_t>{0, kInt32Max, kInt32Min, kInt32Max, kInt32Min, 2, -2, kInt32Max,
+                                    kInt32Min, kInt32Max, kInt32Max, kInt32Min}))
+        << name(from);
+  }
+  // The ends of the int32 range are exact in float64; just beyond them saturates.
+  EXPECT_EQ(values<int32_t>(from_vector<double>({2147483647.0, -2147483648.0, 2147483648.0, -2147483649.0}, {4})
+                                .to(DType::Int32)),
+            (std::vector<int32_t>{kInt32Max, kInt32Min, kInt32Max, kInt32Min}));
 }
 
 }  // namespace
