@@ -236,7 +236,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return *this;
 }
 
-Tensor& Tensor::fill_(double value) {
+Tensor& Tensor::fill_(Scalar value) {
   const Tensor in[] = {*this};
   dispatch(OpId::fill_, in, ScalarAttrs{value});
   return *this;
@@ -273,7 +273,7 @@ void Tensor::backward(const Tensor& grad) const {
   if (!g.defined()) {
     ENCORE_CHECK(numel() == 1, ShapeError, "[backward] implicit gradient needs a scalar, got ",
                  describe(*this), "; pass a gradient tensor");
-    g = call(OpId::full, {}, FullAttrs{shape(), dtype(), device(), 1.0, 0.0});
+    g = call(OpId::full, {}, FullAttrs{shape(), dtype(), device(), 1, 0});
   }
   ENCORE_CHECK(g.shape() == shape(), ShapeError, "[backward] gradient ", describe(g),
                " does not match ", describe(*this));

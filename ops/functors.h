@@ -131,6 +131,13 @@ template <class T> ENCORE_HD T activate_grad(Activation a, T x, T y) {
   return T(1);
 }
 
+// A scalar operand in the tensor's type: exact for integers (the op's shape inference has
+// checked that the dtype holds it), the double otherwise.
+template <class T> ENCORE_HD T scalar_as(const Scalar& s) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(s.i);
+  else return static_cast<T>(s.d);
+}
+
 // One-input functors. `Float` ops reject integer dtypes at shape inference.
 struct Neg { template <class T> ENCORE_HD T operator()(T x) const { return wrap_neg(x); } };
 struct Exp { template <class T> ENCORE_HD T operator()(T x) const { return m_exp(x); } };
@@ -150,16 +157,18 @@ struct PowScalar {
   template <class T> ENCORE_HD T operator()(T x) const { return m_pow(x, T(p)); }
 };
 struct AddScalar {
-  double v;
-  template <class T> ENCORE_HD T operator()(T x) const { return wrap_add(x, T(v)); }
+  Scalar v;
+  template <class T> ENCORE_HD T operator()(T x) const { return wrap_add(x, scalar_as<T>(v)); }
 };
 struct MulScalar {
-  double v;
-  template <class T> ENCORE_HD T operator()(T x) const { return wrap_mul(x, T(v)); }
+  Scalar v;
+  template <class T> ENCORE_HD T operator()(T x) const { return wrap_mul(x, scalar_as<T>(v)); }
 };
 struct Clip {
-  double lo, hi;
-  template <class T> ENCORE_HD T operator()(T x) const { return m_min(m_max(x, T(lo)), T(hi)); }
+  Scalar lo, hi;
+  template <class T> ENCORE_HD T operator()(T x) const {
+    return m_min(m_max(x, scalar_as<T>(lo)), scalar_as<T>(hi));
+  }
 };
 
 // Two-input functors.

@@ -62,20 +62,20 @@ void cast_kernel(const KernelCtx& c) {
 }
 
 void fill_kernel(const KernelCtx& c) {
-  const double v = std::get<ScalarAttrs>(c.attrs).value;
+  const Scalar& v = std::get<ScalarAttrs>(c.attrs).value;
   const TensorRef& t = c.in[0];
   visit_dtype(t.dtype, [&]<class T>() {
-    const T value = static_cast<T>(v);
+    const T value = fn::scalar_as<T>(v);
     TensorRef scalar{const_cast<T*>(&value), {}, {}, t.dtype, t.device};
     update<T, T>(t, scalar, [](T, T s) { return s; });
   });
 }
 
 void add_scalar_inplace_kernel(const KernelCtx& c) {
-  const double v = std::get<ScalarAttrs>(c.attrs).value;
+  const Scalar& v = std::get<ScalarAttrs>(c.attrs).value;
   const TensorRef& t = c.in[0];
   visit_dtype(t.dtype, [&]<class T>() {
-    const T value = static_cast<T>(v);
+    const T value = fn::scalar_as<T>(v);
     TensorRef scalar{const_cast<T*>(&value), {}, {}, t.dtype, t.device};
     update<T, T>(t, scalar, [](T d, T s) { return fn::wrap_add(d, s); });
   });

@@ -101,17 +101,17 @@ void cast_kernel(const KernelCtx& c) {
 
 void fill_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const double v = std::get<ScalarAttrs>(c.attrs).value;
+  const Scalar& v = std::get<ScalarAttrs>(c.attrs).value;
   visit_dtype(c.in[0].dtype, [&]<class T>() {
-    update_with<T>(c.in[0], static_cast<T>(v), Assign{}, dev.stream(), "fill_");
+    update_with<T>(c.in[0], fn::scalar_as<T>(v), Assign{}, dev.stream(), "fill_");
   });
 }
 
 void add_scalar_inplace_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const double v = std::get<ScalarAttrs>(c.attrs).value;
+  const Scalar& v = std::get<ScalarAttrs>(c.attrs).value;
   visit_dtype(c.in[0].dtype, [&]<class T>() {
-    update_with<T>(c.in[0], static_cast<T>(v), AddTo{}, dev.stream(), "add_scalar_");
+    update_with<T>(c.in[0], fn::scalar_as<T>(v), AddTo{}, dev.stream(), "add_scalar_");
   });
 }
 

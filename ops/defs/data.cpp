@@ -152,7 +152,10 @@ template <OpId Op> int infer_inplace_binary(std::span<const Tensor> in, const At
                "[", name, "] ", describe(in[1]), " cannot be broadcast into ", describe(in[0]));
   return 0;
 }
-int infer_inplace_unary(std::span<const Tensor>, const Attrs&, TensorMeta*) { return 0; }
+template <OpId Op> int infer_inplace_unary(std::span<const Tensor> in, const Attrs& attrs, TensorMeta*) {
+  defs::check_scalars(op_name(Op), attrs, in[0].dtype());
+  return 0;
+}
 
 }  // namespace
 
@@ -200,11 +203,12 @@ void define_data_ops() {
     d.mutates = 1;
     d.infer = infer;
   }
-  for (OpId op : {OpId::fill_, OpId::add_scalar_}) {
+  for (auto [op, infer] : {std::pair<OpId, InferFn>{OpId::fill_, infer_inplace_unary<OpId::fill_>},
+                           std::pair<OpId, InferFn>{OpId::add_scalar_, infer_inplace_unary<OpId::add_scalar_>}}) {
     OpDef& d = defs::define(op);
     d.kind = OpKind::InPlace;
     d.mutates = 1;
-    d.infer = infer_inplace_unary;
+    d.infer = infer;
   }
 }
 

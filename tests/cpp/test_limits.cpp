@@ -168,5 +168,72 @@ TEST(Limits, FloatToIntegerCastsAreDefined) {
             (std::vector<int32_t>{kInt32Max, kInt32Min, kInt32Max, kInt32Min}));
 }
 
+// Scalars hold int64 values exactly (they were doubles: 2^62 + 1 became 2^62).
+TEST(Limits, Int64ScalarsAreExact) {
+  using V = std::vector<int64_t>;
+  constexpr int64_t big = k2(61) + 1;
+  EXPECT_EQ(values<int64_t>(full({2}, big, DType::Int64)), (V{big, big}));
+  Tensor t = zeros({2}, DType::Int64);
+  t.fill_(big);
+  EXPECT_EQ(values<int64_t>(t), (V{big, big}));
+  EXPECT_EQ(values<int64_t>(t + big), (V{2 * big, 2 * big}));
+  EXPECT_EQ(values<int64_t>(t - big), (V{0, 0}));
+  EXPECT_EQ(values<int64_t>(ones({1}, DType::Int64) * big), (V{big}));
+  EXPECT_EQ(values<int64_t>(big - t), (V{0, 0}));
+  EXPECT_EQ(values<int64_t>(clip(ints<int64_t>({0, kInt64Max}), big, big + 2)), (V{big, big + 2}));
+  EXPECT_EQ(values<int64_t>(arange(big, big + 3, 1, DType::Int64)), (V{big, big + 1, big + 2}));
+  EXPECT_EQ(values<int64_t>(arange(kInt64Max - 2, kInt64Max, 1, DType::Int64)), (V{kInt64Max - 2, kInt64Max - 1}));
+  EXPECT_EQ(arange(kInt64Min, kInt64Max, k2(62), DType::Int64).numel(), 4);
+  EXPECT_EQ(values<int64_t>(arange(10, 0, -4, DType::Int64)), (V{10, 6, 2}));
+  // In place, as optimizers count steps.
+  const Tensor self[] = {t};
+  dispatch(OpId::add_scalar_, self, ScalarAttrs{big});
+  EXPECT_EQ(values<int64_t>(t), (V{2 * big, 2 * big}));
+  // Floating tensors take the nearest value.
+  EXPECT_EQ(full({1}, big, DType::Float64).to_vector<double>()[0], static_cast<double>(big));
+  EXPECT_EQ(Scalar(big).str(), "2305843009213693953");
+  EXPECT_EQ(Scalar(2.5).str(), "2.5");
+  EXPECT_EQ((-Scalar(kInt64Min)).d, 9223372036854775808.0);
+}
+
+// NaN and +-inf have no integer value (fill_(nan) gave INT64_MIN); values beyond the dtype's
+// range neither. Fractions truncate toward zero, as NumPy's and PyTorch's fill do.
+TEST(Limits, ScalarsAnIntegerTensorCannotHoldAreValueErrors) {
+  for (DType dt : {DType::Int64, DType::Int32}) {
+    Tensor t = zeros({2}, dt);
+    for (double bad : {double(NAN), double(INFINITY), -double(INFINITY), 1e300}) {
+      EXPECT_ERROR(ValueError, t.fill_(bad), "[fill_] the value ");
+      EXPECT_ERROR(ValueError, full({1}, bad, dt), "[full] the value");
+      EXPECT_ERROR(ValueError, t + bad, "[add_scalar] the value");
+      EXPECT_ERROR(ValueError, t * bad, "[mul_scalar] the value");
+      EXPECT_ERROR(ValueError, clip(t, bad, bad), "[clip] the value");
+      const Tensor self[] = {t};
+      EXPECT_ERROR(ValueError, dispatch(OpId::add_scalar_, self, ScalarAttrs{bad}), "[add_scalar_] the value");
+    }
+    EXPECT_ERROR(ValueError, t.fill_(NAN), std::string("cannot be stored in an ") + std::string(name(dt)) + " tensor");
+    EXPECT_ERROR(ValueError, t.fill_(1e300), "(out of range)");
+    t.fill_(2.5);
+    expect_values(t, {2, 2});
+    t.fill_(-2.9);
+    expect_values(t, {-2, -2});
+    expect_values(t + 1.9, {-1, -1});
+  }
+  Tensor i32 = zeros({1}, DType::Int32);
+  EXPECT_ERROR(ValueError, i32.fill_(k2(31)), "[fill_] the value 2147483648 cannot be stored in an int32 tensor (out of range)");
+  EXPECT_ERROR(ValueError, i32 + k2(40), "[add_scalar] the value 1099511627776");
+  i32.fill_(k2(31) - 1);
+  EXPECT_EQ(values<int32_t>(i32), std::vector<int32_t>{kInt32Max});
+  i32.fill_(-2147483648.9);
+  EXPECT_EQ(values<int32_t>(i32), std::vector<int32_t>{kInt32Min});
+  EXPECT_ERROR(ValueError, zeros({1}, DType::Int64).fill_(9223372036854775808.0), "out of range");
+  EXPECT_ERROR(ValueError, arange(0, 4e9, 1.5e9, DType::Int32), "[arange] the value 3e+09");
+  EXPECT_ERROR(ValueError, arange(0, k2(40), k2(39), DType::Int32), "[arange] the value 549755813888");
+  // Floating tensors take anything.
+  EXPECT_TRUE(std::isnan(full({1}, NAN).item()));
+  Tensor f = zeros({1}, DType::Float64);
+  f.fill_(INFINITY);
+  EXPECT_EQ(f.item(), INFINITY);
+}
+
 }  // namespace
 }  // namespace encore
