@@ -62,6 +62,8 @@ TEST(Empty, ElementwiseAndDataMovement) {
   EXPECT_EQ(e.reshape({3, 0, 5}).shape(), (Shape{3, 0, 5}));
   EXPECT_EQ(matmul(zeros({2, 0}), zeros({0, 3})).to_vector<float>(), std::vector<float>(6, 0.0f));
   EXPECT_EQ(gather_last(zeros({0, 4}), zeros({0}, DType::Int64)).shape(), (Shape{0}));
+  EXPECT_EQ(gather_last(zeros({0, 0}), zeros({0}, DType::Int64)).shape(), (Shape{0}));
+  EXPECT_THROW(gather_last(zeros({2, 0}), zeros({2}, DType::Int64)), ValueError);
   EXPECT_EQ(scatter_last(zeros({0}), zeros({0}, DType::Int64), 4).shape(), (Shape{0, 4}));
   Tensor filled = zeros({2, 0});
   filled.fill_(3.0);
