@@ -70,9 +70,9 @@ int64_t checked_numel(const Shape& shape, const char* op) {
       empty = true;
       continue;
     }
-    ENCORE_CHECK(d <= kMaxNumel / nonzero, ShapeError, "[", op, "] shape ", shape.str(),
+    ENCORE_CHECK(!__builtin_mul_overflow(nonzero, d, &nonzero) && nonzero <= kMaxNumel, ShapeError,
+                 "[", op, "] shape ", shape.str(),
                  " has too many elements (at most 2^60 - 1, so that byte sizes fit in int64)");
-    nonzero *= d;
   }
   return empty ? 0 : nonzero;
 }
