@@ -78,11 +78,11 @@ bool view_strides(const Shape& old_shape, const Strides& old_strides, const Shap
 /// element offset then fits in int64.
 constexpr int64_t kMaxNumel = INT64_MAX / 8;
 /// The element count of `shape`, or a ShapeError naming `op` and the shape when a dimension is
-/// negative or the count exceeds kMaxNumel. Size-0 dims are skipped in the overflow check (like
-/// NumPy, (2**40, 2**40, 0) would be refused, (2**31, 0) is fine), so that `Dims::numel()` and
+/// negative or the count exceeds kMaxNumel. The product of the non-zero dims is what is checked
+/// ((2**31, 0) is fine, (2**40, 2**40, 0) is not), so that `Dims::numel()` and
 /// `contiguous_strides()` of a checked shape cannot overflow. Every place that creates a shape
 /// from user input calls this: op outputs in the dispatcher, Tensor::empty, reshape, the
-/// Python shape parser.
+/// Python shape parser, the layers' builds.
 int64_t checked_numel(const Shape& shape, const char* op);
 /// Wraps a possibly negative axis into [0, rank); throws ShapeError naming `op` otherwise.
 int normalize_axis(int64_t axis, int rank, const char* op);
