@@ -14,15 +14,6 @@ namespace py = pybind11;
 
 namespace encore::python {
 
-/// A Python number as the scalar operand of an op. Its caster accepts float and int (and bool)
-/// without conversion, and other numbers (NumPy scalars) when converting, but never arrays or
-/// tensors: listed before the Tensor overload, it lets `t * 0.5` and `t * u` both resolve on
-/// the first, cheap try (a failed Tensor load is the slow path of overload resolution).
-struct Scalar {
-  double value = 0.0;
-  operator double() const { return value; }
-};
-
 void init_errors(py::module_& m);
 void init_runtime(py::module_& m);  // Device, DType, modes, grad mode, ledger, cuda, autotune
 void init_tensor(py::module_& m);
@@ -89,34 +80,61 @@ std::shared_ptr<void> keep_alive(py::object obj);
 }  // namespace encore::python
 
 namespace pybind11::detail {
+/// A Python number as an encore::Scalar: ints stay exact (an int beyond int64 becomes a
+/// double, which an integer tensor then rejects as out of range), floats are doubles. It
+/// accepts float and int (and bool) without conversion, and other numbers (NumPy scalars) when
+/// converting, but never arrays or tensors: listed before the Tensor overload, it lets
+/// `t * 0.5` and `t * u` both resolve on the first, cheap try (a failed Tensor load is the
+/// slow path of overload resolution).
 template <>
-struct type_caster<encore::python::Scalar> {
-  PYBIND11_TYPE_CASTER(encore::python::Scalar, const_name("float"));
+struct type_caster<encore::Scalar> {
+  PYBIND11_TYPE_CASTER(encore::Scalar, const_name("float"));
   bool load(handle src, bool convert) {
     PyObject* o = src.ptr();
     if (PyFloat_Check(o)) {
-      value.value = PyFloat_AS_DOUBLE(o);
+      value = encore::Scalar(PyFloat_AS_DOUBLE(o));
       return true;
     }
-    if (PyLong_Check(o)) {
-      value.value = PyLong_AsDouble(o);
-      if (value.value == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return false;
-      }
-      return true;
-    }
+    if (PyLong_Check(o)) return load_int(o);
     // NumPy scalars and other numbers; arrays and tensors (sequences, buffers) are not scalars.
     if (!convert || !PyNumber_Check(o) || PySequence_Check(o)) return false;
-    value.value = PyFloat_AsDouble(o);
-    if (value.value == -1.0 && PyErr_Occurred()) {
+    if (PyIndex_Check(o)) {
+      const object i = reinterpret_steal<object>(PyNumber_Index(o));
+      if (i) return load_int(i.ptr());
       PyErr_Clear();
       return false;
     }
+    const double d = PyFloat_AsDouble(o);
+    if (d == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    value = encore::Scalar(d);
     return true;
   }
-  static handle cast(encore::python::Scalar s, return_value_policy, handle) {
-    return PyFloat_FromDouble(s.value);
+  static handle cast(encore::Scalar s, return_value_policy, handle) {
+    return s.integral ? PyLong_FromLongLong(s.i) : PyFloat_FromDouble(s.d);
+  }
+
+ private:
+  bool load_int(PyObject* o) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (!overflow) {
+      if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+      }
+      value = encore::Scalar(static_cast<int64_t>(v));
+      return true;
+    }
+    const double d = PyLong_AsDouble(o);  // beyond double too: not a scalar we can hold
+    if (d == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    value = encore::Scalar(d);
+    return true;
   }
 };
 }  // namespace pybind11::detail

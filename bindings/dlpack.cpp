@@ -198,9 +198,9 @@ Tensor view_of(const DLTensor& dl, std::shared_ptr<void> owner, bool read_only) 
   Shape shape(std::vector<int64_t>(dl.shape, dl.shape + dl.ndim));
   Strides strides = dl.strides ? Strides(std::vector<int64_t>(dl.strides, dl.strides + dl.ndim))
                                : contiguous_strides(shape);
-  int64_t extent = shape.numel() ? 1 : 0;
+  int64_t extent = checked_numel(shape, "from_dlpack") ? 1 : 0;
   for (int i = 0; i < dl.ndim; ++i) {
-    ENCORE_CHECK(shape[i] >= 0 && (shape[i] <= 1 || strides[i] >= 0), ValueError,
+    ENCORE_CHECK(shape[i] <= 1 || strides[i] >= 0, ValueError,
                  "[from_dlpack] negative strides are not supported (shape ", shape.str(), ")");
     if (shape[i] > 0) extent += (shape[i] - 1) * strides[i];
   }

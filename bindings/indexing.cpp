@@ -80,7 +80,7 @@ void init_indexing(py::class_<Tensor>& cls) {
         if (py::isinstance<Tensor>(value)) {
           view.copy_(value.cast<Tensor>());
         } else if (PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr())) {
-          view.fill_(value.cast<double>());
+          view.fill_(value.cast<Scalar>());
         } else {
           view.copy_(
               tensor_from_data(value, py::cast(t.dtype()), py::cast(t.device()), false, true));

@@ -49,30 +49,27 @@ Tensor arange_py(py::object a, py::object b, py::object step, py::object dtype, 
                  bool requires_grad) {
   const bool ints = PyIndex_Check(a.ptr()) && (b.is_none() || PyIndex_Check(b.ptr())) &&
                     PyIndex_Check(step.ptr());
-  const double start = b.is_none() ? 0.0 : a.cast<double>();
-  const double stop = b.is_none() ? a.cast<double>() : b.cast<double>();
+  const Scalar start = b.is_none() ? Scalar(0) : a.cast<Scalar>();
+  const Scalar stop = b.is_none() ? a.cast<Scalar>() : b.cast<Scalar>();
   const DType dt = to_dtype(dtype, ints ? DType::Int64 : DType::Float32);
-  const double st = step.cast<double>();
-  const double n = st != 0.0 ? (stop - start) / st : 0.0;
-  ENCORE_CHECK(n < 1e15, ShapeError, "[arange] ", n, " elements are too many");
-  return finish(arange(start, stop, st, dt, to_device(device)), requires_grad);
+  return finish(arange(start, stop, step.cast<Scalar>(), dt, to_device(device)), requires_grad);
 }
 
 }  // namespace
 
 void init_ops(py::module_& m) {
   // ---- creation -------------------------------------------------------------------------
-  auto filled = [](double value) {
+  auto filled = [](Scalar value) {
     return [value](const py::args& shape, py::object dtype, py::object device, bool requires_grad) {
       return finish(full(shape_from_args(shape, "full"), value, to_dtype(dtype, DType::Float32),
                          to_device(device)),
                     requires_grad);
     };
   };
-  m.def("zeros", filled(0.0), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
+  m.def("zeros", filled(0), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
         py::arg("requires_grad") = false,
         "zeros(*shape, dtype=float32, device='cpu', requires_grad=False)");
-  m.def("ones", filled(1.0), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
+  m.def("ones", filled(1), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
         py::arg("requires_grad") = false,
         "ones(*shape, dtype=float32, device='cpu', requires_grad=False)");
   m.def(
@@ -84,26 +81,26 @@ void init_ops(py::module_& m) {
       py::arg("dtype") = py::none(), py::arg("device") = py::none(), "An uninitialized tensor.");
   m.def(
       "full",
-      [](py::object shape, double value, py::object dtype, py::object device, bool requires_grad) {
+      [](py::object shape, Scalar value, py::object dtype, py::object device, bool requires_grad) {
         return finish(full(to_shape(shape, "full"), value, to_dtype(dtype, DType::Float32),
                            to_device(device)),
                       requires_grad);
       },
       py::arg("shape"), py::arg("fill_value"), py::arg("dtype") = py::none(),
       py::arg("device") = py::none(), py::arg("requires_grad") = false);
-  auto like = [](double value) {
+  auto like = [](Scalar value) {
     return [value](const Tensor& t, py::object dtype, py::object device) {
       return full(t.shape(), value, to_dtype(dtype, t.dtype()),
                   device.is_none() ? t.device() : to_device(device));
     };
   };
-  m.def("zeros_like", like(0.0), py::arg("t"), py::arg("dtype") = py::none(),
+  m.def("zeros_like", like(0), py::arg("t"), py::arg("dtype") = py::none(),
         py::arg("device") = py::none());
-  m.def("ones_like", like(1.0), py::arg("t"), py::arg("dtype") = py::none(),
+  m.def("ones_like", like(1), py::arg("t"), py::arg("dtype") = py::none(),
         py::arg("device") = py::none());
   m.def(
       "full_like",
-      [](const Tensor& t, double value, py::object dtype, py::object device) {
+      [](const Tensor& t, Scalar value, py::object dtype, py::object device) {
         return full(t.shape(), value, to_dtype(dtype, t.dtype()),
                     device.is_none() ? t.device() : to_device(device));
       },
@@ -207,7 +204,7 @@ void init_ops(py::module_& m) {
   m.def(
       "pow", [](const Tensor& x, double p) { return pow(x, p); }, py::arg("x"), py::arg("p"));
   m.def(
-      "clip", [](const Tensor& x, double lo, double hi) { return clip(x, lo, hi); }, py::arg("x"),
+      "clip", [](const Tensor& x, Scalar lo, Scalar hi) { return clip(x, lo, hi); }, py::arg("x"),
       py::arg("min"), py::arg("max"));
   m.def(
       "activation",
@@ -218,22 +215,22 @@ void init_ops(py::module_& m) {
       "Applies a Keras activation by name ('linear', 'relu', 'tanh', ...).");
 
   m.def(
-      "add", [](const Tensor& a, Scalar b) { return add(a, b.value); }, py::arg("a"), py::arg("b"));
+      "add", [](const Tensor& a, Scalar b) { return add(a, b); }, py::arg("a"), py::arg("b"));
   m.def(
       "add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, py::arg("a"),
       py::arg("b"));
   m.def(
-      "sub", [](const Tensor& a, Scalar b) { return a - b.value; }, py::arg("a"), py::arg("b"));
+      "sub", [](const Tensor& a, Scalar b) { return a - b; }, py::arg("a"), py::arg("b"));
   m.def(
       "sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, py::arg("a"),
       py::arg("b"));
   m.def(
-      "mul", [](const Tensor& a, Scalar b) { return mul(a, b.value); }, py::arg("a"), py::arg("b"));
+      "mul", [](const Tensor& a, Scalar b) { return mul(a, b); }, py::arg("a"), py::arg("b"));
   m.def(
       "mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, py::arg("a"),
       py::arg("b"));
   m.def(
-      "div", [](const Tensor& a, Scalar b) { return a / b.value; }, py::arg("a"), py::arg("b"));
+      "div", [](const Tensor& a, Scalar b) { return a / b; }, py::arg("a"), py::arg("b"));
   m.def(
       "div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, py::arg("a"),
       py::arg("b"));
@@ -248,13 +245,13 @@ void init_ops(py::module_& m) {
   m.def(
       "ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); }, py::arg("a"), py::arg("b"));
   m.def(
-      "gt", [](const Tensor& a, Scalar b) { return gt(a, b.value); }, py::arg("a"), py::arg("b"));
+      "gt", [](const Tensor& a, Scalar b) { return gt(a, b); }, py::arg("a"), py::arg("b"));
   m.def(
       "gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); }, py::arg("a"), py::arg("b"));
   m.def(
       "ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); }, py::arg("a"), py::arg("b"));
   m.def(
-      "lt", [](const Tensor& a, Scalar b) { return lt(a, b.value); }, py::arg("a"), py::arg("b"));
+      "lt", [](const Tensor& a, Scalar b) { return lt(a, b); }, py::arg("a"), py::arg("b"));
   m.def(
       "lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); }, py::arg("a"), py::arg("b"));
   m.def(

@@ -78,19 +78,12 @@ Shape to_shape(py::handle obj, const char* op, bool infer) {
                          std::string(py::repr(obj)));
   }
   const Shape shape(dims);
-  // Element counts beyond 2^48 cannot be allocated anywhere; checking here keeps the product
-  // from overflowing further down.
-  constexpr int64_t kMaxElements = int64_t{1} << 48;
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    ENCORE_CHECK(d >= 0 || (infer && d == -1), ShapeError, "[", op, "] negative dimension in ",
-                 shape.str());
-    if (d > 0 && n > 0) {
-      ENCORE_CHECK(n <= kMaxElements / d, ShapeError, "[", op, "] shape ", shape.str(),
-                   " has too many elements");
-      n *= d;
-    }
-  }
+  // Checked here too because some callers compute with the shape before any op sees it
+  // (Module.build); a -1 to infer counts as 1.
+  Shape counted = shape;
+  for (int64_t& d : counted)
+    if (infer && d == -1) d = 1;
+  checked_numel(counted, op);
   return shape;
 }
 

@@ -24,7 +24,7 @@ py::object in_place(py::object self, F compute) {
 
 // A 0-d tensor holding `v` in `like`'s dtype and device: the scalar operand of the ops that
 // have no scalar form (comparisons, ==).
-Tensor scalar_like(const Tensor& like, double v) {
+Tensor scalar_like(const Tensor& like, Scalar v) {
   return full({}, v, like.dtype(), like.device());
 }
 
@@ -218,7 +218,7 @@ void init_tensor(py::module_& m) {
   cls.def(
          "copy_", [](Tensor& t, const Tensor& src) { return t.copy_(src); }, py::arg("src"))
       .def(
-          "fill_", [](Tensor& t, double v) { return t.fill_(v); }, py::arg("value"))
+          "fill_", [](Tensor& t, Scalar v) { return t.fill_(v); }, py::arg("value"))
       .def("zero_", [](Tensor& t) { return t.zero_(); })
       .def("set_data", &Tensor::set_data, py::arg("other"),
            "Makes this tensor view `other`'s storage (shapes must match); traces that captured it "
@@ -289,7 +289,7 @@ void init_tensor(py::module_& m) {
           "log_softmax", [](const Tensor& x, int64_t axis) { return log_softmax(x, axis); },
           py::arg("axis") = -1)
       .def(
-          "clip", [](const Tensor& x, double lo, double hi) { return clip(x, lo, hi); },
+          "clip", [](const Tensor& x, Scalar lo, Scalar hi) { return clip(x, lo, hi); },
           py::arg("min"), py::arg("max"))
       .def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
 
@@ -300,52 +300,52 @@ void init_tensor(py::module_& m) {
   // conversion.
   const auto op = py::is_operator();
   cls.def(
-         "__add__", [](const Tensor& a, Scalar b) { return a + b.value; }, op)
+         "__add__", [](const Tensor& a, Scalar b) { return a + b; }, op)
       .def(
           "__add__", [](const Tensor& a, const Tensor& b) { return a + b; }, op)
       .def(
-          "__radd__", [](const Tensor& a, Scalar b) { return b.value + a; }, op)
+          "__radd__", [](const Tensor& a, Scalar b) { return b + a; }, op)
       .def(
           "__radd__", [](const Tensor& a, const Tensor& b) { return b + a; }, op)
       .def(
-          "__sub__", [](const Tensor& a, Scalar b) { return a - b.value; }, op)
+          "__sub__", [](const Tensor& a, Scalar b) { return a - b; }, op)
       .def(
           "__sub__", [](const Tensor& a, const Tensor& b) { return a - b; }, op)
       .def(
-          "__rsub__", [](const Tensor& a, Scalar b) { return b.value - a; }, op)
+          "__rsub__", [](const Tensor& a, Scalar b) { return b - a; }, op)
       .def(
           "__rsub__", [](const Tensor& a, const Tensor& b) { return b - a; }, op)
       .def(
-          "__mul__", [](const Tensor& a, Scalar b) { return a * b.value; }, op)
+          "__mul__", [](const Tensor& a, Scalar b) { return a * b; }, op)
       .def(
           "__mul__", [](const Tensor& a, const Tensor& b) { return a * b; }, op)
       .def(
-          "__rmul__", [](const Tensor& a, Scalar b) { return b.value * a; }, op)
+          "__rmul__", [](const Tensor& a, Scalar b) { return b * a; }, op)
       .def(
           "__rmul__", [](const Tensor& a, const Tensor& b) { return b * a; }, op)
       .def(
-          "__truediv__", [](const Tensor& a, Scalar b) { return a / b.value; }, op)
+          "__truediv__", [](const Tensor& a, Scalar b) { return a / b; }, op)
       .def(
           "__truediv__", [](const Tensor& a, const Tensor& b) { return a / b; }, op)
       .def(
-          "__rtruediv__", [](const Tensor& a, Scalar b) { return b.value / a; }, op)
+          "__rtruediv__", [](const Tensor& a, Scalar b) { return b / a; }, op)
       .def(
           "__rtruediv__", [](const Tensor& a, const Tensor& b) { return b / a; }, op)
       .def(
           "__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, op)
       // In place for plain data, rebinding in autograd graphs (see in_place).
-      .def("__iadd__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a + b.value; }); }, op)
+      .def("__iadd__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a + b; }); }, op)
       .def("__iadd__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a + b; }); }, op)
-      .def("__isub__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a - b.value; }); }, op)
+      .def("__isub__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a - b; }); }, op)
       .def("__isub__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a - b; }); }, op)
-      .def("__imul__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a * b.value; }); }, op)
+      .def("__imul__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a * b; }); }, op)
       .def("__imul__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a * b; }); }, op)
-      .def("__itruediv__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a / b.value; }); }, op)
+      .def("__itruediv__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a / b; }); }, op)
       .def("__itruediv__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a / b; }); }, op)
       .def(
           "__rmatmul__", [](const Tensor& a, const Tensor& b) { return matmul(b, a); }, op)
       .def(
-          "__pow__", [](const Tensor& a, Scalar p) { return pow(a, p.value); }, op)
+          "__pow__", [](const Tensor& a, Scalar p) { return pow(a, p.d); }, op)
       .def(
           "__neg__", [](const Tensor& a) { return -a; }, op)
       .def(
@@ -353,27 +353,27 @@ void init_tensor(py::module_& m) {
       .def(
           "__abs__", [](const Tensor& a) { return abs(a); }, op)
       .def(
-          "__lt__", [](const Tensor& a, Scalar b) { return lt(a, b.value); }, op)
+          "__lt__", [](const Tensor& a, Scalar b) { return lt(a, b); }, op)
       .def(
           "__lt__", [](const Tensor& a, const Tensor& b) { return lt(a, b); }, op)
       .def(
-          "__le__", [](const Tensor& a, Scalar b) { return le(a, scalar_like(a, b.value)); }, op)
+          "__le__", [](const Tensor& a, Scalar b) { return le(a, scalar_like(a, b)); }, op)
       .def(
           "__le__", [](const Tensor& a, const Tensor& b) { return le(a, b); }, op)
       .def(
-          "__gt__", [](const Tensor& a, Scalar b) { return gt(a, b.value); }, op)
+          "__gt__", [](const Tensor& a, Scalar b) { return gt(a, b); }, op)
       .def(
           "__gt__", [](const Tensor& a, const Tensor& b) { return gt(a, b); }, op)
       .def(
-          "__ge__", [](const Tensor& a, Scalar b) { return ge(a, scalar_like(a, b.value)); }, op)
+          "__ge__", [](const Tensor& a, Scalar b) { return ge(a, scalar_like(a, b)); }, op)
       .def(
           "__ge__", [](const Tensor& a, const Tensor& b) { return ge(a, b); }, op)
       .def(
-          "__eq__", [](const Tensor& a, Scalar b) { return eq(a, scalar_like(a, b.value)); }, op)
+          "__eq__", [](const Tensor& a, Scalar b) { return eq(a, scalar_like(a, b)); }, op)
       .def(
           "__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, op)
       .def(
-          "__ne__", [](const Tensor& a, Scalar b) { return ne(a, scalar_like(a, b.value)); }, op)
+          "__ne__", [](const Tensor& a, Scalar b) { return ne(a, scalar_like(a, b)); }, op)
       .def(
           "__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); }, op);
 

@@ -51,6 +51,32 @@ Strides contiguous_strides(const Shape& shape) {
   return st;
 }
 
+bool is_contiguous(const Shape& shape, const Strides& strides) {
+  if (shape.numel() == 0) return true;
+  int64_t expected = 1;
+  for (int i = shape.size() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+int64_t checked_numel(const Shape& shape, const char* op) {
+  int64_t nonzero = 1;
+  bool empty = false;
+  for (int64_t d : shape) {
+    ENCORE_CHECK(d >= 0, ShapeError, "[", op, "] negative dimension in ", shape.str());
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    ENCORE_CHECK(!__builtin_mul_overflow(nonzero, d, &nonzero) && nonzero <= kMaxNumel, ShapeError,
+                 "[", op, "] shape ", shape.str(),
+                 " has too many elements (at most 2^60 - 1, so that byte sizes fit in int64)");
+  }
+  return empty ? 0 : nonzero;
+}
+
 int normalize_axis(int64_t axis, int rank, const char* op) {
   const int64_t a = axis < 0 ? axis + rank : axis;
   ENCORE_CHECK(a >= 0 && a < rank, ShapeError, "[", op, "] axis ", axis,

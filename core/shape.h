@@ -63,11 +63,27 @@ class Dims {
 using Shape = Dims;
 using Strides = Dims;
 
+/// Row-major strides of `shape`. Size-0 dims count as 1, so every stride is positive and a
+/// tensor that becomes non-empty through a view keeps valid strides.
 Strides contiguous_strides(const Shape& shape);
+/// Whether (shape, strides) lays elements out as `contiguous_strides(shape)` does. Strides of
+/// size-1 dims do not matter, and an empty tensor is contiguous (it has no layout): the
+/// dispatcher's "make inputs contiguous" step relies on a fresh tensor always passing.
+bool is_contiguous(const Shape& shape, const Strides& strides);
 /// Strides of `shape` that view the same elements as (old_shape, old_strides), or false when
 /// a reshape needs a copy (e.g. a transposed tensor flattened).
 bool view_strides(const Shape& old_shape, const Strides& old_strides, const Shape& shape,
                   Strides& out);
+/// The most elements a tensor may have: every byte size (at most 8 bytes per element) and every
+/// element offset then fits in int64.
+constexpr int64_t kMaxNumel = INT64_MAX / 8;
+/// The element count of `shape`, or a ShapeError naming `op` and the shape when a dimension is
+/// negative or the count exceeds kMaxNumel. The product of the non-zero dims is what is checked
+/// ((2**31, 0) is fine, (2**40, 2**40, 0) is not), so that `Dims::numel()` and
+/// `contiguous_strides()` of a checked shape cannot overflow. Every place that creates a shape
+/// from user input calls this: op outputs in the dispatcher, Tensor::empty, reshape, the
+/// Python shape parser, the layers' builds.
+int64_t checked_numel(const Shape& shape, const char* op);
 /// Wraps a possibly negative axis into [0, rank); throws ShapeError naming `op` otherwise.
 int normalize_axis(int64_t axis, int rank, const char* op);
 /// NumPy broadcasting of two shapes; throws ShapeError naming `op` when incompatible.

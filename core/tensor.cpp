@@ -66,9 +66,9 @@ std::string describe(const Tensor& t) {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t d : shape) ENCORE_CHECK(d >= 0, ShapeError, "[empty] negative dimension in ", shape.str());
+  const int64_t numel = checked_numel(shape, "empty");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(shape.numel() * itemsize(dtype), device);
+  impl->storage = Storage::allocate(static_cast<size_t>(numel) * itemsize(dtype), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -90,14 +90,7 @@ Tensor Tensor::make_view(std::shared_ptr<Storage> storage, const Shape& shape,
 
 int64_t Tensor::size(int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }
 
-bool Tensor::is_contiguous() const {
-  int64_t expected = 1;
-  for (int i = dim() - 1; i >= 0; --i) {
-    if (shape()[i] != 1 && strides()[i] != expected) return false;
-    expected *= shape()[i];
-  }
-  return true;
-}
+bool Tensor::is_contiguous() const { return ::encore::is_contiguous(shape(), strides()); }
 
 void* Tensor::data_ptr() const {
   ENCORE_CHECK(defined(), ValueError, "[data] tensor is undefined");
@@ -137,7 +130,11 @@ std::string Tensor::str() const {
   if (is_symbolic()) return "tensor(<symbolic " + shape().str() + ">" + suffix + ")";
   Tensor host = to(Device::cpu());
   std::string s = "tensor(";
-  const bool summarize = numel() > 1000;
+  // Summarize by what would be printed, empty rows included: (2**31, 0) has no elements but
+  // 2**31 "[]". A checked shape's product of non-zero dims cannot overflow.
+  int64_t printed = 1;
+  for (int64_t d : shape()) printed *= std::max<int64_t>(d, 1);
+  const bool summarize = printed > 1000;
   const void* p = host.data_ptr();
   switch (dtype()) {
     case DType::Float32: format_rec(s, static_cast<const float*>(p), shape(), host.strides(), 0, 7, summarize); break;
@@ -151,22 +148,20 @@ std::string Tensor::str() const {
 Tensor Tensor::reshape(const Shape& requested) const {
   Shape shape = requested;
   int infer = -1;
-  int64_t known = 1;
   for (int i = 0; i < shape.size(); ++i) {
-    if (shape[i] == -1) {
-      ENCORE_CHECK(infer < 0, ShapeError, "[reshape] only one dimension may be -1 in ", requested.str());
-      infer = i;
-    } else {
-      ENCORE_CHECK(shape[i] >= 0, ShapeError, "[reshape] invalid dimension in ", requested.str());
-      known *= shape[i];
-    }
+    ENCORE_CHECK(shape[i] >= -1, ShapeError, "[reshape] invalid dimension in ", requested.str());
+    if (shape[i] != -1) continue;
+    ENCORE_CHECK(infer < 0, ShapeError, "[reshape] only one dimension may be -1 in ", requested.str());
+    infer = i;
+    shape[i] = 1;  // for the element count of the known dims
   }
+  const int64_t known = checked_numel(shape, "reshape");
   if (infer >= 0) {
     ENCORE_CHECK(known > 0 && numel() % known == 0, ShapeError, "[reshape] cannot reshape ",
                  this->shape().str(), " into ", requested.str());
     shape[infer] = numel() / known;
   }
-  ENCORE_CHECK(shape.numel() == numel(), ShapeError, "[reshape] cannot reshape ", this->shape().str(),
+  ENCORE_CHECK(infer >= 0 || known == numel(), ShapeError, "[reshape] cannot reshape ", this->shape().str(),
                " (", numel(), " elements) into ", requested.str());
   Strides st;
   if (!view_strides(this->shape(), strides(), shape, st)) return contiguous().reshape(shape);
@@ -245,7 +240,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return *this;
 }
 
-Tensor& Tensor::fill_(double value) {
+Tensor& Tensor::fill_(Scalar value) {
   const Tensor in[] = {*this};
   dispatch(OpId::fill_, in, ScalarAttrs{value});
   return *this;
@@ -300,7 +295,7 @@ void Tensor::backward(const Tensor& grad) const {
   if (!g.defined()) {
     ENCORE_CHECK(numel() == 1, ShapeError, "[backward] implicit gradient needs a scalar, got ",
                  describe(*this), "; pass a gradient tensor");
-    g = call(OpId::full, {}, FullAttrs{shape(), dtype(), device(), 1.0, 0.0});
+    g = call(OpId::full, {}, FullAttrs{shape(), dtype(), device(), 1, 0});
   }
   ENCORE_CHECK(g.shape() == shape(), ShapeError, "[backward] gradient ", describe(g),
                " does not match ", describe(*this));

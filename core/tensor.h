@@ -12,6 +12,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/scalar.h"
 #include "core/shape.h"
 #include "core/storage.h"
 
@@ -113,8 +114,9 @@ class Tensor {
 
   // In place (not differentiable; bump the storage version).
   Tensor& copy_(const Tensor& src);
-  Tensor& fill_(double value);
-  Tensor& zero_() { return fill_(0.0); }
+  /// An integer tensor takes a finite value within its range, truncated toward zero.
+  Tensor& fill_(Scalar value);
+  Tensor& zero_() { return fill_(0); }
   /// Makes this tensor view `other`'s storage, geometry and dtype (shapes must match). Traces
   /// that captured the old storage notice on their next call and retrace.
   void set_data(const Tensor& other);

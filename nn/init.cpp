@@ -20,6 +20,9 @@ Tensor glorot_uniform(const Shape& shape, int64_t fan_in, int64_t fan_out, Gener
 }
 
 Tensor orthogonal(int64_t rows, int64_t cols, Generator* gen) {
+  checked_numel({rows, cols}, "orthogonal");
+  ENCORE_CHECK(std::max(rows, cols) <= INT32_MAX, ShapeError, "[orthogonal] (", rows, ", ", cols,
+               ") is too large for LAPACK's int sizes");
   // QR needs m >= n: factor the taller orientation and transpose back if needed.
   const bool transpose = rows < cols;
   const int m = static_cast<int>(transpose ? cols : rows), n = static_cast<int>(transpose ? rows : cols);
@@ -33,7 +36,7 @@ Tensor orthogonal(int64_t rows, int64_t cols, Generator* gen) {
   dgeqrf_(&m, &n, a.data(), &m, tau.data(), work.data(), &lwork, &info);
   ENCORE_CHECK(info == 0, BackendError, "[orthogonal] LAPACK dgeqrf failed with info ", info);
   std::vector<double> diag(n);
-  for (int j = 0; j < n; ++j) diag[j] = a[j * m + j];
+  for (int j = 0; j < n; ++j) diag[j] = a[static_cast<size_t>(j) * m + j];
   lwork = -1;
   dorgqr_(&m, &n, &n, a.data(), &m, tau.data(), work.data(), &lwork, &info);
   lwork = static_cast<int>(work[0]);
@@ -45,7 +48,7 @@ Tensor orthogonal(int64_t rows, int64_t cols, Generator* gen) {
   for (int j = 0; j < n; ++j) {
     const double s = diag[j] < 0 ? -1.0 : 1.0;
     for (int i = 0; i < m; ++i) {
-      const float v = static_cast<float>(s * a[j * m + i]);
+      const float v = static_cast<float>(s * a[static_cast<size_t>(j) * m + i]);
       // q[i][j]: row-major (rows, cols) result is q itself, or q^T when we transposed.
       if (transpose) out[j * cols + i] = v;
       else out[i * cols + j] = v;

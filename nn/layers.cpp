@@ -21,6 +21,7 @@ Shape Dense::build_impl(const Shape& input_shape) {
   ENCORE_CHECK(input_shape.size() >= 1, ShapeError, "[dense] expects input (..., features), got ",
                input_shape.str());
   const int64_t in = input_shape.back();
+  checked_numel({in, units_}, "dense");
   kernel_ = add_parameter("kernel", init::glorot_uniform({in, units_}, in, units_));
   if (use_bias_) bias_ = add_parameter("bias", zeros({units_}));
   Shape out = input_shape;
@@ -41,19 +42,22 @@ Conv1D::Conv1D(int64_t filters, int64_t kernel_size, Conv1DOptions options)
     : filters_(filters), kernel_size_(kernel_size), options_(std::move(options)),
       activation_(parse_activation(options_.activation)) {
   ENCORE_CHECK(filters >= 1 && kernel_size >= 1 && options_.strides >= 1 && options_.dilation_rate >= 1,
-               ValueError, "[conv1d] filters, kernel_size, strides and dilation_rate must be >= 1");
+               ValueError, "[conv1d] filters, kernel_size, strides and dilation_rate must be >= 1, got ",
+               filters, ", ", kernel_size, ", ", options_.strides, " and ", options_.dilation_rate);
   Padding::parse(options_.padding);
 }
 
 Shape Conv1D::build_impl(const Shape& s) {
   require_rank("conv1d", s, 3, "(batch, steps, channels)");
   const int64_t c = s[2];
+  checked_numel({kernel_size_, c, filters_}, "conv1d");  // the kernel; fan-in and fan-out then fit
   kernel_ = add_parameter("kernel", init::glorot_uniform({kernel_size_, c, filters_}, kernel_size_ * c,
                                                          kernel_size_ * filters_));
   if (options_.use_bias) bias_ = add_parameter("bias", zeros({filters_}));
   const auto [pl, pr] = conv1d_padding(s[1], kernel_size_, options_.strides, options_.dilation_rate,
                                        Padding::parse(options_.padding));
-  const int64_t len = (s[1] + pl + pr - options_.dilation_rate * (kernel_size_ - 1) - 1) / options_.strides + 1;
+  const int64_t len =
+      conv1d_output_length(s[1], kernel_size_, options_.strides, options_.dilation_rate, pl, pr);
   return {s[0], len, filters_};
 }
 
@@ -83,9 +87,9 @@ Tensor GlobalMaxPooling1D::forward_impl(const Tensor& x) { return max(x, {1}); }
 
 Shape Flatten::build_impl(const Shape& s) {
   ENCORE_CHECK(s.size() >= 1, ShapeError, "[flatten] expects a batch axis, got ", s.str());
-  int64_t rest = 1;
-  for (int i = 1; i < s.size(); ++i) rest *= s[i];
-  return {s[0], rest};
+  Shape features = s;
+  features.erase(0);
+  return {s[0], checked_numel(features, "flatten")};
 }
 Tensor Flatten::forward_impl(const Tensor& x) { return x.flatten(1); }
 

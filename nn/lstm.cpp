@@ -16,6 +16,7 @@ LSTM::LSTM(int64_t units, LSTMOptions options)
 Shape LSTM::build_impl(const Shape& s) {
   ENCORE_CHECK(s.size() == 3, ShapeError, "[lstm] expects input (batch, steps, features), got ", s.str());
   const int64_t in = s[2], u = units_;
+  checked_numel({4, u, std::max(in, u)}, "lstm");  // kernel (in, 4u) and recurrent kernel (u, 4u)
   kernel_ = add_parameter("kernel", init::glorot_uniform({in, 4 * u}, in, 4 * u));
   recurrent_kernel_ = add_parameter("recurrent_kernel", init::orthogonal(u, 4 * u));
   std::vector<float> b(4 * u, 0.0f);
@@ -26,13 +27,15 @@ Shape LSTM::build_impl(const Shape& s) {
 }
 
 bool LSTM::uses_cudnn(const Tensor& x) const {
+  // cuDNN has no empty problems: an empty batch takes the composed path.
   const bool supported = x.device().is_cuda() && activation_ == Activation::Tanh &&
-                         recurrent_activation_ == Activation::Sigmoid && x.dtype() == DType::Float32;
+                         recurrent_activation_ == Activation::Sigmoid &&
+                         x.dtype() == DType::Float32 && x.numel() > 0;
   switch (options_.implementation) {
     case LSTMImplementation::Composed: return false;
     case LSTMImplementation::Cudnn:
       ENCORE_CHECK(supported, UnsupportedError, "[", label(),
-                   "] the cuDNN implementation needs float32 input on a CUDA device and "
+                   "] the cuDNN implementation needs non-empty float32 input on a CUDA device and "
                    "activation='tanh', recurrent_activation='sigmoid'");
       return true;
     case LSTMImplementation::Auto: break;

@@ -26,8 +26,8 @@ Activation parse_activation(const std::string& s) {
 
 using detail::cat;
 
-std::string ScalarAttrs::str() const { return cat("value=", value); }
-std::string ClipAttrs::str() const { return cat("lo=", lo, ", hi=", hi); }
+std::string ScalarAttrs::str() const { return "value=" + value.str(); }
+std::string ClipAttrs::str() const { return "lo=" + lo.str() + ", hi=" + hi.str(); }
 std::string ReduceAttrs::str() const {
   std::string s = "axes=[";
   bool first = true;
@@ -64,7 +64,7 @@ std::string AdamAttrs::str() const {
   return cat("beta1=", beta1, ", beta2=", beta2, ", eps=", eps, ", weight_decay=", weight_decay);
 }
 std::string FullAttrs::str() const {
-  return cat("shape=", shape.str(), ", dtype=", name(dtype), ", a=", value, ", b=", step);
+  return cat("shape=", shape.str(), ", dtype=", name(dtype), ", a=", value.str(), ", b=", step.str());
 }
 std::string ScatterAttrs::str() const { return cat("n=", n); }
 

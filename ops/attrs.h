@@ -7,6 +7,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/scalar.h"
 #include "core/shape.h"
 
 namespace encore {
@@ -19,12 +20,12 @@ Activation parse_activation(const std::string& s);
 struct NoAttrs {
   std::string str() const { return {}; }
 };
-struct ScalarAttrs {  // add_scalar, mul_scalar, pow_scalar, leaky_relu (alpha), fill_
-  double value;
+struct ScalarAttrs {  // add_scalar, mul_scalar, pow_scalar, leaky_relu (alpha), fill_, add_scalar_
+  Scalar value;
   std::string str() const;
 };
 struct ClipAttrs {
-  double lo, hi;
+  Scalar lo, hi;
   std::string str() const;
 };
 struct ReduceAttrs {
@@ -89,7 +90,7 @@ struct FullAttrs {  // full, arange (start = value, step), uniform (low, high), 
   Shape shape;
   DType dtype;
   Device device;
-  double value, step;
+  Scalar value, step;
   std::string str() const;
 };
 struct ScatterAttrs {

@@ -109,6 +109,7 @@ OutList dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   TensorMeta metas[kMaxOutputs];
   OutList out;
   out.n = def.infer(in, attrs, metas);
+  for (int i = 0; i < out.n; ++i) checked_numel(metas[i].shape, def.name);
 
   if (def.kind == OpKind::View) {
     const TensorMeta& m = metas[0];

@@ -26,8 +26,8 @@ enum class DTypeClass { Float, Numeric };
 
 /// Builds a functor from an op's attributes (most functors have none).
 template <class F> F make_functor(const Attrs&) { return F{}; }
-template <> inline fn::LeakyRelu make_functor(const Attrs& a) { return {std::get<ScalarAttrs>(a).value}; }
-template <> inline fn::PowScalar make_functor(const Attrs& a) { return {std::get<ScalarAttrs>(a).value}; }
+template <> inline fn::LeakyRelu make_functor(const Attrs& a) { return {std::get<ScalarAttrs>(a).value.d}; }
+template <> inline fn::PowScalar make_functor(const Attrs& a) { return {std::get<ScalarAttrs>(a).value.d}; }
 template <> inline fn::AddScalar make_functor(const Attrs& a) { return {std::get<ScalarAttrs>(a).value}; }
 template <> inline fn::MulScalar make_functor(const Attrs& a) { return {std::get<ScalarAttrs>(a).value}; }
 template <> inline fn::Clip make_functor(const Attrs& a) {

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "ops/attrs.h"
@@ -30,7 +31,50 @@ ENCORE_HD float m_tanh(float x) { return ::tanhf(x); }
 ENCORE_HD double m_tanh(double x) { return ::tanh(x); }
 ENCORE_HD float m_pow(float x, float p) { return ::powf(x, p); }
 ENCORE_HD double m_pow(double x, double p) { return ::pow(x, p); }
-template <class T> ENCORE_HD T m_abs(T x) { return x < T(0) ? -x : x; }
+// Integer arithmetic wraps modulo 2^bits, as in NumPy: it goes through the unsigned type,
+// because signed overflow is undefined behaviour in C++ (and CUDA). Floats are unchanged.
+template <class T> ENCORE_HD T wrap_add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <class T> ENCORE_HD T wrap_sub(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+  } else {
+    return a - b;
+  }
+}
+template <class T> ENCORE_HD T wrap_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+template <class T> ENCORE_HD T wrap_neg(T x) { return wrap_sub(T(0), x); }
+// abs(INT_MIN) is INT_MIN, as in NumPy.
+template <class T> ENCORE_HD T m_abs(T x) { return x < T(0) ? wrap_neg(x) : x; }
+
+// Conversion between dtypes. Float to integer truncates toward zero; NaN gives 0 and values
+// beyond the integer range saturate to its ends (C++ leaves all three undefined, and x86 would
+// give INT_MIN for each).
+template <class TD, class TS> ENCORE_HD TD cast_value(TS s) {
+  if constexpr (std::is_integral_v<TD> && std::is_floating_point_v<TS>) {
+    using L = std::numeric_limits<TD>;
+    // -2^(bits-1) is exact in every float type; 2^(bits-1) is the first value above the range.
+    constexpr TS lo = static_cast<TS>(L::min());
+    if (s != s) return TD(0);
+    if (s <= lo) return L::min();
+    if (s >= -lo) return L::max();
+  }
+  return static_cast<TD>(s);
+}
 template <class T> ENCORE_HD T m_max(T a, T b) { return a < b ? b : a; }
 template <class T> ENCORE_HD T m_min(T a, T b) { return b < a ? b : a; }
 template <class T> ENCORE_HD T m_sigmoid(T x) { return T(1) / (T(1) + m_exp(-x)); }
@@ -41,6 +85,28 @@ template <class T> ENCORE_HD T m_hard_sigmoid(T x) {
 // log(1 + e^x) without overflow for large x.
 template <class T> ENCORE_HD T m_softplus(T x) {
   return m_max(x, T(0)) + m_log1p(m_exp(-m_abs(x)));
+}
+
+// The denominator of softmax over a row with maximum m, sum_i exp(a_i - m), kept as the
+// count of entries equal to m (each exactly 1) plus the sum of the others, so that
+// log(sum) = log1p((ties - 1) + rest) keeps the precision of the small terms when one entry
+// dominates: log_softmax([200, 190, 180])[0] is -4.54010e-5 in float32, not -4.5419e-5 (the sum
+// rounded to 1.0000454) or -4.5776e-5 (m + log(sum) rounded at the scale of 200). A NaN entry
+// lands in `rest` and propagates.
+template <class T> struct SoftmaxSum {
+  T ties = T(0), rest = T(0);
+  ENCORE_HD void add(T a, T m) {
+    if (a == m) ties += T(1);
+    else rest += m_exp(a - m);
+  }
+  ENCORE_HD T total() const { return ties + rest; }
+  ENCORE_HD T log_total() const { return m_log1p((ties - T(1)) + rest); }
+};
+// log_softmax as (a - m) - log(sum): a - (m + log(sum)) would round the log term at the scale
+// of the largest entry.
+template <class T, bool Log> ENCORE_HD T softmax_value(T a, T m, const SoftmaxSum<T>& s, T log_total) {
+  if constexpr (Log) return (a - m) - log_total;
+  else return m_exp(a - m) / s.total();
 }
 
 template <class T> ENCORE_HD T activate(Activation a, T x) {
@@ -65,8 +131,15 @@ template <class T> ENCORE_HD T activate_grad(Activation a, T x, T y) {
   return T(1);
 }
 
+// A scalar operand in the tensor's type: exact for integers (the op's shape inference has
+// checked that the dtype holds it), the double otherwise.
+template <class T> ENCORE_HD T scalar_as(const Scalar& s) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(s.i);
+  else return static_cast<T>(s.d);
+}
+
 // One-input functors. `Float` ops reject integer dtypes at shape inference.
-struct Neg { template <class T> ENCORE_HD T operator()(T x) const { return -x; } };
+struct Neg { template <class T> ENCORE_HD T operator()(T x) const { return wrap_neg(x); } };
 struct Exp { template <class T> ENCORE_HD T operator()(T x) const { return m_exp(x); } };
 struct Log { template <class T> ENCORE_HD T operator()(T x) const { return m_log(x); } };
 struct Sqrt { template <class T> ENCORE_HD T operator()(T x) const { return m_sqrt(x); } };
@@ -84,29 +157,31 @@ struct PowScalar {
   template <class T> ENCORE_HD T operator()(T x) const { return m_pow(x, T(p)); }
 };
 struct AddScalar {
-  double v;
-  template <class T> ENCORE_HD T operator()(T x) const { return x + T(v); }
+  Scalar v;
+  template <class T> ENCORE_HD T operator()(T x) const { return wrap_add(x, scalar_as<T>(v)); }
 };
 struct MulScalar {
-  double v;
-  template <class T> ENCORE_HD T operator()(T x) const { return x * T(v); }
+  Scalar v;
+  template <class T> ENCORE_HD T operator()(T x) const { return wrap_mul(x, scalar_as<T>(v)); }
 };
 struct Clip {
-  double lo, hi;
-  template <class T> ENCORE_HD T operator()(T x) const { return m_min(m_max(x, T(lo)), T(hi)); }
+  Scalar lo, hi;
+  template <class T> ENCORE_HD T operator()(T x) const {
+    return m_min(m_max(x, scalar_as<T>(lo)), scalar_as<T>(hi));
+  }
 };
 
 // Two-input functors.
-struct Add { template <class T> ENCORE_HD T operator()(T a, T b) const { return a + b; } };
-struct Sub { template <class T> ENCORE_HD T operator()(T a, T b) const { return a - b; } };
-struct Mul { template <class T> ENCORE_HD T operator()(T a, T b) const { return a * b; } };
+struct Add { template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_add(a, b); } };
+struct Sub { template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_sub(a, b); } };
+struct Mul { template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_mul(a, b); } };
 // Integer division by zero and MIN / -1 are undefined and trap (SIGFPE) on x86: they give 0
 // (as NumPy does) and the wrapped -a instead.
 struct Div {
   template <class T> ENCORE_HD T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       if (b == T(0)) return T(0);
-      if (b == T(-1)) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));
+      if (b == T(-1)) return wrap_neg(a);
     }
     return a / b;
   }

@@ -12,24 +12,42 @@ namespace encore {
 
 // ---- creation --------------------------------------------------------------------------
 
-Tensor full(const Shape& shape, double value, DType dtype, Device device) {
-  return call(OpId::full, {}, FullAttrs{shape, dtype, device, value, 0.0});
+Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
+  return call(OpId::full, {}, FullAttrs{shape, dtype, device, value, 0});
 }
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype(), t.device()); }
-Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
-Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
+Tensor full_like(const Tensor& t, Scalar value) { return full(t.shape(), value, t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) { return full_like(t, 0); }
+Tensor ones_like(const Tensor& t) { return full_like(t, 1); }
 
-Tensor arange(double start, double stop, double step, DType dtype, Device device) {
-  ENCORE_CHECK(step != 0.0 && std::isfinite(start) && std::isfinite(stop) && std::isfinite(step),
+Tensor arange(Scalar start, Scalar stop, Scalar step, DType dtype, Device device) {
+  ENCORE_CHECK(step.d != 0.0 && std::isfinite(start.d) && std::isfinite(stop.d) && std::isfinite(step.d),
                ValueError, "[arange] needs finite bounds and a non-zero step");
-  const auto n = static_cast<int64_t>(std::max(0.0, std::ceil((stop - start) / step)));
-  return call(OpId::arange, {}, FullAttrs{{n}, dtype, device, start, step});
+  double n;
+  if (start.integral && stop.integral && step.integral) {
+    // ceil((stop - start) / step), exactly: stop - start may need 65 bits.
+    const __int128 span = static_cast<__int128>(stop.i) - start.i;
+    const __int128 count = span / step.i + (span % step.i != 0 && (span > 0) == (step.i > 0));
+    n = static_cast<double>(std::max<__int128>(count, 0));
+  } else {
+    n = std::max(0.0, std::ceil((stop.d - start.d) / step.d));
+  }
+  ENCORE_CHECK(n <= static_cast<double>(kMaxNumel), ShapeError, "[arange] ", n,
+               " elements are too many (at most 2^60 - 1)");
+  const int64_t count = static_cast<int64_t>(n);
+  // The last value must fit the dtype too (the first is checked with the attributes).
+  if (count > 0 && !is_floating(dtype)) {
+    const Scalar last = start.integral && step.integral
+                            ? Scalar(static_cast<int64_t>(start.i + static_cast<__int128>(step.i) * (count - 1)))
+                            : Scalar(start.d + step.d * static_cast<double>(count - 1));
+    last.check(dtype, "arange");
+  }
+  return call(OpId::arange, {}, FullAttrs{{count}, dtype, device, start, step});
 }
 
 template <class T> Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device) {
-  ENCORE_CHECK(static_cast<int64_t>(data.size()) == shape.numel(), ShapeError, "[from_vector] ",
+  ENCORE_CHECK(static_cast<int64_t>(data.size()) == checked_numel(shape, "from_vector"), ShapeError, "[from_vector] ",
                data.size(), " values cannot fill shape ", shape.str());
   Tensor t = Tensor::empty(shape, dtype_of<T>::value, Device::cpu());
   if (!data.empty()) std::memcpy(t.data_ptr(), data.data(), data.size() * sizeof(T));
@@ -81,8 +99,9 @@ Tensor abs(const Tensor& x) { return call(OpId::abs, {x}); }
 Tensor softplus(const Tensor& x) { return call(OpId::softplus, {x}); }
 Tensor leaky_relu(const Tensor& x, double alpha) { return call(OpId::leaky_relu, {x}, ScalarAttrs{alpha}); }
 Tensor pow(const Tensor& x, double p) { return call(OpId::pow_scalar, {x}, ScalarAttrs{p}); }
-Tensor clip(const Tensor& x, double lo, double hi) {
-  ENCORE_CHECK(lo <= hi, ValueError, "[clip] lower bound ", lo, " exceeds upper bound ", hi);
+Tensor clip(const Tensor& x, Scalar lo, Scalar hi) {
+  ENCORE_CHECK(!(lo.integral && hi.integral ? lo.i > hi.i : lo.d > hi.d), ValueError,
+               "[clip] lower bound ", lo.str(), " exceeds upper bound ", hi.str());
   return call(OpId::clip, {x}, ClipAttrs{lo, hi});
 }
 
@@ -103,8 +122,8 @@ Tensor mul(const Tensor& a, const Tensor& b) { return call(OpId::mul, {a, b}); }
 Tensor div(const Tensor& a, const Tensor& b) { return call(OpId::div, {a, b}); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return call(OpId::maximum, {a, b}); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return call(OpId::minimum, {a, b}); }
-Tensor add(const Tensor& a, double b) { return call(OpId::add_scalar, {a}, ScalarAttrs{b}); }
-Tensor mul(const Tensor& a, double b) { return call(OpId::mul_scalar, {a}, ScalarAttrs{b}); }
+Tensor add(const Tensor& a, Scalar b) { return call(OpId::add_scalar, {a}, ScalarAttrs{b}); }
+Tensor mul(const Tensor& a, Scalar b) { return call(OpId::mul_scalar, {a}, ScalarAttrs{b}); }
 
 Tensor eq(const Tensor& a, const Tensor& b) { return call(OpId::eq, {a, b}); }
 Tensor ne(const Tensor& a, const Tensor& b) { return call(OpId::ne, {a, b}); }
@@ -112,22 +131,22 @@ Tensor gt(const Tensor& a, const Tensor& b) { return call(OpId::gt, {a, b}); }
 Tensor ge(const Tensor& a, const Tensor& b) { return call(OpId::ge, {a, b}); }
 Tensor lt(const Tensor& a, const Tensor& b) { return call(OpId::lt, {a, b}); }
 Tensor le(const Tensor& a, const Tensor& b) { return call(OpId::le, {a, b}); }
-Tensor gt(const Tensor& a, double b) { return gt(a, full({}, b, a.dtype(), a.device())); }
-Tensor lt(const Tensor& a, double b) { return lt(a, full({}, b, a.dtype(), a.device())); }
+Tensor gt(const Tensor& a, Scalar b) { return gt(a, full({}, b, a.dtype(), a.device())); }
+Tensor lt(const Tensor& a, Scalar b) { return lt(a, full({}, b, a.dtype(), a.device())); }
 
 Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, double b) { return div(a, full({}, b, a.dtype(), a.device())); }
-Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
-Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(double a, const Tensor& b) { return div(full({}, a, b.dtype(), b.device()), b); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return add(a, -b); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, full({}, b, a.dtype(), a.device())); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
+Tensor operator-(Scalar a, const Tensor& b) { return add(neg(b), a); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(full({}, a, b.dtype(), b.device()), b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
@@ -246,6 +265,18 @@ Padding Padding::parse(const std::string& s) {
   throw ValueError("[conv1d] unknown padding '" + s + "' (expected 'valid' or 'same')");
 }
 
+namespace {
+// The steps a kernel covers, (kernel - 1) * dilation + 1, for user-sized operands.
+int64_t conv1d_span(int64_t kernel, int64_t dilation) {
+  int64_t span;
+  ENCORE_CHECK(!__builtin_mul_overflow(kernel - 1, dilation, &span) &&
+                   !__builtin_add_overflow(span, 1, &span),
+               ShapeError, "[conv1d] kernel size ", kernel, " with dilation ", dilation,
+               " overflows int64");
+  return span;
+}
+}  // namespace
+
 std::pair<int64_t, int64_t> conv1d_padding(int64_t length, int64_t kernel, int64_t stride,
                                            int64_t dilation, Padding padding) {
   switch (padding.kind) {
@@ -253,12 +284,25 @@ std::pair<int64_t, int64_t> conv1d_padding(int64_t length, int64_t kernel, int64
     case Padding::Explicit: return {padding.left, padding.right};
     case Padding::Same: {
       // Keras/TensorFlow 'same': output length ceil(L / stride), extra padding on the right.
-      const int64_t out = (length + stride - 1) / stride;
-      const int64_t total = std::max<int64_t>((out - 1) * stride + (kernel - 1) * dilation + 1 - length, 0);
+      // (out - 1) * stride < length, so only the span can overflow.
+      const int64_t out = length / stride + (length % stride != 0);
+      const int64_t span = conv1d_span(kernel, dilation);
+      const int64_t total = std::max<int64_t>((out - 1) * stride - length + span, 0);
       return {total / 2, total - total / 2};
     }
   }
   return {0, 0};
+}
+
+int64_t conv1d_output_length(int64_t length, int64_t kernel, int64_t stride, int64_t dilation,
+                             int64_t pad_l, int64_t pad_r) {
+  const int64_t span = conv1d_span(kernel, dilation);
+  int64_t padded;
+  ENCORE_CHECK(!__builtin_add_overflow(length, pad_l, &padded) &&
+                   !__builtin_add_overflow(padded, pad_r, &padded),
+               ShapeError, "[conv1d] input length ", length, " with padding (", pad_l, ", ", pad_r,
+               ") overflows int64");
+  return padded < span ? 0 : (padded - span) / stride + 1;
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding, int64_t dilation) {
@@ -268,6 +312,8 @@ Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding,
                x.shape().str(), " and ", w.shape().str());
   ENCORE_CHECK(stride >= 1 && dilation >= 1, ValueError, "[conv1d] stride ", stride, " and dilation ",
                dilation, " must be >= 1");
+  ENCORE_CHECK(w.shape()[0] >= 1, ValueError, "[conv1d] kernel size must be >= 1, got kernel ",
+               w.shape().str());
   const auto [pl, pr] = conv1d_padding(x.shape()[1], w.shape()[0], stride, dilation, padding);
   return call(OpId::conv1d, {x, w}, ConvAttrs{stride, dilation, pl, pr, 0, 0});
 }

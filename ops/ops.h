@@ -12,16 +12,20 @@ namespace encore {
 
 class Generator;
 
+// Scalars (fill values, scalar operands, bounds) are exact int64s or doubles (core/scalar.h).
+// On an integer tensor a scalar must be finite and within the dtype's range; a fractional
+// value is truncated toward zero (a ValueError otherwise).
+
 // ---- creation --------------------------------------------------------------------------
 Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
-Tensor full(const Shape& shape, double value, DType dtype = DType::Float32,
+Tensor full(const Shape& shape, Scalar value, DType dtype = DType::Float32,
             Device device = Device::cpu());
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
-Tensor full_like(const Tensor& t, double value);
-/// start, start + step, ... up to (not including) stop.
-Tensor arange(double start, double stop, double step = 1.0, DType dtype = DType::Float32,
+Tensor full_like(const Tensor& t, Scalar value);
+/// start, start + step, ... up to (not including) stop; exact for integer bounds and step.
+Tensor arange(Scalar start, Scalar stop, Scalar step = 1, DType dtype = DType::Float32,
               Device device = Device::cpu());
 /// A tensor holding a copy of `data` (row-major) with the given shape.
 template <class T>
@@ -49,7 +53,7 @@ Tensor abs(const Tensor& x);
 Tensor softplus(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double alpha = 0.3);
 Tensor pow(const Tensor& x, double p);
-Tensor clip(const Tensor& x, double lo, double hi);
+Tensor clip(const Tensor& x, Scalar lo, Scalar hi);
 /// Applies a Keras activation by name or enum ("linear" returns x).
 Tensor activation(const Tensor& x, Activation a);
 
@@ -59,8 +63,8 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
-Tensor add(const Tensor& a, double b);
-Tensor mul(const Tensor& a, double b);
+Tensor add(const Tensor& a, Scalar b);
+Tensor mul(const Tensor& a, Scalar b);
 
 // Comparisons return 1/0 masks in the inputs' dtype (so `x * (x > 0)` needs no cast).
 Tensor eq(const Tensor& a, const Tensor& b);
@@ -69,22 +73,22 @@ Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, double b);
-Tensor lt(const Tensor& a, double b);
+Tensor gt(const Tensor& a, Scalar b);
+Tensor lt(const Tensor& a, Scalar b);
 
 Tensor operator-(const Tensor& x);
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator+(const Tensor& a, double b);
-Tensor operator-(const Tensor& a, double b);
-Tensor operator*(const Tensor& a, double b);
-Tensor operator/(const Tensor& a, double b);
-Tensor operator+(double a, const Tensor& b);
-Tensor operator-(double a, const Tensor& b);
-Tensor operator*(double a, const Tensor& b);
-Tensor operator/(double a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
@@ -123,6 +127,10 @@ Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride = 1, Padding padd
 /// Resolves a padding spec to explicit (left, right) amounts for an input length.
 std::pair<int64_t, int64_t> conv1d_padding(int64_t length, int64_t kernel, int64_t stride,
                                            int64_t dilation, Padding padding);
+/// Output steps of a 1-D convolution: 0 when the padded input is shorter than the kernel's
+/// span; a ShapeError when the sizes overflow int64.
+int64_t conv1d_output_length(int64_t length, int64_t kernel, int64_t stride, int64_t dilation,
+                             int64_t pad_l, int64_t pad_r);
 
 // ---- neural-network building blocks --------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t axis = -1);

@@ -58,13 +58,6 @@ const char* op_name(OpId op) { return kNames[static_cast<int>(op)]; }
 std::span<const OpDef> all_op_defs() { return registry(); }
 OpId op_id(const OpDef& def) { return static_cast<OpId>(&def - registry().data()); }
 
-bool TensorRef::contiguous() const {
-  int64_t expected = 1;
-  for (int i = shape.size() - 1; i >= 0; --i) {
-    if (shape[i] != 1 && strides[i] != expected) return false;
-    expected *= shape[i];
-  }
-  return true;
-}
+bool TensorRef::contiguous() const { return is_contiguous(shape, strides); }
 
 }  // namespace encore

@@ -5,6 +5,7 @@
 // oneDNN has no float64 convolution; float64 (gradcheck, references) uses plain loops.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -126,14 +127,22 @@ template <ConvKind Kind> ConvKey key_of(const KernelCtx& c) {
           a.stride, a.dilation, a.pad_l, a.pad_r};
 }
 
+// An empty batch, sequence, channel or filter axis: oneDNN has no primitive for it, and the
+// result is empty or a sum over nothing (zeros).
+bool empty(const Roles& r) { return r.x->numel() == 0 || r.w->numel() == 0 || r.y->numel() == 0; }
+
 template <ConvKind Kind> std::shared_ptr<void> prepare(const KernelCtx& c) {
-  if (c.in[0].dtype != DType::Float32) return nullptr;
+  if (c.in[0].dtype != DType::Float32 || empty(roles<Kind>(c))) return nullptr;
   return lookup(key_of<Kind>(c));
 }
 
 template <ConvKind Kind> void kernel(const KernelCtx& c) {
   const Roles r = roles<Kind>(c);
   const auto& a = std::get<ConvAttrs>(c.attrs);
+  if (empty(r)) {
+    std::memset(c.out[0].data, 0, c.out[0].numel() * itemsize(c.out[0].dtype));
+    return;
+  }
   if (c.in[0].dtype == DType::Float64) {
     const ConvGeometry g{r.x->shape[0], r.x->shape[1], r.x->shape[2], r.w->shape[2], r.w->shape[0],
                          r.y->shape[1], a.stride, a.dilation, a.pad_l};

@@ -4,6 +4,7 @@
 
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
+#include "ops/functors.h"
 
 namespace encore::cpu {
 namespace {
@@ -49,34 +50,34 @@ void copy_inplace_kernel(const KernelCtx& c) {
 }
 
 void add_inplace_kernel(const KernelCtx& c) {
-  visit_dtype(c.in[0].dtype, [&]<class T>() { update<T, T>(c.in[0], c.in[1], [](T d, T s) { return d + s; }); });
+  visit_dtype(c.in[0].dtype, [&]<class T>() { update<T, T>(c.in[0], c.in[1], [](T d, T s) { return fn::wrap_add(d, s); }); });
 }
 
 void cast_kernel(const KernelCtx& c) {
   visit_dtype(c.in[0].dtype, [&]<class TS>() {
     visit_dtype(c.out[0].dtype, [&]<class TD>() {
-      update<TD, TS>(c.out[0], c.in[0], [](TD, TS s) { return static_cast<TD>(s); });
+      update<TD, TS>(c.out[0], c.in[0], [](TD, TS s) { return fn::cast_value<TD>(s); });
     });
   });
 }
 
 void fill_kernel(const KernelCtx& c) {
-  const double v = std::get<ScalarAttrs>(c.attrs).value;
+  const Scalar& v = std::get<ScalarAttrs>(c.attrs).value;
   const TensorRef& t = c.in[0];
   visit_dtype(t.dtype, [&]<class T>() {
-    const T value = static_cast<T>(v);
+    const T value = fn::scalar_as<T>(v);
     TensorRef scalar{const_cast<T*>(&value), {}, {}, t.dtype, t.device};
     update<T, T>(t, scalar, [](T, T s) { return s; });
   });
 }
 
 void add_scalar_inplace_kernel(const KernelCtx& c) {
-  const double v = std::get<ScalarAttrs>(c.attrs).value;
+  const Scalar& v = std::get<ScalarAttrs>(c.attrs).value;
   const TensorRef& t = c.in[0];
   visit_dtype(t.dtype, [&]<class T>() {
-    const T value = static_cast<T>(v);
+    const T value = fn::scalar_as<T>(v);
     TensorRef scalar{const_cast<T*>(&value), {}, {}, t.dtype, t.device};
-    update<T, T>(t, scalar, [](T d, T s) { return d + s; });
+    update<T, T>(t, scalar, [](T d, T s) { return fn::wrap_add(d, s); });
   });
 }
 
@@ -85,7 +86,7 @@ TensorRef sub_view(const TensorRef& out, int axis, int64_t start, const Shape& s
   TensorRef v = out;
   v.data = static_cast<char*>(out.data) + start * out.strides[axis] * itemsize(out.dtype);
   v.shape = shape;
-  v.strides[axis] *= step;
+  if (shape[axis] > 1) v.strides[axis] *= step;  // see infer_slice
   return v;
 }
 

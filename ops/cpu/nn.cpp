@@ -19,6 +19,7 @@ struct AxisSplit {
 
 template <class T, bool Log> void softmax(const TensorRef& x, const TensorRef& y, int axis) {
   const AxisSplit s(x.shape, axis);
+  if (s.n == 0) return;  // an empty axis: the output is empty too
   const T* in = x.ptr<const T>();
   T* out = y.ptr<T>();
   for (int64_t o = 0; o < s.outer; ++o)
@@ -27,14 +28,11 @@ template <class T, bool Log> void softmax(const TensorRef& x, const TensorRef& y
       T* b = out + o * s.n * s.inner + j;
       T m = a[0];
       for (int64_t i = 1; i < s.n; ++i) m = fn::m_max(m, a[i * s.inner]);
-      T total = 0;
-      for (int64_t i = 0; i < s.n; ++i) total += fn::m_exp(a[i * s.inner] - m);
-      if constexpr (Log) {
-        const T lse = m + fn::m_log(total);
-        for (int64_t i = 0; i < s.n; ++i) b[i * s.inner] = a[i * s.inner] - lse;
-      } else {
-        for (int64_t i = 0; i < s.n; ++i) b[i * s.inner] = fn::m_exp(a[i * s.inner] - m) / total;
-      }
+      fn::SoftmaxSum<T> sum;
+      for (int64_t i = 0; i < s.n; ++i) sum.add(a[i * s.inner], m);
+      const T log_total = Log ? sum.log_total() : T(0);
+      for (int64_t i = 0; i < s.n; ++i)
+        b[i * s.inner] = fn::softmax_value<T, Log>(a[i * s.inner], m, sum, log_total);
     }
 }
 

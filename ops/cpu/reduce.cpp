@@ -5,6 +5,7 @@
 
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
+#include "ops/functors.h"
 
 namespace encore::cpu {
 namespace {
@@ -13,7 +14,8 @@ template <class T> using Acc = std::conditional_t<std::is_floating_point_v<T>, d
 
 struct SumOp {
   template <class T> static T init() { return T(0); }
-  template <class A, class T> static A apply(A acc, T x) { return acc + x; }
+  // Integer sums wrap (in the int64 accumulator, then in the output type), as in NumPy.
+  template <class A, class T> static A apply(A acc, T x) { return fn::wrap_add(acc, A(x)); }
 };
 // max starts from -inf (the max of all -inf is -inf) and propagates NaN, as the CUDA kernels do.
 struct MaxOp {

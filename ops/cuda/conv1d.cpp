@@ -516,8 +516,10 @@ void run_cudnn(ConvKind kind, const Roles& r, const ConvState& s, cudaStream_t s
   }
 }
 
+// Nothing for cuDNN to do (it rejects zero-size descriptors); the same cases as the CPU kernel.
 bool empty(const ConvProblem& p) {
-  return p.n == 0 || p.out_length == 0 || p.filters == 0 || p.channels == 0;
+  return p.n == 0 || p.length == 0 || p.out_length == 0 || p.filters == 0 || p.channels == 0 ||
+         p.kernel == 0;
 }
 
 // Runs the chosen algorithm once on zeroed scratch tensors: whatever cuDNN sets up lazily on

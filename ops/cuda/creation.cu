@@ -8,6 +8,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/random.h"
+#include "ops/functors.h"
 #include "ops/philox.h"
 
 namespace encore::cuda {
@@ -22,10 +23,13 @@ __global__ void fill_kernel(T* __restrict__ y, int64_t n, T v) {
   for (int64_t i = thread_index(); i < n; i += thread_count()) y[i] = v;
 }
 
+// As on the CPU: integral start and step count exactly in int64, others in double.
 template <class T>
-__global__ void arange_kernel(T* __restrict__ y, int64_t n, double start, double step) {
+__global__ void arange_kernel(T* __restrict__ y, int64_t n, Scalar start, Scalar step) {
+  const bool exact = start.integral && step.integral;
   for (int64_t i = thread_index(); i < n; i += thread_count())
-    y[i] = static_cast<T>(__dadd_rn(start, __dmul_rn(step, static_cast<double>(i))));
+    y[i] = exact ? static_cast<T>(fn::wrap_add(start.i, fn::wrap_mul(step.i, i)))
+                 : fn::cast_value<T>(__dadd_rn(start.d, __dmul_rn(step.d, static_cast<double>(i))));
 }
 
 template <class T>
@@ -60,9 +64,9 @@ void full(const KernelCtx& c) {
   const int64_t n = y.numel();
   if (n == 0) return;
   const OnDevice dev(c);
-  const double v = std::get<FullAttrs>(c.attrs).value;
+  const Scalar& v = std::get<FullAttrs>(c.attrs).value;
   visit_dtype(y.dtype, [&]<class T>() {
-    fill_kernel<T><<<grid_for(n), kBlock, 0, dev.stream()>>>(y.ptr<T>(), n, static_cast<T>(v));
+    fill_kernel<T><<<grid_for(n), kBlock, 0, dev.stream()>>>(y.ptr<T>(), n, fn::scalar_as<T>(v));
   });
   ENCORE_CUDA_LAUNCH_CHECK("full");
 }
@@ -92,10 +96,10 @@ void random(const KernelCtx& c) {
     visit_float(y.dtype, [&]<class T>() {
       if constexpr (Normal)
         normal_kernel<T><<<grid_for(static_cast<int64_t>(blocks)), kBlock, 0, dev.stream()>>>(
-            y.ptr<T>(), n, state, a.value, a.step);
+            y.ptr<T>(), n, state, a.value.d, a.step.d);
       else
         uniform_kernel<T><<<grid_for(static_cast<int64_t>(blocks)), kBlock, 0, dev.stream()>>>(
-            y.ptr<T>(), n, state, a.value, a.step - a.value);
+            y.ptr<T>(), n, state, a.value.d, a.step.d - a.value.d);
     });
     ENCORE_CUDA_LAUNCH_CHECK(op);
   }

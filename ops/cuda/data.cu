@@ -6,6 +6,7 @@
 #include "ops/cuda/indexing.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
+#include "ops/functors.h"
 
 namespace encore::cuda {
 namespace {
@@ -13,13 +14,13 @@ namespace {
 struct Assign {
   template <class TD, class TS>
   __device__ __forceinline__ TD operator()(TD, TS s) const {
-    return static_cast<TD>(s);
+    return fn::cast_value<TD>(s);
   }
 };
 struct AddTo {
   template <class T>
   __device__ __forceinline__ T operator()(T d, T s) const {
-    return d + s;
+    return fn::wrap_add(d, s);
   }
 };
 
@@ -100,17 +101,17 @@ void cast_kernel(const KernelCtx& c) {
 
 void fill_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const double v = std::get<ScalarAttrs>(c.attrs).value;
+  const Scalar& v = std::get<ScalarAttrs>(c.attrs).value;
   visit_dtype(c.in[0].dtype, [&]<class T>() {
-    update_with<T>(c.in[0], static_cast<T>(v), Assign{}, dev.stream(), "fill_");
+    update_with<T>(c.in[0], fn::scalar_as<T>(v), Assign{}, dev.stream(), "fill_");
   });
 }
 
 void add_scalar_inplace_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const double v = std::get<ScalarAttrs>(c.attrs).value;
+  const Scalar& v = std::get<ScalarAttrs>(c.attrs).value;
   visit_dtype(c.in[0].dtype, [&]<class T>() {
-    update_with<T>(c.in[0], static_cast<T>(v), AddTo{}, dev.stream(), "add_scalar_");
+    update_with<T>(c.in[0], fn::scalar_as<T>(v), AddTo{}, dev.stream(), "add_scalar_");
   });
 }
 
@@ -157,7 +158,7 @@ TensorRef sub_view(const TensorRef& t, int axis, int64_t start, const Shape& sha
   v.data = static_cast<char*>(t.data) +
            start * t.strides[axis] * static_cast<int64_t>(itemsize(t.dtype));
   v.shape = shape;
-  v.strides[axis] *= step;
+  if (shape[axis] > 1) v.strides[axis] *= step;  // see infer_slice
   return v;
 }
 

@@ -38,11 +38,6 @@ __device__ T block_reduce(T v, T* shared) {
   return r;
 }
 
-template <class T, bool Log>
-__device__ __forceinline__ T softmax_out(T a, T m, T total, T lse) {
-  return Log ? a - lse : fn::m_exp(a - m) / total;
-}
-
 // Softmax over the last axis, one warp per row (rows of up to a few thousand entries).
 template <class T, bool Log>
 __global__ void softmax_rows_warp(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
@@ -56,11 +51,12 @@ __global__ void softmax_rows_warp(const T* __restrict__ x, T* __restrict__ y, in
     T m = a[0];
     for (int64_t i = lane; i < n; i += 32) m = fn::m_max(m, a[i]);
     m = warp_max(m);
-    T total = 0;
-    for (int64_t i = lane; i < n; i += 32) total += fn::m_exp(a[i] - m);
-    total = warp_sum(total);
-    const T lse = Log ? m + fn::m_log(total) : T(0);
-    for (int64_t i = lane; i < n; i += 32) b[i] = softmax_out<T, Log>(a[i], m, total, lse);
+    fn::SoftmaxSum<T> sum;
+    for (int64_t i = lane; i < n; i += 32) sum.add(a[i], m);
+    sum.ties = warp_sum(sum.ties);
+    sum.rest = warp_sum(sum.rest);
+    const T log_total = Log ? sum.log_total() : T(0);
+    for (int64_t i = lane; i < n; i += 32) b[i] = fn::softmax_value<T, Log>(a[i], m, sum, log_total);
   }
 }
 
@@ -75,12 +71,13 @@ __global__ void softmax_rows_block(const T* __restrict__ x, T* __restrict__ y, i
     T m = a[0];
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fn::m_max(m, a[i]);
     m = block_reduce<T, true>(m, shared);
-    T total = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) total += fn::m_exp(a[i] - m);
-    total = block_reduce<T, false>(total, shared);
-    const T lse = Log ? m + fn::m_log(total) : T(0);
+    fn::SoftmaxSum<T> sum;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum.add(a[i], m);
+    sum.ties = block_reduce<T, false>(sum.ties, shared);
+    sum.rest = block_reduce<T, false>(sum.rest, shared);
+    const T log_total = Log ? sum.log_total() : T(0);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-      b[i] = softmax_out<T, Log>(a[i], m, total, lse);
+      b[i] = fn::softmax_value<T, Log>(a[i], m, sum, log_total);
   }
 }
 
@@ -95,10 +92,11 @@ __global__ void softmax_columns(const T* __restrict__ x, T* __restrict__ y, int6
     T* b = y + o * n * inner + j;
     T m = a[0];
     for (int64_t i = 1; i < n; ++i) m = fn::m_max(m, a[i * inner]);
-    T total = 0;
-    for (int64_t i = 0; i < n; ++i) total += fn::m_exp(a[i * inner] - m);
-    const T lse = Log ? m + fn::m_log(total) : T(0);
-    for (int64_t i = 0; i < n; ++i) b[i * inner] = softmax_out<T, Log>(a[i * inner], m, total, lse);
+    fn::SoftmaxSum<T> sum;
+    for (int64_t i = 0; i < n; ++i) sum.add(a[i * inner], m);
+    const T log_total = Log ? sum.log_total() : T(0);
+    for (int64_t i = 0; i < n; ++i)
+      b[i * inner] = fn::softmax_value<T, Log>(a[i * inner], m, sum, log_total);
   }
 }
 

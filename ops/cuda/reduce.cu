@@ -14,6 +14,7 @@
 
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
+#include "ops/functors.h"
 
 namespace encore::cuda {
 namespace {
@@ -22,10 +23,12 @@ template <class T>
 using Acc = std::conditional_t<std::is_same_v<T, int32_t>, int64_t, T>;
 
 // Heterogeneous operands: CUB also applies the op to (init, input) of different types.
+// Integer sums wrap, as on the CPU.
 struct SumOp {
   template <class A, class B>
   __host__ __device__ __forceinline__ auto operator()(A a, B b) const {
-    return a + b;
+    using C = decltype(a + b);
+    return fn::wrap_add(static_cast<C>(a), static_cast<C>(b));
   }
   template <class A>
   static A identity() {

@@ -5,10 +5,10 @@
 namespace encore {
 namespace {
 
-int infer_full(std::span<const Tensor>, const Attrs& a, TensorMeta* out) {
+// The dispatcher checks the shape (negative or too many elements) as for every op output.
+template <OpId Op> int infer_full(std::span<const Tensor>, const Attrs& a, TensorMeta* out) {
   const auto& f = std::get<FullAttrs>(a);
-  for (int64_t d : f.shape)
-    ENCORE_CHECK(d >= 0, ShapeError, "[full] negative dimension in ", f.shape.str());
+  defs::check_scalars(op_name(Op), a, f.dtype);
   out[0] = defs::meta(f.shape, f.dtype, f.device);
   return 1;
 }
@@ -21,16 +21,17 @@ template <OpId Op> int infer_random(std::span<const Tensor> in, const Attrs& a, 
                "] input must be a generator state, got ", describe(in[0]));
   ENCORE_CHECK(in[0].device() == f.device, DeviceError, "[", op_name(Op), "] generator is on ",
                in[0].device().str(), " but the tensor is requested on ", f.device.str());
-  return infer_full(in, a, out);
+  return infer_full<Op>(in, a, out);
 }
 
 }  // namespace
 
 void define_creation_ops() {
-  for (OpId op : {OpId::full, OpId::arange}) {
+  for (auto [op, infer] : {std::pair<OpId, InferFn>{OpId::full, infer_full<OpId::full>},
+                           std::pair<OpId, InferFn>{OpId::arange, infer_full<OpId::arange>}}) {
     OpDef& d = defs::define(op);
     d.min_inputs = d.max_inputs = 0;
-    d.infer = infer_full;
+    d.infer = infer;
   }
   for (auto [op, infer] : {std::pair<OpId, InferFn>{OpId::uniform, infer_random<OpId::uniform>},
                            std::pair<OpId, InferFn>{OpId::normal, infer_random<OpId::normal>}}) {

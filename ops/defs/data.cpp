@@ -14,7 +14,7 @@ int infer_reshape(std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const Shape& shape = std::get<ReshapeAttrs>(a).shape;
   out[0] = view_meta(in[0]);
   out[0].shape = shape;
-  ENCORE_CHECK(shape.numel() == in[0].numel() &&
+  ENCORE_CHECK(checked_numel(shape, "reshape") == in[0].numel() &&
                    view_strides(in[0].shape(), in[0].strides(), shape, out[0].strides),
                ShapeError, "[reshape] cannot view ", describe(in[0]), " as ", shape.str());
   return 1;
@@ -38,9 +38,12 @@ int infer_permute(std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
 int infer_slice(std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const auto& s = std::get<SliceAttrs>(a);
   out[0] = view_meta(in[0]);
-  const int64_t len = s.stop > s.start ? (s.stop - s.start + s.step - 1) / s.step : 0;
+  // ceil((stop - start) / step) without forming stop - start + step, which overflows for huge steps.
+  const int64_t len = s.stop > s.start ? (s.stop - s.start - 1) / s.step + 1 : 0;
   out[0].shape[s.axis] = len;
-  out[0].strides[s.axis] *= s.step;
+  // With two or more elements stride * step stays within the axis; with one the stride does
+  // not matter (and multiplying by a huge step would overflow).
+  if (len > 1) out[0].strides[s.axis] *= s.step;
   if (len > 0) out[0].offset += s.start * in[0].strides()[s.axis];
   return 1;
 }
@@ -105,7 +108,8 @@ int infer_concat(std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
     for (int d = 0; ok && d < shape.size(); ++d) ok = d == axis || in[i].shape()[d] == shape[d];
     ENCORE_CHECK(ok, ShapeError, "[concat] input ", i, " ", describe(in[i]),
                  " does not match input 0 ", describe(in[0]), " outside axis ", axis);
-    shape[axis] += in[i].shape()[axis];
+    ENCORE_CHECK(!__builtin_add_overflow(shape[axis], in[i].shape()[axis], &shape[axis]), ShapeError,
+                 "[concat] the inputs' sizes along axis ", axis, " overflow int64");
   }
   out[0] = defs::meta(shape, in[0].dtype(), in[0].device());
   return 1;
@@ -148,7 +152,10 @@ template <OpId Op> int infer_inplace_binary(std::span<const Tensor> in, const At
                "[", name, "] ", describe(in[1]), " cannot be broadcast into ", describe(in[0]));
   return 0;
 }
-int infer_inplace_unary(std::span<const Tensor>, const Attrs&, TensorMeta*) { return 0; }
+template <OpId Op> int infer_inplace_unary(std::span<const Tensor> in, const Attrs& attrs, TensorMeta*) {
+  defs::check_scalars(op_name(Op), attrs, in[0].dtype());
+  return 0;
+}
 
 }  // namespace
 
@@ -196,11 +203,12 @@ void define_data_ops() {
     d.mutates = 1;
     d.infer = infer;
   }
-  for (OpId op : {OpId::fill_, OpId::add_scalar_}) {
+  for (auto [op, infer] : {std::pair<OpId, InferFn>{OpId::fill_, infer_inplace_unary<OpId::fill_>},
+                           std::pair<OpId, InferFn>{OpId::add_scalar_, infer_inplace_unary<OpId::add_scalar_>}}) {
     OpDef& d = defs::define(op);
     d.kind = OpKind::InPlace;
     d.mutates = 1;
-    d.infer = infer_inplace_unary;
+    d.infer = infer;
   }
 }
 

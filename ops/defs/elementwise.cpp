@@ -7,11 +7,12 @@ namespace {
 
 using defs::meta_like;
 
-double scalar(const Attrs& a) { return std::get<ScalarAttrs>(a).value; }
+const Scalar& scalar(const Attrs& a) { return std::get<ScalarAttrs>(a).value; }
 
 template <OpId Op, DTypeClass C>
-int infer_unary(std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
+int infer_unary(std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
   if constexpr (C == DTypeClass::Float) defs::require_float(op_name(Op), in[0]);
+  else defs::check_scalars(op_name(Op), attrs, in[0].dtype());
   out[0] = meta_like(in[0]);
   return 1;
 }
@@ -40,11 +41,11 @@ void bw_abs(const BackwardCtx& c, Tensor* g) {
 }
 void bw_softplus(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * sigmoid(c.inputs[0]); }
 void bw_leaky_relu(const BackwardCtx& c, Tensor* g) {
-  const double alpha = scalar(c.attrs);
+  const double alpha = scalar(c.attrs).d;
   g[0] = c.grads[0] * (gt(c.inputs[0], 0.0) * (1.0 - alpha) + alpha);
 }
 void bw_pow_scalar(const BackwardCtx& c, Tensor* g) {
-  const double p = scalar(c.attrs);
+  const double p = scalar(c.attrs).d;
   g[0] = c.grads[0] * (pow(c.inputs[0], p - 1.0) * p);
 }
 void bw_add_scalar(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0]; }

@@ -29,24 +29,25 @@ void bw_matmul(const BackwardCtx& c, Tensor* g) {
 }
 
 int64_t conv_out_length(int64_t length, int64_t kernel, const ConvAttrs& a) {
-  return (length + a.pad_l + a.pad_r - a.dilation * (kernel - 1) - 1) / a.stride + 1;
+  return conv1d_output_length(length, kernel, a.stride, a.dilation, a.pad_l, a.pad_r);
 }
 
-void check_conv_attrs(const ConvAttrs& a) {
+void check_conv_attrs(const char* op, const ConvAttrs& a, int64_t kernel) {
   ENCORE_CHECK(a.stride >= 1 && a.dilation >= 1 && a.pad_l >= 0 && a.pad_r >= 0, ValueError,
-               "[conv1d] stride and dilation must be >= 1 and padding >= 0, got ", a.str());
+               "[", op, "] stride and dilation must be >= 1 and padding >= 0, got ", a.str());
+  ENCORE_CHECK(kernel >= 1, ValueError, "[", op, "] kernel size must be >= 1, got ", kernel);
 }
 
 int infer_conv1d(std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
   const Tensor &x = in[0], &w = in[1];
   const auto& a = std::get<ConvAttrs>(attrs);
-  check_conv_attrs(a);
   defs::require_float("conv1d", x);
   defs::require_same_dtype("conv1d", x, w);
   ENCORE_CHECK(x.dim() == 3, ShapeError, "[conv1d] input must be (batch, steps, channels), got ",
                x.shape().str());
   ENCORE_CHECK(w.dim() == 3, ShapeError,
                "[conv1d] kernel must be (kernel_size, in_channels, filters), got ", w.shape().str());
+  check_conv_attrs("conv1d", a, w.shape()[0]);
   ENCORE_CHECK(x.shape()[2] == w.shape()[1], ShapeError, "[conv1d] input ", x.shape().str(), " has ",
                x.shape()[2], " channels but the kernel ", w.shape().str(), " expects ", w.shape()[1]);
   const int64_t len = conv_out_length(x.shape()[1], w.shape()[0], a);
@@ -68,9 +69,11 @@ void bw_conv1d(const BackwardCtx& c, Tensor* g) {
 int infer_conv1d_backward_data(std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
   const Tensor &gy = in[0], &w = in[1];
   const auto& a = std::get<ConvAttrs>(attrs);
-  check_conv_attrs(a);
   defs::require_same_dtype("conv1d_backward_data", gy, w);
-  ENCORE_CHECK(gy.dim() == 3 && w.dim() == 3 && gy.shape()[2] == w.shape()[2] &&
+  ENCORE_CHECK(w.dim() == 3, ShapeError, "[conv1d_backward_data] kernel must be (kernel_size, "
+               "in_channels, filters), got ", w.shape().str());
+  check_conv_attrs("conv1d_backward_data", a, w.shape()[0]);
+  ENCORE_CHECK(gy.dim() == 3 && gy.shape()[2] == w.shape()[2] && a.length >= 0 &&
                    conv_out_length(a.length, w.shape()[0], a) == gy.shape()[1],
                ShapeError, "[conv1d_backward_data] gradient ", gy.shape().str(),
                " does not match kernel ", w.shape().str(), " and input length ", a.length);
@@ -82,7 +85,7 @@ int infer_conv1d_backward_data(std::span<const Tensor> in, const Attrs& attrs, T
 int infer_conv1d_backward_filter(std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
   const Tensor &x = in[0], &gy = in[1];
   const auto& a = std::get<ConvAttrs>(attrs);
-  check_conv_attrs(a);
+  check_conv_attrs("conv1d_backward_filter", a, a.kernel);
   defs::require_same_dtype("conv1d_backward_filter", x, gy);
   ENCORE_CHECK(x.dim() == 3 && gy.dim() == 3 && x.shape()[0] == gy.shape()[0] &&
                    conv_out_length(x.shape()[1], a.kernel, a) == gy.shape()[1],

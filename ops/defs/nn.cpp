@@ -51,6 +51,9 @@ int infer_gather_last(std::span<const Tensor> in, const Attrs&, TensorMeta* out)
   Shape rows(std::span<const int64_t>(x.shape().begin(), std::max(x.dim() - 1, 0)));
   ENCORE_CHECK(x.dim() >= 1 && index.shape() == rows, ShapeError, "[gather_last] indices ",
                index.shape().str(), " must have the shape of ", x.shape().str(), " without its last axis");
+  // Every index is out of range then (the CUDA kernel would not even look at them).
+  ENCORE_CHECK(x.shape().back() > 0 || index.numel() == 0, ValueError,
+               "[gather_last] cannot pick entries from the empty last axis of ", x.shape().str());
   out[0] = defs::meta(rows, x.dtype(), x.device());
   return 1;
 }

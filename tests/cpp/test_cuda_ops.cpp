@@ -2,10 +2,12 @@
 // reference, the GPU in float32 (and in float64 where its kernel takes it), forward and
 // backward (through autograd), with broadcasting and strided inputs. Skipped without a GPU.
 #include <functional>
+#include <limits>
 
 #include "autograd/grad_mode.h"
 #include "core/ledger.h"
 #include "helpers.h"
+#include "nn/lstm.h"
 #include "ops/dispatch.h"
 
 namespace encore {
@@ -414,6 +416,90 @@ TEST(CudaOps, Softmax) {
        {rand64({3, 5000}, 4) * 4.0}},
   };
   for (const Case& c : cases) expect_parity(c);
+}
+
+// The CPU test of the same name, on the warp (rows), block (long rows) and column kernels.
+TEST(CudaOps, LogSoftmaxIsPreciseWhenOneEntryDominates) {
+  REQUIRE_CUDA();
+  Tensor long_rows = full({2, 3000}, 180.0, DType::Float64);
+  long_rows.slice(1, 0, 1).fill_(200.0);
+  const std::vector<std::pair<Tensor, int64_t>> cases{
+      {from_vector<double>({200, 190, 180, 1e-3, 0, -1e-3, -50, 30, 30.5}, {3, 3}), -1},
+      {from_vector<double>({200, 190, 180, 1e-3, 0, -1e-3, -50, 30, 30.5}, {3, 3}), 0},
+      {long_rows, -1}};
+  for (const auto& [x, axis] : cases) {
+    const auto ref = log_softmax(x, axis).to_vector<double>();
+    const auto got = log_softmax(x.to(DType::Float32).to(kGpu), axis).to_vector<double>();
+    ASSERT_EQ(ref.size(), got.size());
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 1e-30) << x.shape().str() << " axis " << axis << ", element " << i;
+  }
+}
+
+// test_empty.cpp on the GPU: empty axes give empty results (no zero-size launch, no cuDNN or
+// CUB call on nothing) or the reduction's identity.
+TEST(CudaOps, EmptyTensors) {
+  REQUIRE_CUDA();
+  for (const Shape& s : {Shape{2, 0}, Shape{0, 3}, Shape{0}}) {
+    EXPECT_EQ(softmax(zeros(s, DType::Float32, kGpu)).shape(), s);
+    EXPECT_EQ(log_softmax(zeros(s, DType::Float32, kGpu), 0).shape(), s);
+    EXPECT_EQ(dropout(zeros(s, DType::Float32, kGpu), 0.5, true).shape(), s);
+    EXPECT_EQ((zeros(s, DType::Int64, kGpu) + 1).shape(), s);
+  }
+  test::expect_values(sum(zeros({2, 0}, DType::Float32, kGpu), {1}), {0, 0});
+  EXPECT_TRUE(std::isnan(mean(zeros({0, 3}, DType::Float32, kGpu)).item()));
+  Tensor x = zeros({0, 5, 3}, DType::Float32, kGpu), w = ones({2, 3, 4}, DType::Float32, kGpu);
+  x.set_requires_grad();
+  w.set_requires_grad();
+  const Tensor y = conv1d(x, w);
+  EXPECT_EQ(y.shape(), (Shape{0, 4, 4}));
+  sum(y).backward();
+  test::expect_values(w.grad(), std::vector<double>(24, 0.0));
+  test::expect_values(conv1d(ones({1, 0, 3}, DType::Float32, kGpu), ones({1, 3, 2}, DType::Float32, kGpu),
+                             1, Padding::explicit_(1, 0)),
+                      {0, 0});
+  nn::LSTM lstm(3);
+  lstm.build({0, 4, 2});
+  lstm.to(kGpu);
+  EXPECT_EQ(lstm(zeros({0, 4, 2}, DType::Float32, kGpu)).shape(), (Shape{0, 3}));
+}
+
+// test_limits.cpp on the GPU, bit for bit with the CPU: wrapping integer arithmetic, defined
+// float -> integer casts, exact int64 scalars.
+TEST(CudaOps, IntegersAtTheLimits) {
+  REQUIRE_CUDA();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t big = (int64_t{1} << 61) + 1;
+  const Tensor a = from_vector<int64_t>({kMax, kMin, kMin, -1, 7}, {5});
+  const Tensor b = from_vector<int64_t>({1, -1, kMin, kMax, 3}, {5});
+  const Tensor f = from_vector<double>({NAN, INFINITY, -INFINITY, 1e300, -2.9, 2.9}, {6});
+  const std::vector<std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>> cases{
+      [](auto& a, auto& b, auto&) { return a + b; },
+      [](auto& a, auto& b, auto&) { return a - b; },
+      [](auto& a, auto& b, auto&) { return a * b; },
+      [](auto& a, auto&, auto&) { return -a; },
+      [](auto& a, auto&, auto&) { return abs(a); },
+      [](auto& a, auto&, auto&) { return a + big; },
+      [](auto& a, auto&, auto&) { return a * 3; },
+      [](auto& a, auto&, auto&) { return sum(a); },
+      [](auto& a, auto&, auto&) { return sum(a.to(DType::Int32)); },
+      [](auto& a, auto& b, auto&) { return a.to(DType::Int32) * b.to(DType::Int32); },
+      [](auto&, auto&, auto& f) { return f.to(DType::Int64); },
+      [](auto&, auto&, auto& f) { return f.to(DType::Float32).to(DType::Int32); },
+      [](auto& a, auto&, auto&) { return full({2}, big, DType::Int64, a.device()); },
+      [](auto& a, auto&, auto&) { return arange(big, big + 3, 1, DType::Int64, a.device()); },
+      [](auto& a, auto&, auto&) {
+        Tensor t = a.clone();
+        t.fill_(big);
+        const Tensor in[] = {t, a};
+        dispatch(OpId::add_, in);
+        return t;
+      },
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Tensor cpu = cases[i](a, b, f), gpu = cases[i](a.to(kGpu), b.to(kGpu), f.to(kGpu));
+    EXPECT_TRUE(test::bitwise_equal(cpu, gpu)) << "case " << i;
+  }
 }
 
 TEST(CudaOps, GatherScatter) {

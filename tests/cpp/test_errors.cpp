@@ -6,6 +6,7 @@
 #include "nn/losses.h"
 #include "nn/lstm.h"
 #include "nn/optim.h"
+#include "ops/dispatch.h"
 
 namespace encore {
 namespace {
@@ -71,6 +72,37 @@ TEST(Errors, ShapesDtypesAndValues) {
   EXPECT_ERROR(ValueError, parse_activation("swish"), "unknown activation 'swish'");
   // The runtime still works.
   test::expect_values(ones({2}) + ones({2}), {2, 2});
+}
+
+TEST(Errors, Conv1dSizes) {
+  // A kernel of size 0 is a ValueError from shape inference (it reached oneDNN before), from
+  // the API function and from the op as traces and backward passes call it.
+  EXPECT_ERROR(ValueError, conv1d(zeros({1, 8, 2}), zeros({0, 2, 1})),
+               "[conv1d] kernel size must be >= 1, got kernel (0, 2, 1)");
+  EXPECT_ERROR(ValueError, call(OpId::conv1d, {zeros({1, 8, 2}), zeros({0, 2, 1})}, ConvAttrs{1, 1, 0, 0, 0, 0}),
+               "[conv1d] kernel size must be >= 1, got 0");
+  EXPECT_ERROR(ValueError,
+               call(OpId::conv1d_backward_filter, {zeros({1, 8, 2}), zeros({1, 9, 1})}, ConvAttrs{1, 1, 0, 0, 0, 0}),
+               "[conv1d_backward_filter] kernel size must be >= 1");
+  EXPECT_ERROR(ValueError, nn::Conv1D(4, 0), "[conv1d] filters, kernel_size, strides and dilation_rate must be >= 1, got 4, 0, 1 and 1");
+  EXPECT_ERROR(ValueError, nn::Conv1D(0, 3), "[conv1d] filters, kernel_size");
+  EXPECT_ERROR(ValueError, nn::Conv1D(-4, 3), "[conv1d] filters, kernel_size");
+  EXPECT_ERROR(ValueError, nn::Conv1D(4, -3), "[conv1d] filters, kernel_size");
+  EXPECT_ERROR(ValueError, nn::Conv1D(4, 3, {.strides = -1}), "[conv1d] filters, kernel_size");
+  EXPECT_ERROR(ValueError, nn::Conv1D(4, 3, {.dilation_rate = 0}), "[conv1d] filters, kernel_size");
+  EXPECT_ERROR(ValueError, conv1d(zeros({1, 8, 2}), zeros({3, 2, 1}), 1, Padding::explicit_(-1, 0)),
+               "padding >= 0");
+  // Sizes whose receptive field or padded length overflow int64.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_ERROR(ShapeError, conv1d(zeros({1, 8, 2}), zeros({3, 2, 1}), 1, Padding::same(), kMax),
+               "[conv1d] kernel size 3 with dilation 9223372036854775807 overflows int64");
+  EXPECT_ERROR(ShapeError, conv1d(zeros({1, 8, 2}), zeros({3, 2, 1}), 1, Padding::same(), kMax / 2),
+               "[conv1d] input length 8 with padding");
+  EXPECT_ERROR(ShapeError, conv1d(zeros({1, 8, 2}), zeros({3, 2, 1}), 1, Padding::explicit_(kMax, 1)),
+               "overflows int64");
+  nn::Conv1D layer(2, 3, {.dilation_rate = kMax});
+  EXPECT_ERROR(ShapeError, layer.build({1, 8, 2}), "overflows int64");
+  test::expect_values(conv1d(ones({1, 3, 1}), ones({3, 1, 1})), {3});
 }
 
 TEST(Errors, Autograd) {

@@ -220,6 +220,23 @@ TEST(Softmax, RowsSumToOneAndMatchLogSoftmax) {
   expect_values(sum(y, {1}), {1, 1, 1, 1, 1, 1}, 1e-12);
 }
 
+// float32 log_softmax against float64 of the same inputs, relative to each value: neither the
+// log of the sum (at the scale of the largest logit) nor the sum (at the scale of 1) may be
+// rounded away when one entry dominates.
+TEST(Softmax, LogSoftmaxIsPreciseWhenOneEntryDominates) {
+  const Tensor x = from_vector<float>({200, 190, 180, 1e-3f, 0, -1e-3f, -50, 30, 30.5f}, {3, 3});
+  for (int64_t axis : {-1, 0}) {
+    const auto got = log_softmax(x, axis).to_vector<double>();
+    const auto ref = log_softmax(x.to(DType::Float64), axis).to_vector<double>();
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 1e-30) << "axis " << axis << ", element " << i;
+  }
+  EXPECT_NEAR(log_softmax(x).to_vector<float>()[0], -4.5400960e-5, 1e-11);  // -log1p(e^-10 + e^-20)
+  // Ties with the maximum each count once; NaN propagates.
+  expect_values(log_softmax(from_vector<float>({3, 3, 3, 3}, {4})), std::vector<double>(4, -std::log(4.0)), 1e-7);
+  EXPECT_TRUE(std::isnan(log_softmax(from_vector<float>({1, NAN, 2}, {3})).to_vector<float>()[0]));
+}
+
 TEST(Dropout, ScalesKeptValuesAndIsDeterministicPerSeed) {
   const Tensor x = ones({10000});
   Generator g1(3), g2(3);
