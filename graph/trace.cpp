@@ -186,6 +186,7 @@ void TracedFunction::clear() {
   std::lock_guard lock(traced_calls_mutex());
   ENCORE_CHECK(!active_, ValueError, "[trace] '", options_.name, "' cannot be cleared while a call to it runs");
   cache_.clear();
+  evicted_.clear();
   last_ = nullptr;
 }
 
@@ -330,6 +331,8 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   cache_.push_front(std::move(entry));
   while (cache_.size() > options_.max_cached) {
     if (last_ == &cache_.back()) last_ = nullptr;
+    evicted_.push_front(std::move(cache_.back().signature));
+    if (evicted_.size() > 64) evicted_.pop_back();
     cache_.pop_back();
     ++stats_.evictions;
   }
@@ -444,9 +447,13 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
     if (it != cache_.begin()) cache_.splice(cache_.begin(), cache_, it);
     return trim(replay(cache_.front(), *args));
   }
-  if (reason.empty()) {
+  const bool evicted = reason.empty() && std::any_of(evicted_.begin(), evicted_.end(),
+                                                     [&](const graph::Signature& s) { return s.matches(*args); });
+  if (evicted) {
+    reason = detail::cat("signature evicted earlier (the cache holds ", options_.max_cached, " graphs)");
+  } else if (reason.empty()) {
     if (cache_.empty()) {
-      reason = stats_.traces == 0 ? "first call" : "no cached graph (cleared or evicted)";
+      reason = stats_.traces == 0 ? "first call" : "no cached graph (cleared)";
     } else {
       const graph::Signature now = graph::Signature::of(*args);
       const Entry* nearest = &cache_.front();

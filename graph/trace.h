@@ -181,6 +181,7 @@ class TracedFunction {
   TraceOptions options_;
   TraceStats stats_;
   std::list<Entry> cache_;  // most recently used first
+  std::list<graph::Signature> evicted_;  // the latest evicted signatures, to explain retraces
   Entry* last_ = nullptr;
   bool warned_ = false;
   bool active_ = false;  // a call is running (re-entry from its own eager run runs plainly)

@@ -66,7 +66,7 @@ Tensor Tracer::make_output(const TensorMeta& meta) {
   buf.device = meta.device;
   buf.label = detail::cat("%", b);
   graph_.buffers.push_back(std::move(buf));
-  return symbolic(b, nbytes, meta.shape, contiguous_strides(meta.shape), meta.dtype, meta.device);
+  return symbolic(b, graph_.buffers[b].nbytes, meta.shape, contiguous_strides(meta.shape), meta.dtype, meta.device);
 }
 
 Value Tracer::value(const Tensor& t, const char* op) {

@@ -45,8 +45,16 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
+double Optimizer::lr() const {
+  if (lr_tensors_.empty()) return lr_;
+  return lr_tensors_.begin()->second.item();
+}
+
 void Optimizer::set_lr(double lr) {
   ENCORE_CHECK(lr > 0, ValueError, "[", name_, "] learning rate must be positive, got ", lr);
+  // Every device the parameters live on gets its scalar now, so the write is a graph node when
+  // set_lr runs inside a traced function and every replay repeats it.
+  for (const Tensor& p : params_) lr_tensor(p.device());
   lr_ = lr;
   NoGradGuard no_grad;
   for (auto& [k, t] : lr_tensors_) t.fill_(lr);

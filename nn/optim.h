@@ -21,7 +21,9 @@ class Optimizer {
   /// zeros in place.
   void zero_grad(bool set_to_none = true);
 
-  double lr() const { return lr_; }
+  /// The learning rate in effect: the value of its device scalar (which a traced step may set
+  /// on every replay). Reading it inside a traced function is an error, as for any value.
+  double lr() const;
   void set_lr(double lr);
   const std::vector<Tensor>& params() const { return params_; }
   /// Optimizer state tensors by name ("dense.kernel.m", "step", ...), for saving/inspection.

@@ -106,7 +106,9 @@ class Run:
         if self.traced:
             seen = self._seen.setdefault(fn, set())
             # With no more signatures than the cache holds, nothing can have been evicted.
-            if key in seen and len(seen) <= fn.options["max_cached"] and fn.stats["traces"] > before:
+            # Nested calls also fill the cache: an eviction explains itself in the reason.
+            evicted = "evicted" in fn.stats["records"][-1]["reason"] if fn.stats["records"] else False
+            if key in seen and len(seen) <= fn.options["max_cached"] and fn.stats["traces"] > before and not evicted:
                 self._retrace = f"{fn.name} traced again: {fn.stats['records'][-1]['reason']}"
             seen.add(key)
         if fn not in self._aliased:

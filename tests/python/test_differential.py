@@ -18,12 +18,6 @@ PROGRAMS = int(os.environ.get("ENCORE_FUZZ_PROGRAMS", "500"))
 SEED = int(os.environ.get("ENCORE_FUZZ_SEED", "1"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 8: traced steps differ from eager (gradient accumulation, backward without step, "
-    "writes to captured and strided tensors, static 0.0/-0.0/NaN, .grad and requires_grad not in the "
-    "cache key); remove this mark once the tracing core rewrite lands",
-)
 def test_traced_programs_agree_with_eager():
     report = io.StringIO()
     result = fuzz_traced.fuzz(PROGRAMS, SEED, stop_on_first=True, shrink_budget_s=20.0, out=report)
