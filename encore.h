@@ -1,7 +1,6 @@
 // Everything a training program needs: #include "encore.h".
 #pragma once
 
-#include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "core/ledger.h"
 #include "core/modes.h"

@@ -4,7 +4,7 @@
 #include <queue>
 #include <unordered_map>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -162,3 +162,26 @@ void backward(const Tensor& root, const Tensor& grad) {
 }
 
 }  // namespace encore::autograd
+
+namespace encore {
+
+void Tensor::backward(const Tensor& grad) const {
+  ENCORE_CHECK(requires_grad(), ValueError, "[backward] ", describe(*this),
+               " does not require grad: no op that produced it involved a tensor requiring grad");
+  Tensor g = grad;
+  if (!g.defined()) {
+    ENCORE_CHECK(numel() == 1, ShapeError, "[backward] implicit gradient needs a scalar, got ",
+                 describe(*this), "; pass a gradient tensor");
+    g = ones(shape(), dtype(), device());
+  }
+  ENCORE_CHECK(g.shape() == shape(), ShapeError, "[backward] gradient ", describe(g),
+               " does not match ", describe(*this));
+  ENCORE_CHECK(g.dtype() == dtype(), DTypeError, "[backward] gradient ", describe(g),
+               " does not match the dtype of ", describe(*this), "; convert it with .to(",
+               ::encore::name(dtype()), ")");
+  ENCORE_CHECK(g.device() == device(), DeviceError, "[backward] gradient ", describe(g),
+               " is not on the device of ", describe(*this));
+  autograd::backward(*this, g);
+}
+
+}  // namespace encore

@@ -18,7 +18,7 @@
 #include <tuple>
 #include <utility>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 
 namespace encore::nn {
 

@@ -2,7 +2,7 @@
 
 #include <unordered_map>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 

@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "autograd/grad_mode.h"
 #include "core/ledger.h"
 #include "core/modes.h"
 #if ENCORE_CUDA
@@ -75,7 +74,7 @@ void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> 
   ledger.add(Counter::KernelsTimed, 1);
 #if ENCORE_CUDA
   if (device.is_cuda()) {
-    cuda::time_kernel(kernel, ctx, def.name, device.index);
+    cuda::time_on_stream(device.index, def.name, [&] { kernel(ctx); });
     return;
   }
 #endif

@@ -191,8 +191,7 @@ __global__ void scatter_last_kernel(const T* __restrict__ g, const I* __restrict
 template <bool Gather>
 void gather_scatter_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const OpId op = Gather ? OpId::gather_last : OpId::scatter_last;
-  const int code = static_cast<int>(op) + 1;
+  static const int code = error_code(Gather ? "gather_last" : "scatter_last");
   int* error = error_flag(dev.device());
   const int64_t rows = Gather ? c.out[0].numel() : c.in[0].numel();
   const int64_t n = Gather ? c.in[0].shape.back() : c.out[0].shape.back();

@@ -14,7 +14,7 @@
 #include <random>
 #include <regex>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "helpers.h"
 #include "nn/checkpoint.h"
 #include "nn/layers.h"

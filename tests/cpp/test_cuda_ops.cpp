@@ -4,7 +4,7 @@
 #include <functional>
 #include <limits>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "core/ledger.h"
 #include "helpers.h"
 #include "nn/lstm.h"

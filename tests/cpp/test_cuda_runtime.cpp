@@ -1,6 +1,6 @@
 // The CUDA runtime around the kernels: allocation failures, absent devices, kernels called
 // with prepared state (as a Plan calls them), and the fused optimizer updates.
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "helpers.h"
 #include "ops/dispatch.h"
 

@@ -1,6 +1,6 @@
 // Every bad input gets an exception of the right type that names the op and the shapes,
 // and the runtime stays usable afterwards.
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "helpers.h"
 #include "nn/layers.h"
 #include "nn/losses.h"

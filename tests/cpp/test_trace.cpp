@@ -1,6 +1,5 @@
 // Tracing: symbolic recording, graph IR and passes, memory plan, replay, the signature
 // cache and its explanations, shape policies, randomness, and eager/traced equivalence.
-#include "autograd/grad_mode.h"
 #include "core/ledger.h"
 #include "core/modes.h"
 #include "graph/trace.h"

@@ -4,7 +4,6 @@
 // traced and compares bit for bit.
 #include <thread>
 
-#include "autograd/grad_mode.h"
 #include "core/modes.h"
 #include "graph/trace.h"
 #include "helpers.h"
