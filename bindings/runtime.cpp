@@ -3,7 +3,7 @@
 
 #include "bindings.h"
 #include "ops/autotune.h"
-#include "ops/cpu/conv1d.h"
+#include "ops/conv.h"
 
 namespace encore::python {
 
@@ -234,11 +234,11 @@ void init_runtime(py::module_& m) {
   m.def("autotune_clear", &autotune::clear);
   m.def("conv1d_primitives", [] {
     py::list out;
-    for (const cpu::ConvPrimitiveInfo& p : cpu::conv1d_primitives())
+    for (const ConvPrimitiveInfo& p : conv1d_primitives())
       out.append(py::make_tuple(p.key, p.impl));
     return out;
   });
-  m.def("clear_conv1d_primitives", &cpu::clear_conv1d_primitives);
+  m.def("clear_conv1d_primitives", &clear_conv1d_primitives);
 }
 
 }  // namespace encore::python

@@ -9,7 +9,8 @@
 #include <limits>
 #include <type_traits>
 
-#include "ops/attrs.h"
+#include "core/scalar.h"
+#include "ops/activation.h"
 
 #if defined(__CUDACC__)
 #define ENCORE_HD __host__ __device__ __forceinline__

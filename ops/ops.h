@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "ops/attrs.h"
+#include "core/scalar.h"
+#include "ops/activation.h"
 
 namespace encore {
 

@@ -3,9 +3,28 @@
 // the step size and the denominator).
 #pragma once
 
+#include <string>
+
+#include "core/error.h"
 #include "ops/functors.h"
 
 namespace encore {
+
+struct SgdAttrs {
+  double momentum, weight_decay;
+  bool nesterov;
+  std::string str() const {
+    return detail::cat("momentum=", momentum, ", weight_decay=", weight_decay, nesterov ? ", nesterov" : "");
+  }
+  bool operator==(const SgdAttrs&) const = default;
+};
+struct AdamAttrs {
+  double beta1, beta2, eps, weight_decay;
+  std::string str() const {
+    return detail::cat("beta1=", beta1, ", beta2=", beta2, ", eps=", eps, ", weight_decay=", weight_decay);
+  }
+  bool operator==(const AdamAttrs&) const = default;
+};
 
 template <class T> struct SgdStep {
   T lr, momentum, weight_decay;

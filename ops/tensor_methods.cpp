@@ -1,5 +1,6 @@
-// The Tensor methods that run ops — views, copies, conversions, reading values, printing —
-// declared in core/tensor.h for convenience and defined here, in the layer that dispatches.
+// The Tensor methods that read values (item, to_vector, printing): declared in core/tensor.h
+// for convenience, defined here because they copy through ops. The view, copy and in-place
+// methods are defined with their ops in ops/defs/data.cpp.
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -90,107 +91,6 @@ std::string Tensor::str() const {
     case DType::Int64: format_rec(s, static_cast<const int64_t*>(p), shape(), host.strides(), 0, 7, summarize); break;
   }
   return s + suffix + ")";
-}
-
-Tensor Tensor::reshape(const Shape& requested) const {
-  Shape shape = requested;
-  int infer = -1;
-  for (int i = 0; i < shape.size(); ++i) {
-    ENCORE_CHECK(shape[i] >= -1, ShapeError, "[reshape] invalid dimension in ", requested.str());
-    if (shape[i] != -1) continue;
-    ENCORE_CHECK(infer < 0, ShapeError, "[reshape] only one dimension may be -1 in ", requested.str());
-    infer = i;
-    shape[i] = 1;  // for the element count of the known dims
-  }
-  const int64_t known = checked_numel(shape, "reshape");
-  if (infer >= 0) {
-    ENCORE_CHECK(known > 0 && numel() % known == 0, ShapeError, "[reshape] cannot reshape ",
-                 this->shape().str(), " into ", requested.str());
-    shape[infer] = numel() / known;
-  }
-  ENCORE_CHECK(infer >= 0 || known == numel(), ShapeError, "[reshape] cannot reshape ", this->shape().str(),
-               " (", numel(), " elements) into ", requested.str());
-  Strides st;
-  if (!view_strides(this->shape(), strides(), shape, st)) return contiguous().reshape(shape);
-  return call(OpId::reshape, {*this}, ReshapeAttrs{shape});
-}
-
-Tensor Tensor::permute(const std::vector<int64_t>& order) const {
-  ENCORE_CHECK(static_cast<int>(order.size()) == dim(), ShapeError, "[permute] order has ",
-               order.size(), " axes but the tensor ", shape().str(), " has ", dim());
-  Dims o;
-  for (int64_t a : order) o.push_back(normalize_axis(a, dim(), "permute"));
-  return call(OpId::permute, {*this}, PermuteAttrs{o});
-}
-
-Tensor Tensor::transpose(int64_t a, int64_t b) const {
-  std::vector<int64_t> order(dim());
-  std::iota(order.begin(), order.end(), 0);
-  std::swap(order[normalize_axis(a, dim(), "transpose")], order[normalize_axis(b, dim(), "transpose")]);
-  return permute(order);
-}
-
-Tensor Tensor::slice(int64_t axis, int64_t start, int64_t stop, int64_t step) const {
-  const int ax = normalize_axis(axis, dim(), "slice");
-  ENCORE_CHECK(step > 0, ValueError, "[slice] step must be positive, got ", step);
-  const int64_t n = shape()[ax];
-  auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
-  return call(OpId::slice, {*this}, SliceAttrs{ax, clamp(start), clamp(stop), step, shape()});
-}
-
-Tensor Tensor::expand(const Shape& shape) const {
-  return call(OpId::expand, {*this}, ExpandAttrs{shape});
-}
-
-Tensor Tensor::squeeze(int64_t axis) const {
-  const int ax = normalize_axis(axis, dim(), "squeeze");
-  ENCORE_CHECK(shape()[ax] == 1, ShapeError, "[squeeze] axis ", axis, " of ", shape().str(),
-               " has size ", shape()[ax], ", not 1");
-  Shape s = shape();
-  s.erase(ax);
-  return reshape(s);
-}
-
-Tensor Tensor::unsqueeze(int64_t axis) const {
-  const int ax = normalize_axis(axis, dim() + 1, "unsqueeze");
-  Shape s = shape();
-  s.insert(ax, 1);
-  return reshape(s);
-}
-
-Tensor Tensor::flatten(int64_t start_axis) const {
-  const int ax = normalize_axis(start_axis, std::max(dim(), 1), "flatten");
-  Shape s;
-  for (int i = 0; i < ax; ++i) s.push_back(shape()[i]);
-  s.push_back(-1);
-  return reshape(s);
-}
-
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
-Tensor Tensor::clone() const { return call(OpId::copy, {*this}); }
-
-Tensor Tensor::to(Device device) const {
-  if (device == this->device()) return *this;
-  return call(OpId::to_device, {*this}, DeviceAttrs{device});
-}
-
-Tensor Tensor::to(DType dtype) const {
-  if (dtype == this->dtype()) return *this;
-  return call(OpId::cast, {*this}, CastAttrs{dtype});
-}
-
-Tensor& Tensor::copy_(const Tensor& src) {
-  Tensor s = src.to(device());
-  if (s.dtype() != dtype()) s = s.to(dtype());
-  const Tensor in[] = {*this, s};
-  dispatch(OpId::copy_, in);
-  return *this;
-}
-
-Tensor& Tensor::fill_(Scalar value) {
-  const Tensor in[] = {*this};
-  dispatch(OpId::fill_, in, ScalarAttrs{value});
-  return *this;
 }
 
 }  // namespace encore

@@ -1,6 +1,6 @@
 // Forward results of every op family against hand-computed values or float64 references.
 #include "helpers.h"
-#include "ops/cpu/conv1d.h"
+#include "ops/conv.h"
 #include "core/ledger.h"
 #include "ops/dispatch.h"
 
@@ -204,7 +204,7 @@ TEST(Conv1d, PrimitivesAreCachedPerShape) {
   conv1d(rand32({1, 32, 2}, 4), w);  // a new length is a new primitive
   EXPECT_EQ(Ledger::global().get(Counter::Autotunes), after_first + 1);
   bool listed = false;
-  for (const auto& p : cpu::conv1d_primitives()) listed |= p.key.find("L=31") != std::string::npos;
+  for (const auto& p : conv1d_primitives()) listed |= p.key.find("L=31") != std::string::npos;
   EXPECT_TRUE(listed);
 }
 

@@ -1,0 +1,22 @@
+// The fused optimizer updates (ops/defs/optim.cpp): one op per step over all parameters of a
+// device, called by the optimizers of nn/optim.h.
+#pragma once
+
+#include <span>
+
+#include "core/tensor.h"
+#include "ops/optim_math.h"
+
+namespace encore {
+
+/// params -= lr * (grad + weight_decay * param), with (Nesterov) momentum when
+/// options.momentum > 0 (`momentum` holds one buffer per parameter then; empty otherwise).
+/// `lr` is a float64 scalar tensor on the parameters' device.
+void sgd_update(std::span<const Tensor> params, std::span<const Tensor> momentum, std::span<const Tensor> grads,
+                const Tensor& lr, const SgdAttrs& options);
+/// Adam with bias correction for update number `step` (an int64 scalar tensor, already
+/// incremented for this update).
+void adam_update(std::span<const Tensor> params, std::span<const Tensor> m, std::span<const Tensor> v,
+                 std::span<const Tensor> grads, const Tensor& step, const Tensor& lr, const AdamAttrs& options);
+
+}  // namespace encore
