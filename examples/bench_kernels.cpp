@@ -22,6 +22,7 @@
 #include "encore.h"
 #include "graph/trace.h"
 #include "ops/autotune.h"
+#include "ops/conv.h"
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/dispatch.h"
 #include "ops/matrix_layout.h"
@@ -321,10 +322,10 @@ struct Bench {
     const std::function<Tensor()> ops[3] = {
         [&] { return conv1d(x, w, s.stride, Padding::same()); },
         [&] {
-          return call(OpId::conv1d_backward_data, {gy, w}, attrs);
+          return call(op("conv1d_backward_data"), {gy, w}, attrs);
         },
         [&] {
-          return call(OpId::conv1d_backward_filter, {x, gy}, attrs);
+          return call(op("conv1d_backward_filter"), {x, gy}, attrs);
         }};
     for (int p = 0; p < 3; ++p) {
       const CudnnConv lib(cudnn, static_cast<Pass>(p), s, tf32, find);

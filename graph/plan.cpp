@@ -64,7 +64,7 @@ Plan::Plan(Graph graph) : graph_(std::move(graph)) {
     for (const Value& v : n.out) s.out.push_back(resolve(v));
     // The same per-shape state as an eager call of this geometry (the dispatcher's cache), held
     // by the step: replays and captures never prepare anything.
-    s.state = prepared_state(def, dev, KernelCtx{s.in, s.out, s.attrs, nullptr});
+    s.state = prepared_state(def, dev, KernelCtx{s.in, s.out, s.attrs, nullptr, def.name});
     steps_.push_back(std::move(s));
   }
   // Record where each input's address goes, now that the step vectors are stable.
@@ -186,11 +186,11 @@ void Plan::run(const std::vector<Tensor>& args) {
   const DenormalScope denormals;
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
-    for (const Step& s : steps_) s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get()});
+    for (const Step& s : steps_) s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
   } else {
     for (const Step& s : steps_) {
       ScopedTimer timer(Counter::KernelNs, "kernel", s.op->name);
-      s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get()});
+      s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
     }
     ledger.add(Counter::KernelsTimed, static_cast<int64_t>(steps_.size()));
   }

@@ -65,7 +65,7 @@ void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> 
   for (size_t i = 0; i < in.size(); ++i) in_refs[i] = ref(in[i]);
   TensorRef out_refs[kMaxOutputs];
   for (size_t i = 0; i < out.size(); ++i) out_refs[i] = ref(out[i]);
-  KernelCtx ctx{{in_refs, in.size()}, {out_refs, out.size()}, attrs, nullptr};
+  KernelCtx ctx{{in_refs, in.size()}, {out_refs, out.size()}, attrs, nullptr, def.name};
   // Per-shape state (a oneDNN primitive, a cuDNN algorithm) from the dispatcher's cache: the
   // kernel runs exactly as it does in a Plan, which holds the same state.
   const std::shared_ptr<void> state = prepared_state(def, device, ctx);

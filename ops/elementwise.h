@@ -1,29 +1,10 @@
-// The elementwise ops: one line each in the tables below — its name, its functor
-// (ops/functors.h, shared by the CPU and CUDA kernels), the dtypes it takes, and the values its
-// test example uses. The rows (ops/defs/elementwise.cpp) and the CUDA kernels
-// (ops/cuda/unary.cu, binary.cu) are stamped from these lines, so adding an elementwise op
-// touches its line, its functor and its backward formula.
+// The elementwise ops' attributes and functor construction, shared by their rows and CPU
+// kernels (ops/defs/elementwise.cpp) and their CUDA kernels (ops/cuda/unary.cu, binary.cu).
+// The math itself is the functors of ops/functors.h.
 #pragma once
 
 #include "ops/functors.h"
 #include "ops/op.h"
-
-// X(op, Functor, Float|Numeric, example values)
-#define ENCORE_UNARY_OPS(X)                                                                  \
-  X(neg, Neg, Numeric, Uniform) X(exp, Exp, Float, Uniform) X(log, Log, Float, Positive)      \
-  X(sqrt, Sqrt, Float, Positive) X(tanh, Tanh, Float, Uniform)                               \
-  X(sigmoid, Sigmoid, Float, Uniform) X(relu, Relu, Numeric, Uniform)                        \
-  X(abs, Abs, Numeric, Uniform) X(softplus, Softplus, Float, Uniform)                         \
-  X(leaky_relu, LeakyRelu, Float, Uniform) X(pow_scalar, PowScalar, Float, Positive)         \
-  X(add_scalar, AddScalar, Numeric, Uniform) X(mul_scalar, MulScalar, Numeric, Uniform)      \
-  X(clip, Clip, Numeric, Uniform)
-
-#define ENCORE_BINARY_OPS(X)                                                                 \
-  X(add, Add, Numeric, Uniform) X(sub, Sub, Numeric, Uniform) X(mul, Mul, Numeric, Uniform)  \
-  X(div, Div, Numeric, Positive) X(maximum, Maximum, Numeric, Distinct)                      \
-  X(minimum, Minimum, Numeric, Distinct) X(eq, Eq, Numeric, Uniform)                         \
-  X(ne, Ne, Numeric, Uniform) X(gt, Gt, Numeric, Uniform) X(ge, Ge, Numeric, Uniform)        \
-  X(lt, Lt, Numeric, Uniform) X(le, Le, Numeric, Uniform)
 
 namespace encore {
 

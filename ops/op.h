@@ -123,6 +123,8 @@ struct KernelCtx {
   const Attrs& attrs;
   /// The kernel's prepared per-shape state (ops/prepared.h); null when it has no PrepareFn.
   void* state = nullptr;
+  /// The op's name, for the kernel's error messages.
+  const char* op = "";
 };
 
 struct BackwardCtx {
@@ -171,7 +173,7 @@ constexpr bool operator&(Save a, Save b) { return (uint8_t(a) & uint8_t(b)) != 0
 /// How a test makes one input of an op's example call (float64 for gradcheck; float32 for the
 /// backend parity test).
 struct ExampleInput {
-  Shape shape;
+  Shape shape = {};
   enum Values : uint8_t {
     Uniform,   // uniform in [-1, 1), |x| >= 0.05: never at a kink at zero
     Positive,  // in [0.5, 1.5): log, sqrt, division
@@ -184,7 +186,7 @@ struct ExampleInput {
 
 /// One call of the op for the test table (tests/cpp/test_op_table.cpp, tests/python).
 struct Example {
-  std::vector<ExampleInput> inputs;
+  std::vector<ExampleInput> inputs = {};
   /// Keyword arguments of the public function, in Python notation ("pool_size=3").
   const char* args = "";
   /// For ops without a public function: how the example calls the op.

@@ -1,6 +1,6 @@
 // Per-shape kernel state — a oneDNN primitive, a cuDNN algorithm choice with its descriptors
 // and workspace, a cuDNN RNN setup — prepared once per (op, device, input and output
-// geometry, attributes) by the kernel's PrepareFn and kept in one bounded cache owned by the
+// geometry, attributes, math mode, autotune generation) by the kernel's PrepareFn and kept in one bounded cache owned by the
 // dispatcher. Eager dispatch and Plan building both get it from here, so a kernel always
 // receives its prepared state and an eager call and its replay run literally the same code.
 //

@@ -49,7 +49,7 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const std::vector<Step>& steps, in
         return detail::cat("[capture] ", s.op->name, " failed while being captured into a CUDA Graph: ", e.what());
       };
       try {
-        s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get()});
+        s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
       } catch (const OutOfMemoryError& e) {
         throw OutOfMemoryError(failed(e));
       } catch (const UnsupportedError& e) {

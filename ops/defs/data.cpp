@@ -20,7 +20,7 @@ const OpDef& slice_grad_op();
 // Views: the output geometry is computed from the input's, on the same storage.
 TensorMeta view_meta(const Tensor& t) { return {t.shape(), t.strides(), t.offset(), t.dtype(), t.device()}; }
 
-int infer_reshape(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
+int infer_reshape(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const Shape& shape = a.as<ReshapeAttrs>().shape;
   out[0] = view_meta(in[0]);
   out[0].shape = shape;
@@ -30,7 +30,7 @@ int infer_reshape(const OpDef& op, std::span<const Tensor> in, const Attrs& a, T
   return 1;
 }
 
-int infer_permute(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
+int infer_permute(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const Dims& order = a.as<PermuteAttrs>().order;
   const int n = in[0].dim();
   uint32_t seen = 0;
@@ -45,7 +45,7 @@ int infer_permute(const OpDef& op, std::span<const Tensor> in, const Attrs& a, T
   return 1;
 }
 
-int infer_slice(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
+int infer_slice(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const auto& s = a.as<SliceAttrs>();
   out[0] = view_meta(in[0]);
   // ceil((stop - start) / step) without forming stop - start + step, which overflows for huge steps.
@@ -58,7 +58,7 @@ int infer_slice(const OpDef& op, std::span<const Tensor> in, const Attrs& a, Ten
   return 1;
 }
 
-int infer_expand(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
+int infer_expand(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const Shape& shape = a.as<ExpandAttrs>().shape;
   const Tensor& x = in[0];
   ENCORE_CHECK(shape.size() >= x.dim(), ShapeError, "[expand] cannot expand ", describe(x), " to ",
@@ -87,27 +87,27 @@ void bw_slice(const BackwardCtx& c, Tensor* g) {
 }
 void bw_expand(const BackwardCtx& c, Tensor* g) { g[0] = sum_to(c.grads[0], c.input_shape(0)); }
 
-int infer_same(const OpDef& op, std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
+int infer_same(const OpDef&, std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
   out[0] = defs::meta_like(in[0]);
   return 1;
 }
 void bw_identity(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0]; }
 
-int infer_cast(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
+int infer_cast(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   out[0] = defs::meta_like(in[0]);
   out[0].dtype = a.as<CastAttrs>().dtype;
   return 1;
 }
 void bw_cast(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0].to(c.input_metas[0].dtype); }
 
-int infer_to_device(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
+int infer_to_device(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   out[0] = defs::meta_like(in[0]);
   out[0].device = a.as<DeviceAttrs>().device;
   return 1;
 }
 void bw_to_device(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0].to(c.input_metas[0].device); }
 
-int infer_concat(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
+int infer_concat(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const int axis = a.as<AxisAttrs>().axis;
   Shape shape = in[0].shape();
   ENCORE_CHECK(axis >= 0 && axis < shape.size(), ShapeError, "[concat] axis ", axis,
@@ -134,7 +134,7 @@ void bw_concat(const BackwardCtx& c, Tensor* g) {
   }
 }
 
-int infer_slice_grad(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
+int infer_slice_grad(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   out[0] = defs::meta(a.as<SliceAttrs>().input_shape, in[0].dtype(), in[0].device());
   return 1;
 }
@@ -143,7 +143,7 @@ void bw_slice_grad(const BackwardCtx& c, Tensor* g) {
   g[0] = c.grads[0].slice(s.axis, s.start, s.stop, s.step);
 }
 
-int infer_flip(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
+int infer_flip(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const int axis = a.as<AxisAttrs>().axis;
   ENCORE_CHECK(axis >= 0 && axis < in[0].dim(), ShapeError, "[flip] axis ", axis, " out of range for ",
                describe(in[0]));
