@@ -15,7 +15,8 @@ struct ReduceAttrs {
     bool first = true;
     for (int i = 0; i < 32; ++i)
       if (axes >> i & 1u) {
-        s += (first ? "" : ",") + std::to_string(i);
+        if (!first) s += ',';
+        s += std::to_string(i);
         first = false;
       }
     return s + "]" + (keepdim ? ", keepdim" : "");
