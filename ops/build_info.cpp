@@ -95,9 +95,11 @@ std::string show_config() {
       << ", C++" << __cplusplus / 100 % 100 << ")\n";
 
   const dnnl_version_t* dnnl = dnnl_version();
+  const std::string dnnl_hash = dnnl->hash;  // "N/A" in distribution builds
   out << "libraries:\n"
-      << "  oneDNN " << dnnl->major << "." << dnnl->minor << "." << dnnl->patch << " (git "
-      << dnnl->hash << ", CPU runtime " << dnnl_runtime_name(dnnl->cpu_runtime) << ")\n"
+      << "  oneDNN " << dnnl->major << "." << dnnl->minor << "." << dnnl->patch << " ("
+      << (dnnl_hash == "N/A" ? "" : "git " + dnnl_hash + ", ") << "CPU runtime "
+      << dnnl_runtime_name(dnnl->cpu_runtime) << ")\n"
       << "  BLAS: " << openblas_get_config() << " (core " << openblas_get_corename() << ", "
       << openblas_parallel_name(openblas_get_parallel()) << ")\n"
       << "  zlib " << zlibVersion() << "\n";

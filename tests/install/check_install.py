@@ -2,11 +2,12 @@
 """Checks encore as another CMake project uses it (registered in CTest by tests/CMakeLists.txt).
 
     check_install.py package --build-dir B [--prefix-path=P] [--cmake-arg=-D...]...
-        `cmake --install B` into a temporary prefix, then builds the README's C++ program and
+        `cmake --install B` into a temporary prefix (whose headers must include nothing but
+        each other and the standard library), then builds the README's C++ program and
         CMakeLists.txt ("Using it from C++", taken verbatim from README.md) against it with
         find_package(encore CONFIG REQUIRED), runs it (three training steps, a trace) and
         checks that it ran on the installed library.
-    check_install.py prerequisites [--cmake-arg=-D...]...
+    check_install.py prerequisites [--prefix-path=P] [--cmake-arg=-D...]...
         configures encore with oneDNN and zlib made unfindable and checks that the error
         names both with their Debian packages, and nothing that is present.
 """
@@ -53,6 +54,13 @@ def check_package(args):
             if not (prefix / "lib/cmake/encore" / name).is_file():
                 sys.exit(f"the install has no lib/cmake/encore/{name}")
 
+        # encore::encore carries no include path but its own: installed headers include only
+        # each other and the standard library.
+        for header in (prefix / "include/encore").rglob("*.h"):
+            for included in re.findall(r"^\s*#\s*include\s*<([^>]+)>", header.read_text(), re.M):
+                if "." in included or "/" in included:
+                    sys.exit(f"installed header {header.relative_to(prefix)} includes <{included}>")
+
         project.mkdir()
         (project / "train.cpp").write_text(snippets["cpp"])
         (project / "CMakeLists.txt").write_text(snippets["cmake"])
@@ -80,7 +88,7 @@ def check_prerequisites(args):
         result = subprocess.run(
             ["cmake", "-S", ROOT, "-B", tmp, "-DENCORE_CUDA=OFF", "-DENCORE_TESTS=OFF",
              "-DENCORE_EXAMPLES=OFF", "-DCMAKE_DISABLE_FIND_PACKAGE_dnnl=ON",
-             "-DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON", *args.cmake_arg],
+             "-DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON", f"-DCMAKE_PREFIX_PATH={args.prefix_path}", *args.cmake_arg],
             capture_output=True, text=True)
     out = result.stdout + result.stderr
     if result.returncode == 0:
@@ -100,7 +108,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("check", choices=["package", "prerequisites"])
     parser.add_argument("--build-dir", help="the encore build tree to install (package)")
-    parser.add_argument("--prefix-path", default="", help="where encore's dependencies are (CMAKE_PREFIX_PATH)")
+    parser.add_argument("--prefix-path", default="", help="where encore's dependencies are (the build's CMAKE_PREFIX_PATH)")
     parser.add_argument("--cmake-arg", action="append", default=[], help="passed to the configure step")
     args = parser.parse_args()
     if args.check == "package":
