@@ -1,8 +1,8 @@
 #include "ops/build_info.h"
 
 #include <cblas.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <zlib.h>
 
 #include <sstream>
@@ -22,20 +22,29 @@ namespace {
 
 const char* dnnl_runtime_name(unsigned runtime) {
   switch (runtime) {
-    case DNNL_RUNTIME_SEQ: return "sequential";
-    case DNNL_RUNTIME_OMP: return "OpenMP";
-    case DNNL_RUNTIME_TBB: return "TBB";
-    case DNNL_RUNTIME_THREADPOOL: return "threadpool";
-    default: return "unknown";
+    case DNNL_RUNTIME_SEQ:
+      return "sequential";
+    case DNNL_RUNTIME_OMP:
+      return "OpenMP";
+    case DNNL_RUNTIME_TBB:
+      return "TBB";
+    case DNNL_RUNTIME_THREADPOOL:
+      return "threadpool";
+    default:
+      return "unknown";
   }
 }
 
 const char* openblas_parallel_name(int parallel) {
   switch (parallel) {
-    case 0: return "sequential";
-    case 1: return "pthreads";
-    case 2: return "OpenMP";
-    default: return "unknown";
+    case 0:
+      return "sequential";
+    case 1:
+      return "pthreads";
+    case 2:
+      return "OpenMP";
+    default:
+      return "unknown";
   }
 }
 
@@ -64,15 +73,20 @@ void describe_cuda(std::ostringstream& out) {
 }
 
 void describe_cuda_devices(std::ostringstream& out) {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    (void)cudaGetLastError();  // no driver or no device: not an error for a report
-    out << "  cuda: built for sm_" << ENCORE_CUDA_ARCHITECTURES << ", no device ("
-        << cudaGetErrorString(status) << ")\n";
+  out << "  cuda: built for CUDA architectures " << ENCORE_CUDA_ARCHITECTURES << ", ";
+  int driver = 0, count = 0;
+  cudaDriverGetVersion(&driver);
+  if (driver == 0) {
+    out << "no device (no CUDA driver found)\n";
     return;
   }
-  out << "  cuda: built for sm_" << ENCORE_CUDA_ARCHITECTURES << ", " << count << " device(s)\n";
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();  // no device: not an error for a report
+    out << "no device (" << cudaGetErrorString(status) << ")\n";
+    return;
+  }
+  out << count << " device(s)\n";
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;

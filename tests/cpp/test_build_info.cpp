@@ -9,7 +9,9 @@
 namespace encore {
 namespace {
 
-TEST(BuildInfo, VersionIsTheCMakeProjectVersion) { EXPECT_STREQ(version(), ENCORE_PROJECT_VERSION); }
+TEST(BuildInfo, VersionIsTheCMakeProjectVersion) {
+  EXPECT_STREQ(version(), ENCORE_PROJECT_VERSION);
+}
 
 TEST(BuildInfo, ShowConfigNamesVersionsThreadsAndBackends) {
   const std::string config = show_config();
@@ -20,7 +22,8 @@ TEST(BuildInfo, ShowConfigNamesVersionsThreadsAndBackends) {
     EXPECT_NE(config.find(expected), std::string::npos) << expected << " in\n" << config;
   }
   if (cuda_built()) {
-    for (const char* expected : {"\n  CUDA runtime ", ", cuDNN ", "\n  cuda: built for sm_"})
+    for (const char* expected :
+         {"\n  CUDA runtime ", ", cuDNN ", "\n  cuda: built for CUDA architectures "})
       EXPECT_NE(config.find(expected), std::string::npos) << expected << " in\n" << config;
   } else {
     EXPECT_NE(config.find("\n  cuda: not built"), std::string::npos) << config;
