@@ -6,6 +6,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+# The same name for projects that add this tree with add_subdirectory.
 add_library(encore::encore ALIAS encore)
 # Headers keep their folders under include/encore, so that programs include them as in this
 # tree: "encore.h", "graph/trace.h".
