@@ -12,5 +12,6 @@
 #include "nn/lstm.h"
 #include "nn/module.h"
 #include "nn/optim.h"
+#include "ops/build_info.h"
 #include "ops/ops.h"
 #include "ops/random.h"

@@ -184,6 +184,11 @@ void init_runtime(py::module_& m) {
         "Whether CPU kernels flush subnormal floats to zero (default on).");
   m.def("set_flush_denormal", &set_flush_denormal, py::arg("on"));
 
+  // ---- what this encore is (encore.__version__, encore.show_config()) -------------------
+  m.def("version", &encore::version, "encore's version: that of the C++ library.");
+  m.def("show_config", &encore::show_config,
+        "encore's version and build, its libraries' versions, thread counts and backends.");
+
   // ---- CUDA -----------------------------------------------------------------------------
   m.def("cuda_device_count", &cuda_device_count,
         "CUDA devices present (0 without a GPU or CUDA backend).");

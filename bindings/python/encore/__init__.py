@@ -103,6 +103,7 @@ from ._C import (
     zeros,
     zeros_like,
 )
+from ._config import show_config
 from ._modes import enable_grad, no_grad, set_grad_enabled, training
 from ._trace import RetraceWarning, trace
 from . import autotune, cuda, ledger, nn, optim  # noqa: E402  (submodules use the names above)
@@ -113,7 +114,8 @@ float64 = DType.float64
 int32 = DType.int32
 int64 = DType.int64
 
-__version__ = "0.1.0"
+# The C++ library's version; the package metadata has the same (both come from CMakeLists.txt).
+__version__ = _C.version()
 
 # `from encore import *` leaves Python's abs/max/pow/sum alone (encore.sum etc. stay available).
 __all__ = [
