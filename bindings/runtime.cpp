@@ -92,15 +92,6 @@ Shape shape_from_args(const py::args& args, const char* op, bool infer) {
   return to_shape(args, op, infer);
 }
 
-std::vector<int64_t> to_axes(py::handle obj) {
-  if (obj.is_none()) return {};
-  if (py::isinstance<py::int_>(obj)) return {obj.cast<int64_t>()};
-  std::vector<int64_t> axes = obj.cast<std::vector<int64_t>>();
-  ENCORE_CHECK(!axes.empty(), encore::ValueError,
-               "[reduce] an empty axis list reduces nothing; use axis=None for all");
-  return axes;
-}
-
 namespace {
 
 py::dict ledger_dict() {

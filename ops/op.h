@@ -220,6 +220,7 @@ struct OpDef {
   const char* signature = nullptr;
   InvokeFn invoke = nullptr;
   bool method = false;  // also a Tensor method: its first parameter is the tensor
+  const char* doc = nullptr;  // the Python docstring after the signature line
   Example example = {};
 
   // Filled in by the registry.

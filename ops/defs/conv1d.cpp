@@ -320,6 +320,8 @@ OpDef& conv1d_op = define_op({
     .invoke = [](const CallArgs& a) -> Outputs {
       return {conv1d(a.tensor(0), a.tensor(1), a.integer(2), padding_arg(a, 3), a.integer(4))};
     },
+    .doc = "x: (batch, steps, in_channels), w: (kernel_size, in_channels, filters) -> (batch, out_steps, filters).\n"
+            "padding: 'valid', 'same', an int or a (left, right) pair",
     .example = {.inputs = {{{2, 9, 3}}, {{3, 3, 4}}}, .args = "stride=2, padding='same', dilation=2"},
 });
 OpDef& conv1d_backward_data_row = define_op({

@@ -128,6 +128,7 @@ OpDef& arange_op = define_op({
       return one(arange(start, stop, a.scalar(2), dtype_arg(a, 3, ints ? DType::Int64 : DType::Float32), device_arg(a, 4)),
                  a.boolean(5));
     },
+    .doc = "arange(stop) or arange(start, stop, step=1): int64 for integer bounds, else float32",
     .example = {.args = "start=1, stop=4.5, step=0.5, dtype='float64'"},
 });
 OpDef& uniform_op = define_op({

@@ -310,6 +310,7 @@ OpDef& activation_op = define_op({
     .kind = OpKind::Composite,
     .signature = "activation(x: Tensor, name: str) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {activation(a.tensor(0), parse_activation(a.string(1)))}; },
+    .doc = "Applies a Keras activation by name ('linear', 'relu', 'tanh', 'sigmoid', 'hard_sigmoid')",
     .example = {.inputs = {{{3, 4}}}, .args = "name='hard_sigmoid'"},
 });
 

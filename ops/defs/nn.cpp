@@ -275,6 +275,7 @@ OpDef& dropout_op = define_op({
       const bool on = a.is_none(2) ? training() : a.boolean(2);
       return one(dropout(a.tensor(0), a.real(1), on, a.generator(3)));
     },
+    .doc = "Inverted dropout; `training` defaults to encore's training mode",
     .example = {.inputs = {{{4, 6}}}, .args = "p=0.5, training=True"},
 });
 OpDef& gather_last_op = define_op({
@@ -323,6 +324,7 @@ OpDef& lstm_cell_op = define_op({
       const auto [h, c] = lstm_cell(a.tensor(0), a.tensor(1), parse_activation(a.string(2)), parse_activation(a.string(3)));
       return {h, c};
     },
+    .doc = "One fused LSTM step on pre-activations z (batch, 4*units) in gate order i, f, c, o: returns (h, c)",
     .example = {.inputs = {{{2, 12}}, {{2, 3}}}},
 });
 // lstm_cell_backward(z, c_prev, c, grad_h, grad_c) -> (grad_z, grad_c_prev)

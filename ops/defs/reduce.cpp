@@ -146,8 +146,15 @@ template <class Op> void reduce_kernel(const KernelCtx& c) {
 }
 
 
-// Python's axis argument: None (all axes), an int or a sequence.
-std::vector<int64_t> axes_arg(const CallArgs& a, int i) { return a.optional_integers(i).value_or(std::vector<int64_t>{}); }
+// The public axis argument: None (all axes), an int or a sequence. The C++ functions read an
+// empty list as "all"; a caller who writes axis=() means "none", which reduces nothing.
+std::vector<int64_t> axes_arg(const CallArgs& a, int i) {
+  if (a.is_none(i)) return {};
+  std::vector<int64_t> axes = a.integers(i);
+  ENCORE_CHECK(!axes.empty(), ValueError, "[", a.signature().name,
+               "] an empty axis list reduces nothing; use axis=None for all");
+  return axes;
+}
 
 OpDef& sum_op = define_op({
     .name = "sum",
