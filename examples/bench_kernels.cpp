@@ -376,7 +376,7 @@ int main(int argc, char** argv) {
 
     // Conv1D(128, kernel 40, strides 4, 'same') on (32, 140, 30). cuDNN pads symmetrically,
     // which 'same' is here (18 each side), so both sides compute the very same convolution.
-    const auto [pad_l, pad_r] = conv1d_padding(140, 40, 4, 1, Padding::same());
+    const auto [pad_l, pad_r] = window_padding("conv1d", 140, 40, 4, 1, Padding::same());
     ENCORE_CHECK(pad_l == pad_r, ValueError, "[", kOp, "] the conv shape needs even padding");
     bench.conv({32, 140, 30, 128, 40, 4, pad_l, (140 + 2 * pad_l - 40) / 4 + 1}, find);
 

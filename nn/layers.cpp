@@ -44,7 +44,7 @@ Conv1D::Conv1D(int64_t filters, int64_t kernel_size, Conv1DOptions options)
   ENCORE_CHECK(filters >= 1 && kernel_size >= 1 && options_.strides >= 1 && options_.dilation_rate >= 1,
                ValueError, "[conv1d] filters, kernel_size, strides and dilation_rate must be >= 1, got ",
                filters, ", ", kernel_size, ", ", options_.strides, " and ", options_.dilation_rate);
-  Padding::parse(options_.padding);
+  Padding::parse(options_.padding, "conv1d");
 }
 
 Shape Conv1D::build_impl(const Shape& s) {
@@ -54,15 +54,14 @@ Shape Conv1D::build_impl(const Shape& s) {
   kernel_ = add_parameter("kernel", init::glorot_uniform({kernel_size_, c, filters_}, kernel_size_ * c,
                                                          kernel_size_ * filters_));
   if (options_.use_bias) bias_ = add_parameter("bias", zeros({filters_}));
-  const auto [pl, pr] = conv1d_padding(s[1], kernel_size_, options_.strides, options_.dilation_rate,
-                                       Padding::parse(options_.padding));
-  const int64_t len =
-      conv1d_output_length(s[1], kernel_size_, options_.strides, options_.dilation_rate, pl, pr);
+  const auto [pl, pr] = window_padding("conv1d", s[1], kernel_size_, options_.strides, options_.dilation_rate,
+                                       Padding::parse(options_.padding, "conv1d"));
+  const int64_t len = window_out_length("conv1d", s[1], kernel_size_, options_.strides, options_.dilation_rate, pl, pr);
   return {s[0], len, filters_};
 }
 
 Tensor Conv1D::forward_impl(const Tensor& x) {
-  Tensor y = conv1d(x, kernel_, options_.strides, Padding::parse(options_.padding), options_.dilation_rate);
+  Tensor y = conv1d(x, kernel_, options_.strides, Padding::parse(options_.padding, "conv1d"), options_.dilation_rate);
   if (options_.use_bias) y = y + bias_;
   return activation(y, activation_);
 }

@@ -30,7 +30,7 @@ class Dense : public Module {
 
 struct Conv1DOptions {
   int64_t strides = 1;
-  std::string padding = "valid";  // "valid" or "same"
+  std::string padding = "valid";  // "valid", "same" or "causal"
   int64_t dilation_rate = 1;
   std::string activation = "linear";
   bool use_bias = true;

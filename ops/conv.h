@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "ops/functors.h"
+#include "core/host_device.h"
 
 namespace encore {
 

@@ -155,15 +155,6 @@ void flip_kernel(const KernelCtx& c) {
 
 }  // namespace
 
-TensorRef sub_view(const TensorRef& t, int axis, int64_t start, const Shape& shape, int64_t step) {
-  TensorRef v = t;
-  v.data = static_cast<char*>(t.data) +
-           start * t.strides[axis] * static_cast<int64_t>(itemsize(t.dtype));
-  v.shape = shape;
-  if (shape[axis] > 1) v.strides[axis] *= step;  // see infer_slice
-  return v;
-}
-
 void strided_copy(const TensorRef& dst, const TensorRef& src, cudaStream_t stream, const char* op) {
   const int64_t n = dst.numel();
   if (n == 0) return;

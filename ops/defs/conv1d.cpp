@@ -22,14 +22,14 @@ namespace {
 const OpDef& conv1d_backward_data_op();
 const OpDef& conv1d_backward_filter_op();
 
-int64_t conv_out_length(int64_t length, int64_t kernel, const ConvAttrs& a) {
-  return conv1d_output_length(length, kernel, a.stride, a.dilation, a.pad_l, a.pad_r);
+int64_t conv_out_length(const char* op, int64_t length, int64_t kernel, const ConvAttrs& a) {
+  return window_out_length(op, length, kernel, a.stride, a.dilation, a.pad_l, a.pad_r);
 }
 
-// Python's padding argument: 'valid', 'same', an int, or a (left, right) pair.
+// The padding argument: 'valid', 'same', 'causal', an int, or a (left, right) pair.
 Padding padding_arg(const CallArgs& a, int i) {
   const ArgValue& v = a.raw(i);
-  if (const auto* s = std::get_if<std::string>(&v)) return Padding::parse(*s);
+  if (const auto* s = std::get_if<std::string>(&v)) return Padding::parse(*s, "conv1d");
   if (const auto* n = std::get_if<int64_t>(&v)) return Padding::explicit_(*n, *n);
   const std::vector<int64_t> lr = a.integers(i);
   return Padding::explicit_(lr[0], lr[1]);
@@ -53,9 +53,7 @@ int infer_conv1d(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, T
   check_conv_attrs("conv1d", a, w.shape()[0]);
   ENCORE_CHECK(x.shape()[2] == w.shape()[1], ShapeError, "[conv1d] input ", x.shape().str(), " has ",
                x.shape()[2], " channels but the kernel ", w.shape().str(), " expects ", w.shape()[1]);
-  const int64_t len = conv_out_length(x.shape()[1], w.shape()[0], a);
-  ENCORE_CHECK(len >= 1, ShapeError, "[conv1d] input ", x.shape().str(),
-               " is too short for kernel size ", w.shape()[0], " with ", a.str());
+  const int64_t len = conv_out_length("conv1d", x.shape()[1], w.shape()[0], a);
   out[0] = defs::meta({x.shape()[0], len, w.shape()[2]}, x.dtype(), x.device());
   return 1;
 }
@@ -77,7 +75,7 @@ int infer_conv1d_backward_data(const OpDef&, std::span<const Tensor> in, const A
                "in_channels, filters), got ", w.shape().str());
   check_conv_attrs("conv1d_backward_data", a, w.shape()[0]);
   ENCORE_CHECK(gy.dim() == 3 && gy.shape()[2] == w.shape()[2] && a.length >= 0 &&
-                   conv_out_length(a.length, w.shape()[0], a) == gy.shape()[1],
+                   conv_out_length("conv1d_backward_data", a.length, w.shape()[0], a) == gy.shape()[1],
                ShapeError, "[conv1d_backward_data] gradient ", gy.shape().str(),
                " does not match kernel ", w.shape().str(), " and input length ", a.length);
   out[0] = defs::meta({gy.shape()[0], a.length, w.shape()[1]}, gy.dtype(), gy.device());
@@ -91,7 +89,7 @@ int infer_conv1d_backward_filter(const OpDef&, std::span<const Tensor> in, const
   check_conv_attrs("conv1d_backward_filter", a, a.kernel);
   defs::require_same_dtype("conv1d_backward_filter", x, gy);
   ENCORE_CHECK(x.dim() == 3 && gy.dim() == 3 && x.shape()[0] == gy.shape()[0] &&
-                   conv_out_length(x.shape()[1], a.kernel, a) == gy.shape()[1],
+                   conv_out_length("conv1d_backward_filter", x.shape()[1], a.kernel, a) == gy.shape()[1],
                ShapeError, "[conv1d_backward_filter] input ", x.shape().str(), " and gradient ",
                gy.shape().str(), " do not match kernel size ", a.kernel);
   out[0] = defs::meta({a.kernel, x.shape()[2], gy.shape()[2]}, x.dtype(), x.device());
@@ -321,7 +319,7 @@ OpDef& conv1d_op = define_op({
       return {conv1d(a.tensor(0), a.tensor(1), a.integer(2), padding_arg(a, 3), a.integer(4))};
     },
     .doc = "x: (batch, steps, in_channels), w: (kernel_size, in_channels, filters) -> (batch, out_steps, filters).\n"
-            "padding: 'valid', 'same', an int or a (left, right) pair",
+            "padding: 'valid', 'same', 'causal' (Keras: step t sees no later step), an int or a (left, right) pair",
     .example = {.inputs = {{{2, 9, 3}}, {{3, 3, 4}}}, .args = "stride=2, padding='same', dilation=2"},
 });
 OpDef& conv1d_backward_data_row = define_op({
@@ -355,50 +353,6 @@ const OpDef& conv1d_backward_filter_op() { return conv1d_backward_filter_row; }
 
 }  // namespace
 
-Padding Padding::parse(const std::string& s) {
-  if (s == "valid") return valid();
-  if (s == "same") return same();
-  throw ValueError("[conv1d] unknown padding '" + s + "' (expected 'valid' or 'same')");
-}
-
-// The steps a kernel covers, (kernel - 1) * dilation + 1, for user-sized operands.
-int64_t conv1d_span(int64_t kernel, int64_t dilation) {
-  int64_t span;
-  ENCORE_CHECK(!__builtin_mul_overflow(kernel - 1, dilation, &span) &&
-                   !__builtin_add_overflow(span, 1, &span),
-               ShapeError, "[conv1d] kernel size ", kernel, " with dilation ", dilation,
-               " overflows int64");
-  return span;
-}
-
-std::pair<int64_t, int64_t> conv1d_padding(int64_t length, int64_t kernel, int64_t stride,
-                                           int64_t dilation, Padding padding) {
-  switch (padding.kind) {
-    case Padding::Valid: return {0, 0};
-    case Padding::Explicit: return {padding.left, padding.right};
-    case Padding::Same: {
-      // Keras/TensorFlow 'same': output length ceil(L / stride), extra padding on the right.
-      // (out - 1) * stride < length, so only the span can overflow.
-      const int64_t out = length / stride + (length % stride != 0);
-      const int64_t span = conv1d_span(kernel, dilation);
-      const int64_t total = std::max<int64_t>((out - 1) * stride - length + span, 0);
-      return {total / 2, total - total / 2};
-    }
-  }
-  return {0, 0};
-}
-
-int64_t conv1d_output_length(int64_t length, int64_t kernel, int64_t stride, int64_t dilation,
-                             int64_t pad_l, int64_t pad_r) {
-  const int64_t span = conv1d_span(kernel, dilation);
-  int64_t padded;
-  ENCORE_CHECK(!__builtin_add_overflow(length, pad_l, &padded) &&
-                   !__builtin_add_overflow(padded, pad_r, &padded),
-               ShapeError, "[conv1d] input length ", length, " with padding (", pad_l, ", ", pad_r,
-               ") overflows int64");
-  return padded < span ? 0 : (padded - span) / stride + 1;
-}
-
 Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding, int64_t dilation) {
   ENCORE_CHECK(x.defined() && w.defined(), ValueError, "[conv1d] undefined operand");
   ENCORE_CHECK(x.dim() == 3 && w.dim() == 3, ShapeError,
@@ -408,7 +362,7 @@ Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding,
                dilation, " must be >= 1");
   ENCORE_CHECK(w.shape()[0] >= 1, ValueError, "[conv1d] kernel size must be >= 1, got kernel ",
                w.shape().str());
-  const auto [pl, pr] = conv1d_padding(x.shape()[1], w.shape()[0], stride, dilation, padding);
+  const auto [pl, pr] = window_padding("conv1d", x.shape()[1], w.shape()[0], stride, dilation, padding);
   return call(conv1d_op, {x, w}, ConvAttrs{stride, dilation, pl, pr, 0, 0});
 }
 

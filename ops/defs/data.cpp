@@ -8,6 +8,7 @@
 #include "ops/data.h"
 #include "ops/defs/common.h"
 #include "ops/elementwise.h"
+#include "ops/strided.h"
 
 namespace encore {
 namespace {
@@ -239,15 +240,6 @@ void add_scalar_inplace_kernel(const KernelCtx& c) {
     TensorRef scalar{const_cast<T*>(&value), {}, {}, t.dtype, t.device};
     update<T, T>(t, scalar, [](T d, T s) { return fn::wrap_add(d, s); });
   });
-}
-
-// A view of `out` covering [start, start + len) along `axis` with the given step.
-TensorRef sub_view(const TensorRef& out, int axis, int64_t start, const Shape& shape, int64_t step) {
-  TensorRef v = out;
-  v.data = static_cast<char*>(out.data) + start * out.strides[axis] * itemsize(out.dtype);
-  v.shape = shape;
-  if (shape[axis] > 1) v.strides[axis] *= step;  // see infer_slice
-  return v;
 }
 
 void concat_kernel(const KernelCtx& c) {

@@ -380,7 +380,7 @@ TEST(CudaOps, Conv1d) {
       {2, 9, 3, 2, 2, 1, 3, Padding::valid()},
   };
   for (const ConvSpec& s : specs) {
-    const auto [pl, pr] = conv1d_padding(s.length, s.kernel, s.stride, s.dilation, s.padding);
+    const auto [pl, pr] = window_padding("conv1d", s.length, s.kernel, s.stride, s.dilation, s.padding);
     const std::string name = detail::cat("conv1d N=", s.n, " L=", s.length, " C=", s.channels,
                                          " F=", s.filters, " K=", s.kernel, " stride=", s.stride,
                                          " dilation=", s.dilation, " pad=(", pl, ", ", pr, ")");

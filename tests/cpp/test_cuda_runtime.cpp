@@ -72,7 +72,7 @@ TEST(CudaRuntime, PreparedKernelsGiveTheEagerResult) {
   REQUIRE_CUDA();
   const Tensor x = rand64({2, 34, 3}, 1).to(DType::Float32).to(kGpu);
   const Tensor w = rand64({5, 3, 4}, 2).to(DType::Float32).to(kGpu);
-  const auto [pl, pr] = conv1d_padding(34, 5, 4, 2, Padding::same());
+  const auto [pl, pr] = window_padding("conv1d", 34, 5, 4, 2, Padding::same());
   const Attrs conv = ConvAttrs{4, 2, pl, pr, 34, 5};
   const Tensor y = conv1d(x, w, 4, Padding::same(), 2);
   const Tensor fwd_in[] = {x, w};
