@@ -84,6 +84,25 @@ Shape GlobalMaxPooling1D::build_impl(const Shape& s) {
 }
 Tensor GlobalMaxPooling1D::forward_impl(const Tensor& x) { return max(x, {1}); }
 
+MaxPooling1D::MaxPooling1D(int64_t pool_size, Pooling1DOptions options)
+    : pool_size_(pool_size), options_(std::move(options)) {
+  ENCORE_CHECK(pool_size >= 1 && options_.strides.value_or(1) >= 1, ValueError,
+               "[max_pooling1d] pool_size and strides must be >= 1, got ", pool_size, " and ",
+               options_.strides.value_or(pool_size));
+  const Padding p = Padding::parse(options_.padding, "max_pooling1d");
+  ENCORE_CHECK(p.kind != Padding::Causal, ValueError, "[max_pooling1d] padding must be 'valid' or 'same'");
+}
+Shape MaxPooling1D::build_impl(const Shape& s) {
+  require_rank("max_pooling1d", s, 3, "(batch, steps, channels)");
+  const int64_t stride = options_.strides.value_or(pool_size_);
+  const auto [l, r] = window_padding("max_pooling1d", s[1], pool_size_, stride, 1,
+                                     Padding::parse(options_.padding, "max_pooling1d"));
+  return {s[0], window_out_length("max_pooling1d", s[1], pool_size_, stride, 1, l, r), s[2]};
+}
+Tensor MaxPooling1D::forward_impl(const Tensor& x) {
+  return max_pool1d(x, pool_size_, options_.strides, Padding::parse(options_.padding, "max_pooling1d"));
+}
+
 Shape Flatten::build_impl(const Shape& s) {
   ENCORE_CHECK(s.size() >= 1, ShapeError, "[flatten] expects a batch axis, got ", s.str());
   Shape features = s;

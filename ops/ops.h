@@ -3,6 +3,7 @@
 // where the math allows. Errors name the op and the shapes.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -114,6 +115,11 @@ Tensor pad(const Tensor& x, int64_t axis, int64_t before, int64_t after, Scalar 
 /// becomes the window index and a new last axis the position in the window. Windows overlap
 /// when step < size; the gradient sums over them.
 Tensor unfold(const Tensor& x, int64_t axis, int64_t size, int64_t step = 1);
+/// Keras MaxPooling1D on x (batch, steps, channels): the max of each window of `pool_size`
+/// steps, `strides` apart (default pool_size). Padding is 'valid' or 'same' (padded steps are
+/// never the max). Ties in a window share its gradient equally, as in max().
+Tensor max_pool1d(const Tensor& x, int64_t pool_size = 2, std::optional<int64_t> strides = std::nullopt,
+                  Padding padding = {});
 
 // ---- linear algebra and convolution --------------------------------------------------
 /// (..., M, K) @ (..., K, N) with broadcast batch dims; 1-D operands as in NumPy.

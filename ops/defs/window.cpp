@@ -2,6 +2,8 @@
 // composition), and unfold, the windowed view that pools and other window layers are composed
 // from, with the one kernel it needs: the gradient of overlapping windows, summed back.
 #include <algorithm>
+#include <limits>
+#include <tuple>
 
 #include "ops/defs/common.h"
 #include "ops/strided.h"
@@ -109,7 +111,41 @@ OpDef& pad_op = define_op({
     .example = {.inputs = {{{2, 4, 3}}}, .args = "axis=1, before=2, after=1, value=0.5"},
 });
 
+OpDef& max_pool1d_op = define_op({
+    .name = "max_pool1d",
+    .kind = OpKind::Composite,
+    .signature = "max_pool1d(x: Tensor, pool_size: int = 2, strides: int | None = None, padding: str = 'valid') -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {max_pool1d(a.tensor(0), a.integer(1), a.optional_integer(2), Padding::parse(a.string(3), "max_pool1d"))};
+    },
+    .doc = "Keras MaxPooling1D on (batch, steps, channels); ties in a window share its gradient equally",
+    .example = {.inputs = {{{2, 8, 3}, ExampleInput::Distinct}}, .args = "pool_size=3, strides=2, padding='same'"},
+});
+
 const OpDef& unfold_backward_op() { return unfold_backward_row; }
+
+// The lowest value of a dtype: what padding for a max adds.
+Scalar lowest(DType d) {
+  switch (d) {
+    case DType::Int32: return int64_t{std::numeric_limits<int32_t>::min()};
+    case DType::Int64: return std::numeric_limits<int64_t>::min();
+    default: return -std::numeric_limits<double>::infinity();
+  }
+}
+
+// A pool's (stride, left, right padding), checked: x is (batch, steps, channels), the padding
+// 'valid' or 'same', and at least one window fits.
+std::tuple<int64_t, int64_t, int64_t> pool_geometry(const char* op, const Tensor& x, int64_t pool_size,
+                                                    std::optional<int64_t> strides, Padding padding) {
+  ENCORE_CHECK(x.defined() && x.dim() == 3, ShapeError, "[", op, "] expects (batch, steps, channels), got ",
+               x.defined() ? describe(x) : std::string("an undefined tensor"));
+  ENCORE_CHECK(padding.kind == Padding::Valid || padding.kind == Padding::Same, ValueError, "[", op,
+               "] padding must be 'valid' or 'same'");
+  const int64_t stride = strides.value_or(pool_size);
+  const auto [l, r] = window_padding(op, x.shape()[1], pool_size, stride, 1, padding);
+  window_out_length(op, x.shape()[1], pool_size, stride, 1, l, r);
+  return {stride, l, r};
+}
 
 }  // namespace
 
@@ -166,6 +202,11 @@ Tensor unfold(const Tensor& x, int64_t axis, int64_t size, int64_t step) {
   ENCORE_CHECK(x.defined(), ValueError, "[unfold] undefined tensor");
   ENCORE_CHECK(size >= 1 && step >= 1, ValueError, "[unfold] size and step must be >= 1, got ", size, " and ", step);
   return call(unfold_op, {x}, UnfoldAttrs{normalize_axis(axis, x.dim(), "unfold"), size, step, 0});
+}
+
+Tensor max_pool1d(const Tensor& x, int64_t pool_size, std::optional<int64_t> strides, Padding padding) {
+  const auto [stride, l, r] = pool_geometry("max_pool1d", x, pool_size, strides, padding);
+  return max(unfold(pad(x, 1, l, r, lowest(x.dtype())), 1, pool_size, stride), {-1});
 }
 
 Tensor pad(const Tensor& x, int64_t axis, int64_t before, int64_t after, Scalar value) {

@@ -86,3 +86,56 @@ def test_causal_conv1d_layer():
     layer = nn.Conv1D(4, 3, padding="causal", dilation_rate=2)
     y = layer(encore.ones(2, 10, 3))
     assert y.shape == (2, 10, 4)
+
+
+# ---- pools: Keras semantics -----------------------------------------------------------------
+
+def keras_pool(x, pool, stride, padding, reduce):
+    """TensorFlow's pooling: 'same' gives ceil(steps / stride) windows and ignores padded steps."""
+    steps = x.shape[1]
+    if padding == "valid":
+        starts = range(0, steps - pool + 1, stride)
+        return np.stack([reduce(x[:, s:s + pool], axis=1) for s in starts], axis=1)
+    out = -(-steps // stride)
+    left = max((out - 1) * stride + pool - steps, 0) // 2
+    windows = [x[:, max(t * stride - left, 0):min(t * stride - left + pool, steps)] for t in range(out)]
+    return np.stack([reduce(w, axis=1) for w in windows], axis=1)
+
+
+@pytest.mark.parametrize("pool,strides,padding", [(2, None, "valid"), (3, 1, "valid"), (3, 2, "same"),
+                                                  (4, 3, "same"), (5, 2, "same"), (1, 1, "valid")])
+def test_max_pooling1d_matches_keras(pool, strides, padding):
+    x = np.random.default_rng(pool).standard_normal((2, 11, 3)).astype(np.float32)
+    layer = nn.MaxPooling1D(pool, strides=strides, padding=padding)
+    want = keras_pool(x, pool, strides or pool, padding, np.max)
+    assert layer.build((2, 11, 3)) == want.shape
+    np.testing.assert_array_equal(layer(encore.tensor(x)).numpy(), want)
+    np.testing.assert_array_equal(encore.max_pool1d(x, pool, strides, padding).numpy(), want)
+
+
+def test_max_pooling1d_gradient_goes_to_each_windows_max():
+    x = encore.tensor([[[1.0], [5.0], [2.0], [4.0], [3.0]]], requires_grad=True)
+    encore.max_pool1d(x, pool_size=2, strides=1).sum().backward()  # windows 1|5, 5|2, 2|4, 4|3
+    assert x.grad.reshape(5).tolist() == [0, 2, 0, 2, 0]
+    ints = encore.tensor([[[3], [-7], [2]]])  # integer tensors pool too; padding is int64's lowest
+    assert encore.max_pool1d(ints, 2, padding="same").reshape(2).tolist() == [3, 2]
+
+
+def test_max_pooling1d_in_a_traced_model_matches_eager():
+    model = nn.Sequential([nn.Conv1D(4, 3, padding="causal"), nn.MaxPooling1D(2, padding="same"),
+                           nn.GlobalAveragePooling1D(), nn.Dense(1)])
+    x = encore.randn(3, 9, 2, generator=encore.Generator(5))
+    eager = model(x)
+    traced = encore.trace(lambda x: model(x))
+    assert traced(x).tolist() == eager.tolist() and traced(x).tolist() == eager.tolist()
+
+
+def test_pool_errors():
+    with pytest.raises(ValueError, match=r"^\[max_pooling1d\] padding must be 'valid' or 'same'"):
+        nn.MaxPooling1D(2, padding="causal")
+    with pytest.raises(ValueError, match=r"^\[max_pooling1d\] pool_size and strides must be >= 1"):
+        nn.MaxPooling1D(0)
+    with pytest.raises(encore.ShapeError, match=r"^\[max_pool1d\] input length 2 .* too short for kernel size 3"):
+        encore.max_pool1d(encore.ones(1, 2, 1), 3)
+    with pytest.raises(encore.ShapeError, match=r"^\[max_pool1d\] expects \(batch, steps, channels\)"):
+        encore.max_pool1d(encore.ones(4, 2), 2)
