@@ -65,9 +65,9 @@ Backend* backend(DeviceType type) {
   Slot& slot = b.slots[static_cast<int>(type)];
   if (slot.tried.load(std::memory_order_acquire)) return slot.backend;
   std::lock_guard lock(b.mutex);
-  if (!slot.tried && !slot.loading && type == DeviceType::CUDA) {
+  if (!slot.tried && !slot.loading) {
     slot.loading = true;
-    load_cuda_plugin(slot);
+    if (type == DeviceType::CUDA) load_cuda_plugin(slot);  // the CPU runs inside libencore
     slot.loading = false;
     slot.tried.store(true, std::memory_order_release);
   }

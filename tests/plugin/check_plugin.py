@@ -16,8 +16,8 @@ tests/CMakeLists.txt).
         while the plugin stays in place: `ld.so --inhibit-cache` (/etc/ld.so.cache lists the
         CUDA folder), `--inhibit-rpath` for the plugin (its RUNPATH names that folder) and
         `--library-path` with only the folders of the libraries libencore and PROGRAM need.
-        First checks that in that environment the plugin fails to load for want of libcudart
-        and show_config says so; then PROGRAM must pass.
+        First checks that in that environment the plugin fails to load for want of a CUDA
+        library (libcudart, ...) and show_config says so; then PROGRAM must pass.
 """
 
 import argparse
@@ -129,23 +129,29 @@ def check_hidden(args):
             folder = str(pathlib.Path(path).parent)
             if folder not in folders:
                 folders.append(folder)
+    hidden = [n for n in needed(args.plugin) if CUDA_LIBRARY.match(n)]
     with tempfile.TemporaryDirectory(prefix="encore-no-cuda-") as empty:
         for folder in folders:
-            cuda = [f for f in os.listdir(folder) if CUDA_LIBRARY.match(f)]
-            if cuda:
-                sys.exit(f"{folder} holds CUDA libraries ({', '.join(cuda[:3])}) and libencore's own: "
-                         "they cannot be hidden apart")
+            both = [n for n in hidden if (pathlib.Path(folder) / n).exists()]
+            if both:
+                sys.exit(f"{folder} holds the plugin's CUDA libraries ({', '.join(both)}) and libraries "
+                         "libencore needs: they cannot be hidden apart")
         loader = [interpreter(program), "--inhibit-cache", "--inhibit-rpath", args.plugin,
                   "--library-path", ":".join([empty, *folders])]
         env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "ENCORE_CUDA_PLUGIN")}
         out, available, reason = show_config(args, env, [interpreter(args.show_config), *loader[1:]])
-        expect(out, reason, f"the CUDA plugin {args.plugin} failed to load: ", "libcudart")
+        expect(out, reason, f"the CUDA plugin {args.plugin} failed to load: ")
+        if not any(n in reason for n in hidden):
+            sys.exit(f"the plugin failed to load, but not for want of a CUDA library ({', '.join(hidden)}): "
+                     f"{reason}")
         print(f"with the CUDA libraries hidden: {reason}")
         result = run([*loader, *args.command], env=env, check=False)
-    tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+    output = result.stdout + result.stderr
     if result.returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-30:])
         sys.exit(f"{program} failed ({result.returncode}) with the CUDA libraries hidden:\n{tail}")
-    print(f"{program} passed with the CUDA libraries hidden:\n{tail}")
+    counts = re.findall(r"^\[\s+(?:PASSED|SKIPPED)\s+\] \d+ tests?", output, re.M)
+    print(f"{program} passed with the CUDA libraries hidden: {'; '.join(counts)}")
 
 
 def main():
@@ -155,8 +161,10 @@ def main():
     parser.add_argument("--plugin", help="libencore_cuda.so (CUDA builds)")
     parser.add_argument("--show-config", required=True, help="the encore_show_config program")
     parser.add_argument("--program", action="append", default=[], help="a program linked with libencore (linkage)")
-    parser.add_argument("command", nargs="*", help="hidden: the program to run, with its arguments")
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    args.command = argv[split + 1:]  # hidden: the program to run, with its arguments
     if args.check != "linkage" and not args.plugin:
         sys.exit(f"{args.check} needs --plugin")
     {"linkage": check_linkage, "reasons": check_reasons, "hidden": check_hidden}[args.check](args)
