@@ -10,9 +10,7 @@
 //    producer's deleter when the last tensor viewing it is gone.
 #include "bindings.h"
 
-#if ENCORE_CUDA
-#include "core/cuda/runtime.h"
-#endif
+#include "core/backend.h"
 
 namespace encore::python {
 
@@ -250,13 +248,10 @@ py::object from_dlpack(py::object obj) {
   if (py::hasattr(obj, "__dlpack_device__")) {
     py::tuple dev = obj.attr("__dlpack_device__")();
     if (dev[0].cast<int>() == kDLCUDA) {
-#if ENCORE_CUDA
       // The producer orders its pending work before encore's compute stream.
-      kwargs["stream"] = py::int_(reinterpret_cast<uintptr_t>(cuda::stream(dev[1].cast<int>())));
-#else
-      throw DeviceError(
-          "[from_dlpack] the object lives on a CUDA device, but this build has no CUDA backend");
-#endif
+      const Device device = Device::cuda(dev[1].cast<int>());
+      kwargs["stream"] = py::int_(
+          reinterpret_cast<uintptr_t>(require_backend(device, "from_dlpack").stream(device.index)));
     }
   }
   py::object capsule;

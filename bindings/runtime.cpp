@@ -184,7 +184,10 @@ void init_runtime(py::module_& m) {
   m.def("cuda_device_count", &cuda_device_count,
         "CUDA devices present (0 without a GPU or CUDA backend).");
   m.def("cuda_is_available", &cuda_available);
-  m.def("cuda_is_built", &cuda_built, "Whether this build includes the CUDA backend.");
+  m.def("cuda_is_built", &cuda_built,
+        "Whether the CUDA backend is present: built, and its plugin loaded.");
+  m.def("cuda_unavailable_reason", &cuda::unavailable_reason,
+        "Why CUDA is not available (no plugin, plugin failed to load, no driver, no device).");
   m.def(
       "synchronize",
       [](py::object device) {

@@ -13,10 +13,17 @@ add_library(encore::encore ALIAS encore)
 target_include_directories(encore PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/encore>)
 target_compile_features(encore PUBLIC cxx_std_20)
 # An installed libencore finds the libraries it was linked with outside the system folders
-# (CUDA, cuDNN) without LD_LIBRARY_PATH.
+# without LD_LIBRARY_PATH.
 set_target_properties(encore PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 
 install(TARGETS encore EXPORT encoreTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+if(TARGET encore_cuda)
+  # The CUDA plugin goes next to libencore, which loads it from its own folder at run time
+  # (core/backend.h). Nothing links it, so it is not part of the exported targets; it finds
+  # libencore beside it and the CUDA libraries where it was linked with them.
+  set_target_properties(encore_cuda PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH TRUE)
+  install(TARGETS encore_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 
 # The public headers are those a training program includes (encore.h, graph/trace.h,
 # ops/autotune.h) and every project header they include, followed at install time: a header

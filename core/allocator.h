@@ -16,8 +16,8 @@ class Allocator {
   virtual void deallocate(void* ptr, Device device) = 0;
 };
 
-/// The allocator for a device; throws DeviceError when that backend is not built or the
-/// device is not present.
+/// The allocator for a device; throws DeviceError when its backend is not loaded (see
+/// core/backend.h) or the device is not present.
 Allocator& allocator_for(Device device);
 
 }  // namespace encore

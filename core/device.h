@@ -29,9 +29,19 @@ Device parse_device(const std::string& s);
 /// CUDA devices present at run time (0 without a GPU or without the CUDA backend).
 int cuda_device_count();
 inline bool cuda_available() { return cuda_device_count() > 0; }
-/// True when this build includes the CUDA backend (whether or not a GPU is present).
+/// True when the CUDA backend is present: this encore was built with it and its plugin loaded
+/// (the CUDA libraries were found), whether or not a GPU is present. Defined in core/backend.cpp.
 bool cuda_built();
 /// Waits until all queued work on `device` has finished (no-op on the CPU).
 void synchronize(Device device);
+
+namespace cuda {
+/// True when CUDA work can run here: the CUDA backend loaded and a device is present.
+inline bool is_available() { return cuda_available(); }
+/// Why is_available() is false, one line: no CUDA backend in this build, no plugin, the
+/// plugin failed to load (with the loader's error, e.g. a missing libcudart), no driver, no
+/// device. Empty when it is true.
+std::string unavailable_reason();
+}  // namespace cuda
 
 }  // namespace encore

@@ -8,9 +8,6 @@
 
 #include "core/device.h"
 #include "core/error.h"
-#if ENCORE_CUDA
-#include "core/cuda/runtime.h"
-#endif
 
 namespace encore {
 
@@ -61,17 +58,5 @@ Device parse_device(const std::string& s) {
   }
   throw DeviceError("[device] cannot parse device '" + s + "' (expected cpu, cuda or cuda:N)");
 }
-
-#if ENCORE_CUDA
-int cuda_device_count() { return cuda::device_count(); }
-bool cuda_built() { return true; }
-void synchronize(Device device) {
-  if (device.is_cuda()) cuda::synchronize(device.index);
-}
-#else
-int cuda_device_count() { return 0; }
-bool cuda_built() { return false; }
-void synchronize(Device) {}
-#endif
 
 }  // namespace encore

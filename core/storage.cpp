@@ -4,11 +4,9 @@
 #include <new>
 
 #include "core/allocator.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/ledger.h"
-#if ENCORE_CUDA
-#include "core/cuda/runtime.h"
-#endif
 
 namespace encore {
 
@@ -31,11 +29,7 @@ CpuAllocator g_cpu_allocator;
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) return g_cpu_allocator;
-#if ENCORE_CUDA
-  return cuda::allocator(device.index);
-#else
-  throw DeviceError("[alloc] device " + device.str() + " is not available: this build has no CUDA backend");
-#endif
+  return require_backend(device, "alloc").allocator(device.index);
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {

@@ -2,19 +2,18 @@
 
 #include <algorithm>
 
+#include "core/backend.h"
 #include "core/ledger.h"
 #include "core/modes.h"
-#include "graph/cuda_graph.h"
+#include "graph/device_graph.h"
 #include "ops/dispatch.h"
 #include "ops/prepared.h"
 
 namespace encore::graph {
 
-#if !ENCORE_CUDA
-CudaGraph::~CudaGraph() = default;
-#endif
-
 namespace {
+
+CaptureFn g_captures[kNumDeviceTypes] = {};
 
 Device step_device(const Graph& g, const Node& n) {
   const OpDef& def = *n.op;
@@ -24,6 +23,19 @@ Device step_device(const Graph& g, const Node& n) {
 }
 
 }  // namespace
+
+bool register_graph_capture(DeviceType type, CaptureFn capture) {
+  g_captures[static_cast<int>(type)] = capture;
+  return true;
+}
+
+CaptureFn graph_capture(DeviceType type) {
+  (void)backend(type);  // its plugin registers the capture
+  const CaptureFn capture = g_captures[static_cast<int>(type)];
+  ENCORE_CHECK(capture, UnsupportedError, "[capture] ", Device{type, 0}.str(),
+               " has no graph capture: ", backend_status(type));
+  return capture;
+}
 
 Plan::Plan(Graph graph) : graph_(std::move(graph)) {
   ScopedTimer timer(Counter::PlanNs, "plan");
@@ -81,9 +93,7 @@ Plan::Plan(Graph graph) : graph_(std::move(graph)) {
     }
   }
   times_.plan_ns = now_ns() - start;
-#if ENCORE_CUDA
-  if (cuda) cuda_graph_ = CudaGraph::capture(steps_, device_.index, times_);
-#endif
+  if (cuda) device_graph_ = graph_capture(device_.type)(steps_, device_.index, times_);
 }
 
 Plan::~Plan() = default;
@@ -176,13 +186,11 @@ void Plan::write_back(const std::vector<Tensor>& args) const {
 void Plan::run(const std::vector<Tensor>& args) {
   check_aliasing(args);
   bind_inputs(args);
-#if ENCORE_CUDA
-  if (cuda_graph_) {
-    cuda_graph_->launch();
+  if (device_graph_) {
+    device_graph_->launch();
     write_back(args);
     return;
   }
-#endif
   const DenormalScope denormals;
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {

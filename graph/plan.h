@@ -12,7 +12,7 @@
 
 namespace encore::graph {
 
-class CudaGraph;
+class DeviceGraph;
 
 struct Step {
   const OpDef* op;
@@ -50,7 +50,7 @@ class Plan {
   const std::vector<Step>& steps() const { return steps_; }
   const PlanTimes& times() const { return times_; }
   Device device() const { return device_; }
-  bool captured() const { return cuda_graph_ != nullptr; }
+  bool captured() const { return device_graph_ != nullptr; }
 
  private:
   TensorRef resolve(const Value& v) const;
@@ -78,7 +78,7 @@ class Plan {
   std::vector<int> written_inputs_;
   // Sorted, for the aliasing check of arguments.
   std::vector<const Storage*> captured_storages_, written_captured_storages_;
-  std::unique_ptr<CudaGraph> cuda_graph_;
+  std::unique_ptr<DeviceGraph> device_graph_;
   PlanTimes times_;
 };
 

@@ -10,10 +10,7 @@
 #include <mutex>
 #include <sstream>
 
-#if ENCORE_CUDA
-#include <cudnn.h>
-#endif
-
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/conv.h"
 
@@ -205,13 +202,8 @@ void store(Entry e) {
 
 uint64_t generation() { return g_generation.load(); }
 size_t backend_version() {
-#if ENCORE_CUDA
-  // A library call that needs no GPU and no initialization: load() may be a process's first
-  // call, before any op has run.
-  return cudnnGetVersion();
-#else
-  return 0;
-#endif
+  Backend* cuda = backend(DeviceType::CUDA);
+  return cuda ? cuda->autotune_library_version() : 0;
 }
 
 }  // namespace detail

@@ -2,12 +2,10 @@
 
 #include <vector>
 
+#include "core/backend.h"
 #include "core/ledger.h"
 #include "core/modes.h"
 #include "ops/prepared.h"
-#if ENCORE_CUDA
-#include "core/cuda/runtime.h"
-#endif
 
 namespace encore {
 
@@ -77,12 +75,10 @@ void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> 
     return;
   }
   ledger.add(Counter::KernelsTimed, 1);
-#if ENCORE_CUDA
-  if (device.is_cuda()) {
-    cuda::time_on_stream(device.index, def.name, [&] { kernel(ctx); });
+  if (!device.is_cpu()) {
+    require_backend(device, def.name).time_kernel(device.index, def.name, [&] { kernel(ctx); });
     return;
   }
-#endif
   ScopedTimer timer(Counter::KernelNs, "kernel", def.name);
   kernel(ctx);
 }

@@ -5,6 +5,8 @@
 #include <memory>
 #include <mutex>
 
+#include "core/backend.h"
+
 namespace encore {
 
 namespace {
@@ -64,12 +66,15 @@ const OpDef* find_op(std::string_view name) {
 
 const OpDef& op(std::string_view name) {
   const OpDef* d = find_op(name);
+  // CUDA-only ops come with the CUDA plugin, which loads on first need.
+  if (!d && backend(DeviceType::CUDA)) d = find_op(name);
   ENCORE_CHECK(d, UnsupportedError, "[", name, "] is not available in this build",
-               cuda_built() ? "" : " (it needs the CUDA backend)");
+               cuda_built() ? "" : " (it needs the CUDA backend: " + backend_status(DeviceType::CUDA) + ")");
   return *d;
 }
 
 std::span<OpDef* const> all_ops() {
+  (void)backend(DeviceType::CUDA);  // the CUDA plugin's ops are listed too
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   return r.order;
@@ -84,6 +89,7 @@ const Signature& signature_of(const OpDef& def) {
 }
 
 std::vector<std::string> orphan_kernels() {
+  (void)backend(DeviceType::CUDA);
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   std::vector<std::string> names;

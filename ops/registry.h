@@ -19,11 +19,12 @@ OpDef& define_op(OpDef&& def);
 bool register_kernel(const char* op, DeviceType backend, Kernel kernel);
 
 /// The op named `name`; an UnsupportedError when this build has none (a CUDA-only op without
-/// the CUDA backend).
+/// the CUDA backend, whose plugin defines it: core/backend.h).
 const OpDef& op(std::string_view name);
 /// The op named `name`, or null.
 const OpDef* find_op(std::string_view name);
-/// Every op, in registration order (tests cover each; bindings expose the public ones).
+/// Every op, in registration order (tests cover each; bindings expose the public ones), the
+/// CUDA plugin's included when it loads.
 std::span<OpDef* const> all_ops();
 /// The parsed signature of an op with a public function.
 const Signature& signature_of(const OpDef& def);

@@ -26,8 +26,9 @@ if command -v ccache >/dev/null; then export CMAKE_CXX_COMPILER_LAUNCHER=ccache;
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# CPU only whatever ENCORE_CUDA says: until the CUDA backend loads as a plugin, a CUDA build
-# links libcudart, cuBLAS and cuDNN, which are not ours to vendor.
+# CPU only whatever ENCORE_CUDA says: the CUDA plugin (libencore_cuda.so) needs libcudart,
+# cuBLAS and cuDNN, which are not ours to vendor; a CUDA `pip install .` builds it next to
+# libencore. The wheel's show_config says "this build has no CUDA backend".
 "$python" -m pip wheel -q --no-build-isolation --no-deps -C cmake.define.ENCORE_CUDA=OFF \
   -w "$tmp" "$root" >&2
 "$python" -m auditwheel repair -w "$tmp/repaired" "$tmp"/encore-*.whl >"$tmp/repair.log" 2>&1 || {

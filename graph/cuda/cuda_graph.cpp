@@ -1,5 +1,5 @@
-// CUDA Graph capture and replay of a Plan (see graph/cuda_graph.h).
-#include "graph/cuda_graph.h"
+// CUDA Graph capture and replay of a Plan (see graph/device_graph.h).
+#include "graph/device_graph.h"
 
 #include "core/cuda/check.h"
 #include "core/cuda/handles.h"
@@ -26,12 +26,26 @@ bool capture_invalidated(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusActive;
 }
 
-}  // namespace
+class CudaGraph final : public DeviceGraph {
+ public:
+  explicit CudaGraph(int device) : device_(device) {}
+  ~CudaGraph() override;
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
 
-std::unique_ptr<CudaGraph> CudaGraph::capture(const std::vector<Step>& steps, int device, PlanTimes& times) {
+  /// One cudaGraphLaunch on the compute stream.
+  void launch() override;
+
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+
+ private:
+  int device_ = 0;
+};
+
+std::unique_ptr<DeviceGraph> capture(const std::vector<Step>& steps, int device, PlanTimes& times) {
   cuda::DeviceGuard guard(device);
-  std::unique_ptr<CudaGraph> g(new CudaGraph());
-  g->device_ = device;
+  auto g = std::make_unique<CudaGraph>(device);
   cudaGraph_t graph = nullptr;
   {
     ScopedTimer timer(Counter::CaptureNs, "capture");
@@ -88,15 +102,15 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const std::vector<Step>& steps, in
 
 CudaGraph::~CudaGraph() {
   // Destruction must not throw; at process exit the driver may already be gone.
-  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
-  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+  if (exec_) cudaGraphExecDestroy(exec_);
+  if (graph_) cudaGraphDestroy(graph_);
   (void)cudaGetLastError();
 }
 
 void CudaGraph::launch() {
   cuda::DeviceGuard guard(device_);
   const cudaStream_t stream = cuda::stream(device_);
-  const auto exec = static_cast<cudaGraphExec_t>(exec_);
+  const cudaGraphExec_t exec = exec_;
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
     ENCORE_CUDA_CHECK("replay", cudaGraphLaunch(exec, stream));
@@ -115,5 +129,9 @@ void CudaGraph::launch() {
   ledger.add(Counter::KernelsTimed, 1);
   ledger.record({"cuda graph", "kernel", now_ns() - ns, ns});
 }
+
+const bool kRegistered = register_graph_capture(DeviceType::CUDA, capture);
+
+}  // namespace
 
 }  // namespace encore::graph

@@ -1,11 +1,12 @@
 // CUDA Graph capture and replay through encore::trace: a replayed training step is bitwise the
-// eager step, arguments the function never reads, alias outputs, steps that cannot be captured,
-// and captures that other threads' eager work cannot enter. The TracedReplay tests run on the
-// CPU too, where the same Plan replays without a graph: the expectations are the same.
+// eager step, arguments the function never reads, alias outputs, steps that cannot be captured
+// (captures that other threads' eager work cannot enter: tests/cuda/test_capture_scope.cpp).
+// The TracedReplay tests run on the CPU too, where the same Plan replays without a graph: the
+// expectations are the same.
 #include <string>
-#include <thread>
 
 #include "core/ledger.h"
+#include "graph/device_graph.h"
 #include "graph/trace.h"
 #include "helpers.h"
 #include "nn/layers.h"
@@ -13,11 +14,6 @@
 #include "nn/optim.h"
 #include "ops/dispatch.h"
 #include "ops/reduce.h"
-
-#if ENCORE_CUDA
-#include "core/cuda/runtime.h"
-#include "graph/cuda_graph.h"
-#endif
 
 namespace encore {
 
@@ -188,8 +184,6 @@ TEST(CudaGraphCapture, StepThatCannotBeCapturedIsAClearError) {
   EXPECT_TRUE(g.function().last_plan()->captured());
 }
 
-#if ENCORE_CUDA
-
 // A kernel that allocates while being captured (here a reduction called without its prepared
 // scratch buffer) is refused at once, naming the op: an allocation in a graph has no matching
 // free and would fail the second replay. With its prepared state the same step captures, and
@@ -204,7 +198,7 @@ TEST(CudaGraphCapture, AllocationDuringCaptureNamesTheOp) {
   graph::Step step{&def, def.kernels[cuda].run, kGpu, {ref(x)}, {ref(y)}, all, nullptr};
   graph::PlanTimes times;
   try {
-    graph::CudaGraph::capture({step}, kGpu.index, times);
+    graph::graph_capture(DeviceType::CUDA)({step}, kGpu.index, times);
     ADD_FAILURE() << "an allocation was captured";
   } catch (const UnsupportedError& e) {
     const std::string what = e.what();
@@ -213,47 +207,13 @@ TEST(CudaGraphCapture, AllocationDuringCaptureNamesTheOp) {
   }
   const Tensor eager = sum(x);
   step.state = def.kernels[cuda].prepare(KernelCtx{step.in, step.out, step.attrs, nullptr});
-  const auto graph = graph::CudaGraph::capture({step}, kGpu.index, times);
+  const auto graph = graph::graph_capture(DeviceType::CUDA)({step}, kGpu.index, times);
   for (int replay = 0; replay < 2; ++replay) {
     y.fill_(0);
     graph->launch();
     EXPECT_TRUE(bitwise_equal(y, eager)) << "replay " << replay;
   }
 }
-
-// Work another thread queues while a capture is open runs at once on the compute stream and
-// stays out of the graph.
-TEST(CudaGraphCapture, OtherThreadsWorkStaysOutOfTheGraph) {
-  REQUIRE_CUDA();
-  const Tensor a = full({1000}, 2.0, DType::Float32, kGpu);
-  double other = 0;
-  std::string other_error;
-  cudaStream_t others_stream = nullptr;
-  cudaGraph_t graph = nullptr;
-  {
-    cuda::CaptureScope scope(kGpu.index);
-    ASSERT_EQ(cuda::stream(kGpu.index), scope.stream());
-    ASSERT_EQ(cudaStreamBeginCapture(scope.stream(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    std::thread([&] {
-      try {
-        others_stream = cuda::stream(kGpu.index);
-        other = sum(a * 3.0).item();
-      } catch (const std::exception& e) {
-        other_error = e.what();
-      }
-    }).join();
-    ASSERT_EQ(cudaStreamEndCapture(scope.stream(), &graph), cudaSuccess);
-    EXPECT_NE(others_stream, scope.stream());
-  }
-  EXPECT_EQ(other_error, "");
-  EXPECT_EQ(other, 6000.0);
-  size_t nodes = 1;
-  EXPECT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
-  EXPECT_EQ(nodes, 0u);
-  cudaGraphDestroy(graph);
-}
-
-#endif  // ENCORE_CUDA
 
 }  // namespace
 }  // namespace encore

@@ -189,7 +189,9 @@ if [ "$stage" = sanitize ]; then
   fi
   if [ -n "$sanitizer" ] && [ -x "$sanitizer" ]; then
     bounded 480 "$sanitizer" --tool memcheck --error-exitcode 9 \
-      build-gpu/tests/encore_tests --gtest_filter='Cuda*' >"$logs/memcheck.log" 2>&1
+      build-gpu/tests/encore_tests --gtest_filter='Cuda*' >"$logs/memcheck.log" 2>&1 &&
+      bounded 120 "$sanitizer" --tool memcheck --error-exitcode 9 \
+        build-gpu/tests/encore_cuda_tests >>"$logs/memcheck.log" 2>&1
     rc=$?
     log "compute-sanitizer memcheck: exit $rc (9: errors found, 124: out of time), $(grep -c 'Invalid' "$logs/memcheck.log") 'Invalid' lines"
     grep -E "ERROR SUMMARY|^\[  (FAILED|PASSED)" "$logs/memcheck.log" | tail -5 | tee -a "$summary"

@@ -6,13 +6,16 @@
         each other and the standard library), then builds the README's C++ program and
         CMakeLists.txt ("Using it from C++", taken verbatim from README.md) against it with
         find_package(encore CONFIG REQUIRED), runs it (three training steps, a trace) and
-        checks that it ran on the installed library.
+        checks that it ran on the installed library; with the CUDA backend built, that the
+        plugin was installed next to the library and a program linked with encore::encore
+        alone loads it from there.
     check_install.py prerequisites [--prefix-path=P] [--cmake-arg=-D...]...
         configures encore with oneDNN and zlib made unfindable and checks that the error
         names both with their Debian packages, and nothing that is present.
 """
 
 import argparse
+import os
 import pathlib
 import re
 import subprocess
@@ -80,7 +83,31 @@ def check_package(args):
         for expected in ("traced function 'train_step': 3 calls, 2 replays", "graph(x: (32, 140, 30)"):
             if expected not in out:
                 sys.exit(f"expected '{expected}' in the output:\n{out}")
+        check_plugin(prefix, project, pathlib.Path(args.build_dir))
     print(f"README program built against the installed encore and trained: losses {', '.join(losses)}")
+
+
+def check_plugin(prefix, project, build_dir):
+    """The CUDA plugin is installed next to libencore when built, and a program linked with
+    encore::encore alone loads it from there."""
+    built = (build_dir / "libencore_cuda.so").is_file()
+    installed = prefix / "lib/libencore_cuda.so"
+    if built != installed.is_file():
+        sys.exit(f"the build {'has' if built else 'has no'} CUDA plugin but the install {'lacks' if built else 'has'} one")
+    (project / "config.cpp").write_text('#include <iostream>\n\n#include "encore.h"\n\n'
+                                        "int main() { std::cout << encore::show_config(); }\n")
+    with open(project / "CMakeLists.txt", "a") as f:
+        f.write("add_executable(config config.cpp)\ntarget_link_libraries(config PRIVATE encore::encore)\n")
+    run(["cmake", "--build", project / "build"])
+    result = subprocess.run([project / "build/config"], capture_output=True, text=True, env={**os.environ, "LD_DEBUG": "files"})
+    if result.returncode != 0:
+        sys.exit(f"config failed:\n{result.stdout}\n{result.stderr}")
+    if built:
+        if "\n  CUDA runtime " not in result.stdout or f"file={installed} " not in result.stderr:
+            sys.exit(f"a program of the installed encore did not load {installed}:\n{result.stdout}")
+        print(f"the installed CUDA plugin loads: {installed}")
+    elif "\n  cuda: not available (this build has no CUDA backend" not in result.stdout:
+        sys.exit(f"show_config of a CPU-only install does not say so:\n{result.stdout}")
 
 
 def check_prerequisites(args):

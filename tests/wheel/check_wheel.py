@@ -136,7 +136,7 @@ def main():
 
         # 4. The bug-report information.
         info = run([venv / "bin/python", "-m", "encore.info"], env=env, cwd=tmp)
-        for expected in (f"encore {version} ", "oneDNN ", "BLAS: OpenBLAS ", "cuda: not built",
+        for expected in (f"encore {version} ", "oneDNN ", "BLAS: OpenBLAS ", "cuda: not available (this build has no CUDA backend",
                          "OpenMP max threads: "):
             if expected not in info:
                 fail(f"python -m encore.info lacks '{expected}':\n{info}")

@@ -1,4 +1,5 @@
-"""CUDA queries. Everything works (and reports no devices) on machines without a GPU."""
+"""CUDA queries. Everything works (and reports no devices) on machines without a GPU, the CUDA
+libraries or encore's CUDA plugin; :func:`unavailable_reason` says which was missing."""
 
 from __future__ import annotations
 
@@ -8,12 +9,20 @@ from . import _C
 
 
 def is_available() -> bool:
-    """True when this build has the CUDA backend and a GPU is present."""
+    """True when the CUDA backend is loaded and a GPU is present."""
     return _C.cuda_is_available()
 
 
+def unavailable_reason() -> str:
+    """Why :func:`is_available` is False, e.g. ``"no CUDA plugin: .../libencore_cuda.so not
+    found"``, ``"the CUDA plugin ... failed to load: libcudart.so.13: cannot open shared object
+    file"``, ``"no CUDA driver found"``; empty when it is True."""
+    return _C.cuda_unavailable_reason()
+
+
 def is_built() -> bool:
-    """True when this build includes the CUDA backend (whether or not a GPU is present)."""
+    """True when the CUDA backend is present: encore was built with it and its plugin (which
+    needs the CUDA libraries) loaded, whether or not a GPU is present."""
     return _C.cuda_is_built()
 
 
