@@ -4,6 +4,7 @@
 
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "core/threads.h"
 #include "graph/cuda_graph.h"
 #include "ops/dispatch.h"
 #include "ops/prepared.h"
@@ -184,6 +185,7 @@ void Plan::run(const std::vector<Tensor>& args) {
   }
 #endif
   const DenormalScope denormals;
+  sync_threads();
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
     for (const Step& s : steps_) s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});

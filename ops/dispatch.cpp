@@ -4,6 +4,7 @@
 
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "core/threads.h"
 #include "ops/prepared.h"
 #if ENCORE_CUDA
 #include "core/cuda/runtime.h"
@@ -71,6 +72,7 @@ void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> 
   const std::shared_ptr<void> state = prepared_state(def, device, ctx);
   ctx.state = state.get();
   const DenormalScope denormals;
+  sync_threads();
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
     kernel(ctx);
