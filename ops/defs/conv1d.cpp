@@ -1,15 +1,22 @@
 // 1-D convolution, channels-last (x (batch, steps, channels), w (kernel, in, filters), as in
 // Keras): rows of the forward op and its two gradient ops, shape inference, the backward
-// formula, the CPU kernels and the public function. The CPU runs oneDNN with `nwc` data and
-// `wio` weights (our layout), so no layout conversion is ever inserted; creating a primitive is
-// the CPU's per-shape setup cost, done once per shape through the dispatcher's cache of
-// prepared states. oneDNN has no float64 convolution: float64 (gradcheck, references) runs the
+// formula, the CPU kernels and the public function. The CPU runs oneDNN with `nwc` data (our
+// layout: activations are never converted) and lets oneDNN choose the weights' layout per
+// shape, and with it the implementation: its direct and brgemm convolutions want blocked
+// weights, and beat the GEMM-based one that plain `wio` weights allow (measured in
+// docs/BENCHMARKS.md). The kernel packs the (K, C, F) weights into that layout before the
+// convolution (or unpacks the weight gradient after it), as a BLAS packs its operands: the
+// weights are a small fraction of the data a convolution reads. Letting oneDNN choose blocked
+// activations too was slower for every benchmark shape (nCw16c: jit/gemm instead of brgconv).
+// Creating the primitives is the CPU's per-shape setup cost, done once per shape through the
+// dispatcher's cache of prepared states, so an eager call and its replay run the same code. oneDNN has no float64 convolution: float64 (gradcheck, references) runs the
 // plain loops below, whose index formula (ops/conv.h) the CUDA direct kernels share.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "ops/conv.h"
@@ -163,6 +170,11 @@ struct ConvKey {
 struct ConvPrimitive {
   dnnl::primitive primitive;
   dnnl::memory::desc src, weights, dst, scratchpad;
+  // Between our `wio` weights and the implementation's layout, when they differ: wio -> its
+  // layout before a forward or backward-data convolution, its layout -> wio after a
+  // backward-filter one.
+  std::optional<dnnl::reorder> weights_reorder;
+  dnnl::memory::desc user_weights;
   std::string impl;
 };
 
@@ -177,7 +189,8 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
   const int64_t out_len = (k.length + k.pad_l + k.pad_r - k.dilation * (k.kernel - 1) - 1) / k.stride + 1;
   auto p = std::make_shared<ConvPrimitive>();
   p->src = dnnl::memory::desc({k.n, k.channels, k.length}, dt::f32, tag::nwc);
-  p->weights = dnnl::memory::desc({k.filters, k.channels, k.kernel}, dt::f32, tag::wio);
+  p->user_weights = dnnl::memory::desc({k.filters, k.channels, k.kernel}, dt::f32, tag::wio);
+  p->weights = dnnl::memory::desc({k.filters, k.channels, k.kernel}, dt::f32, tag::any);
   p->dst = dnnl::memory::desc({k.n, k.filters, out_len}, dt::f32, tag::nwc);
   const dnnl::memory::dims strides{k.stride}, dilates{k.dilation - 1}, pl{k.pad_l}, pr{k.pad_r};
   dnnl::primitive_attr attr;
@@ -190,6 +203,7 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
     case ConvKind::Forward:
       p->primitive = dnnl::convolution_forward(fwd);
       p->scratchpad = fwd.scratchpad_desc();
+      p->weights = fwd.weights_desc();
       p->impl = fwd.impl_info_str();
       break;
     case ConvKind::BackwardData: {
@@ -197,6 +211,7 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
           {alg, p->src, p->weights, p->dst, strides, dilates, pl, pr}, attr, engine(), fwd);
       p->primitive = dnnl::convolution_backward_data(bwd);
       p->scratchpad = bwd.scratchpad_desc();
+      p->weights = bwd.weights_desc();
       p->impl = bwd.impl_info_str();
       break;
     }
@@ -205,9 +220,16 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
           {alg, p->src, p->weights, p->dst, strides, dilates, pl, pr}, attr, engine(), fwd);
       p->primitive = dnnl::convolution_backward_weights(bwd);
       p->scratchpad = bwd.scratchpad_desc();
+      p->weights = bwd.diff_weights_desc();
       p->impl = bwd.impl_info_str();
       break;
     }
+  }
+  if (p->weights != p->user_weights) {
+    const bool unpack = k.kind == ConvKind::BackwardFilter;
+    p->weights_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
+        engine(), unpack ? p->weights : p->user_weights, engine(), unpack ? p->user_weights : p->weights));
+    p->impl += " (weights in its layout)";
   }
   return p;
 }
@@ -284,13 +306,20 @@ template <ConvKind Kind> void kernel(const KernelCtx& c) {
     return;
   }
   const auto* p = static_cast<const ConvPrimitive*>(c.state);
-  dnnl::memory x(p->src, engine(), r.x->data), w(p->weights, engine(), r.w->data),
-      y(p->dst, engine(), r.y->data);
-  // Scratch memory per thread, not per primitive: threads may run one primitive at once.
+  // Scratch memory per thread, not per primitive: threads may run one primitive at once. It
+  // holds the primitive's scratchpad and the weights in its layout, each 64-byte aligned.
   static thread_local dnnl::stream stream(engine());
   static thread_local std::vector<std::byte> scratch;
-  if (scratch.size() < p->scratchpad.get_size()) scratch.resize(p->scratchpad.get_size());
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratchpad, engine(), scratch.data())}};
+  constexpr size_t kAlign = 64;
+  const size_t pad_bytes = (p->scratchpad.get_size() + kAlign - 1) / kAlign * kAlign;
+  const size_t packed_bytes = p->weights_reorder ? p->weights.get_size() : 0;
+  if (scratch.size() < pad_bytes + packed_bytes + kAlign) scratch.resize(pad_bytes + packed_bytes + kAlign);
+  std::byte* base = scratch.data() + (kAlign - reinterpret_cast<uintptr_t>(scratch.data()) % kAlign) % kAlign;
+  dnnl::memory x(p->src, engine(), r.x->data), y(p->dst, engine(), r.y->data),
+      w_user(p->user_weights, engine(), r.w->data);
+  dnnl::memory w = p->weights_reorder ? dnnl::memory(p->weights, engine(), base + pad_bytes) : w_user;
+  if (p->weights_reorder && Kind != ConvKind::BackwardFilter) p->weights_reorder->execute(stream, w_user, w);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratchpad, engine(), base)}};
   if constexpr (Kind == ConvKind::Forward) {
     args.insert({{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}});
   } else if constexpr (Kind == ConvKind::BackwardData) {
@@ -299,6 +328,7 @@ template <ConvKind Kind> void kernel(const KernelCtx& c) {
     args.insert({{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, y}});
   }
   p->primitive.execute(stream, args);
+  if (p->weights_reorder && Kind == ConvKind::BackwardFilter) p->weights_reorder->execute(stream, w, w_user);
   stream.wait();
 }
 

@@ -180,7 +180,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{3, 140, 30, 16, 40, 4, 1, Padding::same()},
                       ConvCase{2, 20, 4, 3, 3, 1, 2, Padding::same()},
                       ConvCase{1, 12, 2, 2, 5, 3, 1, Padding::explicit_(1, 3)},
-                      ConvCase{2, 9, 3, 2, 2, 1, 3, Padding::valid()}));
+                      ConvCase{2, 9, 3, 2, 2, 1, 3, Padding::valid()},
+                      // Shapes where oneDNN packs the weights into its blocked layouts (filters
+                      // and channels not multiples of the block: padded blocks).
+                      ConvCase{2, 40, 24, 20, 5, 1, 1, Padding::same()},
+                      ConvCase{2, 60, 32, 48, 12, 1, 1, Padding::same()},
+                      ConvCase{2, 50, 64, 64, 3, 2, 1, Padding::valid()},
+                      ConvCase{2, 64, 16, 40, 20, 4, 2, Padding::same()}));
 
 TEST(Conv1d, SamePaddingMatchesKeras) {
   // Keras 'same': output ceil(L / stride); left pad = total // 2.
@@ -206,6 +212,21 @@ TEST(Conv1d, PrimitivesAreCachedPerShape) {
   bool listed = false;
   for (const auto& p : conv1d_primitives()) listed |= p.key.find("L=31") != std::string::npos;
   EXPECT_TRUE(listed);
+}
+
+// oneDNN chooses the weights' layout per shape, and with it the implementation: on x86 with
+// AVX2 or later a channels-heavy forward convolution runs a direct or brgemm kernel on weights
+// packed into its blocked layout, not the GEMM-based one plain (K, C, F) weights allow.
+TEST(Conv1d, ImplementationChosenPerShapeWithItsWeightLayout) {
+  clear_conv1d_primitives();
+  Tensor x = rand32({4, 48, 64}, 2).set_requires_grad(), w = rand32({12, 64, 64}, 1).set_requires_grad();
+  sum(conv1d(x, w, 1, Padding::same())).backward();
+  std::string forward;
+  for (const auto& p : conv1d_primitives())
+    if (p.key.rfind("forward N=4 L=48", 0) == 0) forward = p.impl;
+  EXPECT_NE(forward.find("(weights in its layout)"), std::string::npos) << forward;
+  EXPECT_EQ(forward.find("gemm"), std::string::npos) << forward;
+  EXPECT_EQ(conv1d_primitives().size(), 3u);  // forward, backward data, backward filter
 }
 
 TEST(Softmax, RowsSumToOneAndMatchLogSoftmax) {
