@@ -151,6 +151,10 @@ class EncoreRunner:
 
         self.step = encore.trace(step, name="bench_peers") if traced else step
 
+    def predict(self, x):
+        with encore.training(False), encore.no_grad():
+            return self.net(x).numpy()
+
     def weights(self):
         return {name: p.numpy().copy() for name, p in self.net.named_parameters()}
 
@@ -274,6 +278,14 @@ if torch is not None:
                 return loss
 
             self.step = torch.compile(step) if compiled else step
+            self.model = model
+
+        def predict(self, x):
+            self.model.eval()
+            with torch.no_grad():
+                out = self.model(x).numpy()
+            self.model.train()
+            return out
 
         def prepare(self, x, y):
             xt = torch.from_numpy(x)
@@ -313,6 +325,12 @@ def bench(run, args):
             r = TorchRunner(spec, shape, w, compiled)
             runners[name] = r
             feeds[name] = [r.prepare(x, y) for x, y in batches]
+        # Same weights, same model: the predictions before training agree.
+        ours = runners["encore_eager"].predict(feeds["encore_eager"][0][0])
+        theirs = runners["torch_eager"].predict(feeds["torch_eager"][0][0])
+        if not np.allclose(ours, theirs, rtol=1e-3, atol=1e-5):
+            raise SystemExit(f"{run}: PyTorch's model differs from encore's (max difference "
+                             f"{np.abs(ours - theirs).max():.3g}): not the same weights or layers")
     times = {name: [] for name in runners}
     first = {}
     for i in range(args.warmup + args.steps):
