@@ -229,6 +229,25 @@ TEST(Conv1d, ImplementationChosenPerShapeWithItsWeightLayout) {
   EXPECT_EQ(conv1d_primitives().size(), 3u);  // forward, backward data, backward filter
 }
 
+// conv1d_fused is activation(conv1d(x, w) + b): oneDNN's bias and post-ops on float32, the
+// reference loops on float64, for every Keras activation.
+TEST(Conv1d, FusedIsBiasThenActivation) {
+  const Tensor x = rand32({3, 40, 24}, 1), w = rand32({5, 24, 20}, 2), b = rand32({20}, 3);
+  for (Activation a : {Activation::Linear, Activation::Relu, Activation::Tanh, Activation::Sigmoid,
+                       Activation::HardSigmoid}) {
+    const Tensor unfused = activation(conv1d(x, w, 2, Padding::same()) + b, a);
+    EXPECT_LT(max_abs_diff(conv1d_fused(x, w, b, 2, Padding::same(), 1, a), unfused), 1e-5) << name(a);
+    const Tensor unfused64 = activation(conv1d(x.to(DType::Float64), w.to(DType::Float64), 2, Padding::same()) +
+                                            b.to(DType::Float64), a);
+    EXPECT_LT(max_abs_diff(conv1d_fused(x.to(DType::Float64), w.to(DType::Float64), b.to(DType::Float64), 2,
+                                        Padding::same(), 1, a), unfused64), 1e-12) << name(a);
+  }
+  // An empty channel axis still adds the bias.
+  expect_values(conv1d_fused(zeros({1, 2, 0}), zeros({1, 0, 2}), from_vector<float>({1, -1}, {2}), 1,
+                             Padding::valid(), 1, Activation::Relu), {1, 0, 1, 0});
+  EXPECT_THROW(conv1d_fused(x, w, zeros({3})), ShapeError);
+}
+
 TEST(Softmax, RowsSumToOneAndMatchLogSoftmax) {
   const Tensor x = rand64({3, 5}) * 10.0;
   const Tensor s = softmax(x, -1);
