@@ -19,7 +19,8 @@ int initial_threads() {
   char* end = nullptr;
   const long n = std::strtol(env, &end, 10);
   ENCORE_CHECK(*end == '\0' && n >= 1 && n <= 4096, ValueError,
-               "[set_num_threads] ENCORE_NUM_THREADS='", env, "' is not a thread count (1 to 4096)");
+               "[set_num_threads] ENCORE_NUM_THREADS='", env,
+               "' is not a thread count (1 to 4096)");
   return static_cast<int>(n);
 }
 
@@ -36,7 +37,8 @@ std::atomic<unsigned> g_generation{1};
 int num_threads() { return threads().load(std::memory_order_relaxed); }
 
 void set_num_threads(int n) {
-  ENCORE_CHECK(n >= 1 && n <= 4096, ValueError, "[set_num_threads] thread count must be in 1 to 4096, got ", n);
+  ENCORE_CHECK(n >= 1 && n <= 4096, ValueError,
+               "[set_num_threads] thread count must be in 1 to 4096, got ", n);
   threads().store(n, std::memory_order_relaxed);
   g_generation.fetch_add(1, std::memory_order_release);
   sync_threads();

@@ -20,7 +20,8 @@ struct ConvAttrs {
   int64_t kernel;  // conv1d_backward_filter: the kernel size
   Activation activation = Activation::Linear;  // conv1d_fused: applied after the bias
   std::string str() const {
-    std::string s = detail::cat("stride=", stride, ", dilation=", dilation, ", padding=(", pad_l, ", ", pad_r, ")");
+    std::string s = detail::cat("stride=", stride, ", dilation=", dilation, ", padding=(", pad_l,
+                                ", ", pad_r, ")");
     if (activation != Activation::Linear) s += detail::cat(", activation=", name(activation));
     return s;
   }

@@ -17,14 +17,17 @@ __global__ void bias_activation_kernel(T* y, const T* b, int64_t filters, Activa
 }  // namespace
 
 template <class T>
-void bias_activation(T* y, const T* b, int64_t rows, int64_t filters, Activation a, cudaStream_t stream) {
+void bias_activation(T* y, const T* b, int64_t rows, int64_t filters, Activation a,
+                     cudaStream_t stream) {
   const int64_t n = rows * filters;
   if (n == 0) return;
   bias_activation_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(y, b, filters, a, n);
   ENCORE_CUDA_LAUNCH_CHECK("conv1d_fused");
 }
 
-template void bias_activation<float>(float*, const float*, int64_t, int64_t, Activation, cudaStream_t);
-template void bias_activation<double>(double*, const double*, int64_t, int64_t, Activation, cudaStream_t);
+template void bias_activation<float>(float*, const float*, int64_t, int64_t, Activation,
+                                     cudaStream_t);
+template void bias_activation<double>(double*, const double*, int64_t, int64_t, Activation,
+                                      cudaStream_t);
 
 }  // namespace encore::cuda

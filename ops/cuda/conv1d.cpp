@@ -564,8 +564,8 @@ void fused_kernel(const KernelCtx& c) {
   const TensorRef& y = c.out[0];
   const int64_t filters = y.shape[2];
   visit_float(y.dtype, [&]<class T>() {
-    bias_activation(y.ptr<T>(), c.in[2].ptr<const T>(), y.numel() / std::max<int64_t>(filters, 1), filters,
-                    c.attrs.as<ConvAttrs>().activation, dev.stream());
+    bias_activation(y.ptr<T>(), c.in[2].ptr<const T>(), y.numel() / std::max<int64_t>(filters, 1),
+                    filters, c.attrs.as<ConvAttrs>().activation, dev.stream());
   });
 }
 

@@ -9,8 +9,9 @@
 // weights are a small fraction of the data a convolution reads. Letting oneDNN choose blocked
 // activations too was slower for every benchmark shape (nCw16c: jit/gemm instead of brgconv).
 // Creating the primitives is the CPU's per-shape setup cost, done once per shape through the
-// dispatcher's cache of prepared states, so an eager call and its replay run the same code. oneDNN has no float64 convolution: float64 (gradcheck, references) runs the
-// plain loops below, whose index formula (ops/conv.h) the CUDA direct kernels share.
+// dispatcher's cache of prepared states, so an eager call and its replay run the same code.
+// oneDNN has no float64 convolution: float64 (gradcheck, references) runs the plain loops
+// below, whose index formula (ops/conv.h) the CUDA direct kernels share.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
@@ -66,7 +67,8 @@ int infer_conv1d(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, T
   return 1;
 }
 
-int infer_conv1d_fused(const OpDef& def, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+int infer_conv1d_fused(const OpDef& def, std::span<const Tensor> in, const Attrs& attrs,
+                       TensorMeta* out) {
   infer_conv1d(def, in, attrs, out);
   const Tensor &w = in[1], &b = in[2];
   defs::require_same_dtype("conv1d_fused", in[0], b);
@@ -191,9 +193,11 @@ void conv1d_backward_filter_reference(const ConvGeometry& g, const T* x, const T
     }
 }
 
-template <class T> void bias_activation(T* y, const T* b, int64_t rows, int64_t filters, Activation a) {
+template <class T>
+void bias_activation(T* y, const T* b, int64_t rows, int64_t filters, Activation a) {
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t f = 0; f < filters; ++f) y[i * filters + f] = fn::activate(a, y[i * filters + f] + b[f]);
+    for (int64_t f = 0; f < filters; ++f)
+      y[i * filters + f] = fn::activate(a, y[i * filters + f] + b[f]);
 }
 
 enum class ConvKind : uint8_t { Forward, BackwardData, BackwardFilter };
@@ -310,7 +314,7 @@ std::string describe(const ConvKey& k) {
   return detail::cat(kKinds[static_cast<int>(k.kind)], " N=", k.n, " L=", k.length, " C=", k.channels,
                      " F=", k.filters, " K=", k.kernel, " stride=", k.stride, " dilation=", k.dilation,
                      " pad=(", k.pad_l, ", ", k.pad_r, ")", k.bias ? " +bias" : "",
-                     k.activation == Activation::Linear ? "" : " +", k.activation == Activation::Linear ? "" : name(k.activation));
+                     k.activation == Activation::Linear ? "" : detail::cat(" +", name(k.activation)));
 }
 
 // Roles of the kernel's tensors: (x, w, y) for the forward op, (gx, w, gy) for backward
@@ -443,13 +447,16 @@ OpDef& conv1d_fused_op = define_op({
     .backward = bw_conv1d_fused,
     .cpu = {kernel<ConvKind::Forward>, prepare<ConvKind::Forward>},
     .signature = "conv1d_fused(x: Tensor, w: Tensor, b: Tensor, stride: int = 1, "
-                 "padding: str | int | tuple[int, int] = 'valid', dilation: int = 1, activation: str = 'linear') -> Tensor",
+                 "padding: str | int | tuple[int, int] = 'valid', dilation: int = 1, "
+                 "activation: str = 'linear') -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs {
-      return {conv1d_fused(a.tensor(0), a.tensor(1), a.tensor(2), a.integer(3), padding_arg(a, 4), a.integer(5),
-                           parse_activation(a.string(6)))};
+      return {conv1d_fused(a.tensor(0), a.tensor(1), a.tensor(2), a.integer(3), padding_arg(a, 4),
+                           a.integer(5), parse_activation(a.string(6)))};
     },
-    .doc = "activation(conv1d(x, w, stride, padding, dilation) + b) in one kernel (oneDNN post-ops on the CPU)",
-    .example = {.inputs = {{{2, 9, 3}}, {{3, 3, 4}}, {{4}}}, .args = "stride=2, padding='same', dilation=2, activation='tanh'"},
+    .doc = "activation(conv1d(x, w, stride, padding, dilation) + b) in one kernel "
+           "(oneDNN post-ops on the CPU)",
+    .example = {.inputs = {{{2, 9, 3}}, {{3, 3, 4}}, {{4}}},
+                .args = "stride=2, padding='same', dilation=2, activation='tanh'"},
 });
 OpDef& conv1d_backward_data_row = define_op({
     .name = "conv1d_backward_data",
@@ -495,9 +502,10 @@ Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding,
   return call(conv1d_op, {x, w}, ConvAttrs{stride, dilation, pl, pr, 0, 0});
 }
 
-Tensor conv1d_fused(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, Padding padding,
-                    int64_t dilation, Activation activation) {
-  ENCORE_CHECK(x.defined() && w.defined() && b.defined(), ValueError, "[conv1d_fused] undefined operand");
+Tensor conv1d_fused(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
+                    Padding padding, int64_t dilation, Activation activation) {
+  ENCORE_CHECK(x.defined() && w.defined() && b.defined(), ValueError,
+               "[conv1d_fused] undefined operand");
   ENCORE_CHECK(x.dim() == 3 && w.dim() == 3, ShapeError,
                "[conv1d_fused] expects input (batch, steps, channels) and kernel (size, in, filters), got ",
                x.shape().str(), " and ", w.shape().str());
