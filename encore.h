@@ -5,6 +5,7 @@
 #include "core/ledger.h"
 #include "core/modes.h"
 #include "core/tensor.h"
+#include "core/threads.h"
 #include "nn/checkpoint.h"
 #include "nn/init.h"
 #include "nn/layers.h"

@@ -99,6 +99,7 @@ py::dict ledger_dict() {
   const Ledger& l = Ledger::global();
   for (int i = 0; i < static_cast<int>(Counter::Count); ++i)
     d[py::str(std::string(counter_name(static_cast<Counter>(i))))] = l.get(static_cast<Counter>(i));
+  d["cpu_threads"] = num_threads();
   return d;
 }
 
@@ -179,6 +180,10 @@ void init_runtime(py::module_& m) {
   m.def("version", &encore::version, "encore's version: that of the C++ library.");
   m.def("show_config", &encore::show_config,
         "encore's version and build, its libraries' versions, thread counts and backends.");
+  m.def("set_num_threads", &set_num_threads, py::arg("n"),
+        "Threads of the CPU kernels: oneDNN and BLAS share one OpenMP pool of this size.");
+  m.def("num_threads", &num_threads,
+        "Threads of the CPU kernels (initially ENCORE_NUM_THREADS, else OpenMP's default).");
 
   // ---- CUDA -----------------------------------------------------------------------------
   m.def("cuda_device_count", &cuda_device_count,

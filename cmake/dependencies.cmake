@@ -4,8 +4,9 @@
 
 # OpenBLAS is found by file rather than by its CMake config, whose paths are absolute: the
 # GPU check unpacks Debian packages into a prefix (tests/gpu/run.sh, CMAKE_PREFIX_PATH).
-find_path(CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-pthread openblas)
-find_library(OPENBLAS_LIBRARY NAMES openblas PATH_SUFFIXES openblas-pthread)
+# Its OpenMP build: BLAS and oneDNN then share one OpenMP pool (core/threads.h).
+find_path(OPENBLAS_OPENMP_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-openmp)
+find_library(OPENBLAS_OPENMP_LIBRARY NAMES openblas PATH_SUFFIXES openblas-openmp)
 find_package(dnnl CONFIG QUIET)
 # Checkpoints (nn/checkpoint.cpp): the safetensors JSON header and its CRC-32 checksums. The
 # runtime name is a fallback for the GPU check's prefix, where zlib1g-dev's absolute libz.so
@@ -35,7 +36,7 @@ function(encore_require what package)
     endif()
   endforeach()
 endfunction()
-encore_require("OpenBLAS" libopenblas-dev CBLAS_INCLUDE_DIR OPENBLAS_LIBRARY)
+encore_require("OpenBLAS (OpenMP build)" libopenblas-openmp-dev OPENBLAS_OPENMP_INCLUDE_DIR OPENBLAS_OPENMP_LIBRARY)
 encore_require("oneDNN" libdnnl-dev dnnl_FOUND)
 encore_require("nlohmann-json" nlohmann-json3-dev nlohmann_json_FOUND)
 encore_require("zlib" zlib1g-dev ZLIB_FOUND)

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/threads.h"
 
 namespace encore {
 
@@ -43,7 +44,8 @@ std::vector<TraceEvent> Ledger::events() const {
 std::string Ledger::table() const {
   std::ostringstream s;
   char line[128];
-  std::snprintf(line, sizeof line, "%-18s %16s\n", "counter", "value");
+  std::snprintf(line, sizeof line, "%-18s %16s\n%-18s %16d\n", "counter", "value", "cpu_threads",
+                num_threads());
   s << line;
   for (int i = 0; i < static_cast<int>(Counter::Count); ++i) {
     const int64_t v = counters_[i].load(std::memory_order_relaxed);

@@ -203,7 +203,8 @@ def main():
     device = encore.Device(args.device)
 
     print(f"encore {encore.__version__} from Python {platform.python_version()} on {device} "
-          f"(CUDA built: {encore.cuda.is_built()}, GPUs: {encore.cuda.device_count()})")
+          f"(CUDA built: {encore.cuda.is_built()}, GPUs: {encore.cuda.device_count()}, "
+          f"cpu threads: {encore.num_threads()})")
     print("median_us: the whole call from Python; runtime_us: inside encore's dispatcher (the ledger's dispatch time"
           " per op) or its replay timer; outside_us: the rest (binding, argument conversion, Python objects,"
           " tensor bookkeeping)\n")

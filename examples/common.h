@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "core/threads.h"
 #include "ops/ops.h"
 
 namespace examples {
@@ -156,9 +158,11 @@ inline void write_json(const std::string& path, const std::vector<Row>& rows) {
   std::printf("wrote %s\n", path.c_str());
 }
 
-/// Prints rows as an aligned table (strings unquoted).
+/// Prints rows as an aligned table (strings unquoted), under the CPU thread count they ran with.
 inline void print_table(const std::vector<Row>& rows) {
   if (rows.empty()) return;
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
+  std::printf("cpu threads: %d (OMP_WAIT_POLICY=%s)\n", encore::num_threads(), wait ? wait : "unset");
   const size_t cols = rows[0].fields.size();
   std::vector<size_t> width(cols, 0);
   auto text = [](const std::string& v) { return v.size() >= 2 && v.front() == '"' ? v.substr(1, v.size() - 2) : v; };

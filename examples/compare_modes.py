@@ -255,7 +255,8 @@ def main():
     device = encore.Device(args.device)
     steps = args.steps
     print(f"encore compare_modes (Python) on {device} (flush denormals {'on' if encore.flush_denormal() else 'off'}, "
-          f"tf32 {'on' if encore.allow_tf32() else 'off'}), {steps} measured steps per mode\n")
+          f"tf32 {'on' if encore.allow_tf32() else 'off'}, cpu threads {encore.num_threads()}), "
+          f"{steps} measured steps per mode\n")
     # Process start-up (thread pools, library initialization and code generation, first page
     # faults) belongs to no mode: one eager step of each model on another shape pays it, and
     # leaves no per-shape state behind for the modes (each clears it).

@@ -5,6 +5,7 @@
 #include "core/backend.h"
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "core/threads.h"
 #include "graph/device_graph.h"
 #include "ops/dispatch.h"
 #include "ops/prepared.h"
@@ -192,6 +193,7 @@ void Plan::run(const std::vector<Tensor>& args) {
     return;
   }
   const DenormalScope denormals;
+  sync_threads();
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
     for (const Step& s : steps_) s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});

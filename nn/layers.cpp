@@ -61,7 +61,13 @@ Shape Conv1D::build_impl(const Shape& s) {
 }
 
 Tensor Conv1D::forward_impl(const Tensor& x) {
-  Tensor y = conv1d(x, kernel_, options_.strides, Padding::parse(options_.padding, "conv1d"), options_.dilation_rate);
+  const Padding padding = Padding::parse(options_.padding, "conv1d");
+  // Bias and activation as the convolution's epilogue; sigmoid stays its own op, whose result
+  // remembers its logits for binary_crossentropy.
+  if (options_.use_bias && activation_ != Activation::Sigmoid)
+    return conv1d_fused(x, kernel_, bias_, options_.strides, padding, options_.dilation_rate,
+                        activation_);
+  Tensor y = conv1d(x, kernel_, options_.strides, padding, options_.dilation_rate);
   if (options_.use_bias) y = y + bias_;
   return activation(y, activation_);
 }

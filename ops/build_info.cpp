@@ -5,10 +5,12 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <zlib.h>
 
+#include <cstdlib>
 #include <sstream>
 #include <thread>
 
 #include "core/backend.h"
+#include "core/threads.h"
 
 
 namespace encore {
@@ -69,9 +71,13 @@ std::string show_config() {
   Backend* cuda = backend(DeviceType::CUDA);
   if (cuda) out << cuda->describe_libraries();
 
+  sync_threads();
   const int omp_threads = omp_get_max_threads();
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
   out << "threads:\n"
       << "  CPU cores: " << std::thread::hardware_concurrency() << "\n"
+      << "  encore threads: " << num_threads() << " (set_num_threads, ENCORE_NUM_THREADS)\n"
+      << "  OpenMP wait policy: " << (wait ? wait : "unset (OpenMP spins before sleeping)") << "\n"
       << "  OpenMP max threads: " << omp_threads << "\n"
       << "  OpenBLAS threads: " << openblas_get_num_threads() << "\n"
       << "  oneDNN threads: ";

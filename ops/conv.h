@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/host_device.h"
+#include "ops/activation.h"
 
 namespace encore {
 
@@ -17,8 +18,12 @@ struct ConvAttrs {
   int64_t stride, dilation, pad_l, pad_r;
   int64_t length;  // conv1d_backward_data: the input length to reconstruct
   int64_t kernel;  // conv1d_backward_filter: the kernel size
+  Activation activation = Activation::Linear;  // conv1d_fused: applied after the bias
   std::string str() const {
-    return detail::cat("stride=", stride, ", dilation=", dilation, ", padding=(", pad_l, ", ", pad_r, ")");
+    std::string s = detail::cat("stride=", stride, ", dilation=", dilation, ", padding=(", pad_l,
+                                ", ", pad_r, ")");
+    if (activation != Activation::Linear) s += detail::cat(", activation=", name(activation));
+    return s;
   }
   bool operator==(const ConvAttrs&) const = default;
 };

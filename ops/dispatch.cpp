@@ -5,6 +5,7 @@
 #include "core/backend.h"
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "core/threads.h"
 #include "ops/prepared.h"
 
 namespace encore {
@@ -69,6 +70,7 @@ void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> 
   const std::shared_ptr<void> state = prepared_state(def, device, ctx);
   ctx.state = state.get();
   const DenormalScope denormals;
+  sync_threads();
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
     kernel(ctx);

@@ -129,6 +129,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 /// in Keras. Returns (batch, out_steps, filters). Bias is added separately.
 Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride = 1, Padding padding = {},
               int64_t dilation = 1);
+/// activation(conv1d(x, w, ...) + b) in one kernel (b: (filters,)): the Conv1D layer's step.
+Tensor conv1d_fused(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride = 1,
+                    Padding padding = {}, int64_t dilation = 1, Activation activation = Activation::Linear);
 
 // ---- neural-network building blocks --------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t axis = -1);

@@ -3,7 +3,7 @@
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ pkg-config ccache libopenblas-dev libdnnl-dev libgtest-dev
+packages=(cmake ninja-build g++ pkg-config ccache libopenblas-openmp-dev libdnnl-dev libgtest-dev
   nlohmann-json3-dev zlib1g-dev python3-dev)
 missing=()
 for p in "${packages[@]}"; do

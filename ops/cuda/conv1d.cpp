@@ -556,10 +556,24 @@ void kernel(const KernelCtx& c) {
   run_cudnn(Kind, roles(Kind, c), *state, dev.stream());
 }
 
+// The convolution, then bias and activation by one elementwise kernel (cuDNN's fused
+// convolution-bias-activation has no tanh or sigmoid; this keeps the CPU's semantics).
+void fused_kernel(const KernelCtx& c) {
+  kernel<ConvKind::Forward>(c);
+  const OnDevice dev(c);
+  const TensorRef& y = c.out[0];
+  const int64_t filters = y.shape[2];
+  visit_float(y.dtype, [&]<class T>() {
+    bias_activation(y.ptr<T>(), c.in[2].ptr<const T>(), y.numel() / std::max<int64_t>(filters, 1),
+                    filters, c.attrs.as<ConvAttrs>().activation, dev.stream());
+  });
+}
+
 }  // namespace
 
 const bool kRegistered = register_cuda_kernels({
     {"conv1d", kernel<ConvKind::Forward>, prepare<ConvKind::Forward>},
+    {"conv1d_fused", fused_kernel, prepare<ConvKind::Forward>},
     {"conv1d_backward_data", kernel<ConvKind::BackwardData>, prepare<ConvKind::BackwardData>},
     {"conv1d_backward_filter", kernel<ConvKind::BackwardFilter>, prepare<ConvKind::BackwardFilter>},
 });

@@ -1,18 +1,27 @@
 // 1-D convolution, channels-last (x (batch, steps, channels), w (kernel, in, filters), as in
 // Keras): rows of the forward op and its two gradient ops, shape inference, the backward
-// formula, the CPU kernels and the public function. The CPU runs oneDNN with `nwc` data and
-// `wio` weights (our layout), so no layout conversion is ever inserted; creating a primitive is
-// the CPU's per-shape setup cost, done once per shape through the dispatcher's cache of
-// prepared states. oneDNN has no float64 convolution: float64 (gradcheck, references) runs the
-// plain loops below, whose index formula (ops/conv.h) the CUDA direct kernels share.
+// formula, the CPU kernels and the public function. The CPU runs oneDNN with `nwc` data (our
+// layout: activations are never converted) and lets oneDNN choose the weights' layout per
+// shape, and with it the implementation: its direct and brgemm convolutions want blocked
+// weights, and beat the GEMM-based one that plain `wio` weights allow (measured in
+// docs/BENCHMARKS.md). The kernel packs the (K, C, F) weights into that layout before the
+// convolution (or unpacks the weight gradient after it), as a BLAS packs its operands: the
+// weights are a small fraction of the data a convolution reads. Letting oneDNN choose blocked
+// activations too was slower for every benchmark shape (nCw16c: jit/gemm instead of brgconv).
+// Creating the primitives is the CPU's per-shape setup cost, done once per shape through the
+// dispatcher's cache of prepared states, so an eager call and its replay run the same code.
+// oneDNN has no float64 convolution: float64 (gradcheck, references) runs the plain loops
+// below, whose index formula (ops/conv.h) the CUDA direct kernels share.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "ops/conv.h"
+#include "ops/functors.h"
 #include "ops/defs/common.h"
 #include "ops/prepared.h"
 
@@ -58,8 +67,40 @@ int infer_conv1d(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, T
   return 1;
 }
 
+int infer_conv1d_fused(const OpDef& def, std::span<const Tensor> in, const Attrs& attrs,
+                       TensorMeta* out) {
+  infer_conv1d(def, in, attrs, out);
+  const Tensor &w = in[1], &b = in[2];
+  defs::require_same_dtype("conv1d_fused", in[0], b);
+  ENCORE_CHECK(b.dim() == 1 && b.shape()[0] == w.shape()[2], ShapeError, "[conv1d_fused] bias ",
+               b.shape().str(), " does not match the kernel's ", w.shape()[2], " filters");
+  return 1;
+}
+
+// The activation's derivative from its output y, written with public ops.
+Tensor activation_backward(Activation a, const Tensor& gy, const Tensor& y) {
+  switch (a) {
+    case Activation::Relu: return gy * gt(y, 0.0);
+    case Activation::Tanh: return gy * (1.0 - y * y);
+    case Activation::Sigmoid: return gy * (y * (1.0 - y));
+    case Activation::HardSigmoid: return gy * (gt(y, 0.0) * lt(y, 1.0) * 0.2);
+    case Activation::Linear: break;
+  }
+  return gy;
+}
+
+void bw_conv1d(const BackwardCtx& c, Tensor* g);
+
+void bw_conv1d_fused(const BackwardCtx& c, Tensor* g) {
+  const Tensor gy = activation_backward(c.attrs.as<ConvAttrs>().activation, c.grads[0], c.outputs[0]);
+  const Tensor grads[] = {gy};
+  bw_conv1d(BackwardCtx{c.inputs, c.outputs, grads, c.input_metas, c.attrs, c.needs}, g);
+  if (c.need(2)) g[2] = sum(gy, {0, 1});
+}
+
 void bw_conv1d(const BackwardCtx& c, Tensor* g) {
   ConvAttrs a = c.attrs.as<ConvAttrs>();
+  a.activation = Activation::Linear;  // conv1d_fused's epilogue is differentiated by its caller
   a.length = c.input_shape(0)[1];
   a.kernel = c.input_shape(1)[0];
   if (c.need(0)) g[0] = call(conv1d_backward_data_op(), {c.grads[0], c.inputs[1]}, a);
@@ -152,17 +193,46 @@ void conv1d_backward_filter_reference(const ConvGeometry& g, const T* x, const T
     }
 }
 
+template <class T>
+void bias_activation(T* y, const T* b, int64_t rows, int64_t filters, Activation a) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t f = 0; f < filters; ++f)
+      y[i * filters + f] = fn::activate(a, y[i * filters + f] + b[f]);
+}
+
 enum class ConvKind : uint8_t { Forward, BackwardData, BackwardFilter };
 
 struct ConvKey {
   ConvKind kind;
   int64_t n, length, channels, filters, kernel, stride, dilation, pad_l, pad_r;
+  bool bias = false;  // forward only: conv1d_fused's bias and activation (oneDNN post-op)
+  Activation activation = Activation::Linear;
   bool operator==(const ConvKey&) const = default;
 };
+
+// Keras' activations as oneDNN eltwise post-ops.
+void append_activation(dnnl::post_ops& ops, Activation a) {
+  using alg = dnnl::algorithm;
+  switch (a) {
+    case Activation::Relu: ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f); break;
+    case Activation::Tanh: ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); break;
+    case Activation::Sigmoid: ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f); break;
+    case Activation::HardSigmoid:  // clip(0.2 x + 0.5, 0, 1)
+      ops.append_eltwise(1.0f, alg::eltwise_linear, 0.2f, 0.5f);
+      ops.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
+      break;
+    case Activation::Linear: break;
+  }
+}
 
 struct ConvPrimitive {
   dnnl::primitive primitive;
   dnnl::memory::desc src, weights, dst, scratchpad;
+  // Between our `wio` weights and the implementation's layout, when they differ: wio -> its
+  // layout before a forward or backward-data convolution, its layout -> wio after a
+  // backward-filter one.
+  std::optional<dnnl::reorder> weights_reorder;
+  dnnl::memory::desc user_weights;
   std::string impl;
 };
 
@@ -177,19 +247,32 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
   const int64_t out_len = (k.length + k.pad_l + k.pad_r - k.dilation * (k.kernel - 1) - 1) / k.stride + 1;
   auto p = std::make_shared<ConvPrimitive>();
   p->src = dnnl::memory::desc({k.n, k.channels, k.length}, dt::f32, tag::nwc);
-  p->weights = dnnl::memory::desc({k.filters, k.channels, k.kernel}, dt::f32, tag::wio);
+  p->user_weights = dnnl::memory::desc({k.filters, k.channels, k.kernel}, dt::f32, tag::wio);
+  p->weights = dnnl::memory::desc({k.filters, k.channels, k.kernel}, dt::f32, tag::any);
   p->dst = dnnl::memory::desc({k.n, k.filters, out_len}, dt::f32, tag::nwc);
   const dnnl::memory::dims strides{k.stride}, dilates{k.dilation - 1}, pl{k.pad_l}, pr{k.pad_r};
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const auto alg = dnnl::algorithm::convolution_direct;
-  dnnl::convolution_forward::primitive_desc fwd(
-      {dnnl::prop_kind::forward_training, alg, p->src, p->weights, p->dst, strides, dilates, pl, pr},
-      attr, engine());
+  dnnl::primitive_attr fwd_attr = attr;
+  if (k.activation != Activation::Linear) {
+    dnnl::post_ops ops;
+    append_activation(ops, k.activation);
+    fwd_attr.set_post_ops(ops);
+  }
+  const dnnl::memory::desc bias({k.filters}, dt::f32, tag::a);
+  dnnl::convolution_forward::primitive_desc fwd =
+      k.bias ? dnnl::convolution_forward::primitive_desc(
+                   {dnnl::prop_kind::forward_training, alg, p->src, p->weights, bias, p->dst, strides, dilates, pl, pr},
+                   fwd_attr, engine())
+             : dnnl::convolution_forward::primitive_desc(
+                   {dnnl::prop_kind::forward_training, alg, p->src, p->weights, p->dst, strides, dilates, pl, pr},
+                   fwd_attr, engine());
   switch (k.kind) {
     case ConvKind::Forward:
       p->primitive = dnnl::convolution_forward(fwd);
       p->scratchpad = fwd.scratchpad_desc();
+      p->weights = fwd.weights_desc();
       p->impl = fwd.impl_info_str();
       break;
     case ConvKind::BackwardData: {
@@ -197,6 +280,7 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
           {alg, p->src, p->weights, p->dst, strides, dilates, pl, pr}, attr, engine(), fwd);
       p->primitive = dnnl::convolution_backward_data(bwd);
       p->scratchpad = bwd.scratchpad_desc();
+      p->weights = bwd.weights_desc();
       p->impl = bwd.impl_info_str();
       break;
     }
@@ -205,9 +289,16 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
           {alg, p->src, p->weights, p->dst, strides, dilates, pl, pr}, attr, engine(), fwd);
       p->primitive = dnnl::convolution_backward_weights(bwd);
       p->scratchpad = bwd.scratchpad_desc();
+      p->weights = bwd.diff_weights_desc();
       p->impl = bwd.impl_info_str();
       break;
     }
+  }
+  if (p->weights != p->user_weights) {
+    const bool unpack = k.kind == ConvKind::BackwardFilter;
+    p->weights_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
+        engine(), unpack ? p->weights : p->user_weights, engine(), unpack ? p->user_weights : p->weights));
+    p->impl += " (weights in its layout)";
   }
   return p;
 }
@@ -222,7 +313,8 @@ std::string describe(const ConvKey& k) {
   static constexpr const char* kKinds[] = {"forward", "backward_data", "backward_filter"};
   return detail::cat(kKinds[static_cast<int>(k.kind)], " N=", k.n, " L=", k.length, " C=", k.channels,
                      " F=", k.filters, " K=", k.kernel, " stride=", k.stride, " dilation=", k.dilation,
-                     " pad=(", k.pad_l, ", ", k.pad_r, ")");
+                     " pad=(", k.pad_l, ", ", k.pad_r, ")", k.bias ? " +bias" : "",
+                     k.activation == Activation::Linear ? "" : detail::cat(" +", name(k.activation)));
 }
 
 // Roles of the kernel's tensors: (x, w, y) for the forward op, (gx, w, gy) for backward
@@ -241,7 +333,8 @@ template <ConvKind Kind> ConvKey key_of(const KernelCtx& c) {
   const auto& a = c.attrs.as<ConvAttrs>();
   const Roles r = roles<Kind>(c);
   return {Kind, r.x->shape[0], r.x->shape[1], r.x->shape[2], r.w->shape[2], r.w->shape[0],
-          a.stride, a.dilation, a.pad_l, a.pad_r};
+          a.stride, a.dilation, a.pad_l, a.pad_r, Kind == ConvKind::Forward && c.in.size() == 3,
+          Kind == ConvKind::Forward ? a.activation : Activation::Linear};
 }
 
 // An empty batch, sequence, channel or filter axis: oneDNN has no primitive for it, and the
@@ -268,37 +361,58 @@ template <ConvKind Kind> std::shared_ptr<void> prepare(const KernelCtx& c) {
 template <ConvKind Kind> void kernel(const KernelCtx& c) {
   const Roles r = roles<Kind>(c);
   const auto& a = c.attrs.as<ConvAttrs>();
+  // conv1d_fused's bias and activation where oneDNN does not apply them.
+  auto epilogue = [&]<class T>() {
+    if constexpr (Kind == ConvKind::Forward)
+      if (c.in.size() == 3)
+        bias_activation(r.y->ptr<T>(), c.in[2].ptr<const T>(), r.y->shape[0] * r.y->shape[1], r.y->shape[2],
+                        a.activation);
+  };
   if (empty(r)) {
     std::memset(c.out[0].data, 0, c.out[0].numel() * itemsize(c.out[0].dtype));
+    visit_float(c.out[0].dtype, epilogue);
     return;
   }
   if (c.in[0].dtype == DType::Float64) {
     const ConvGeometry g{r.x->shape[0], r.x->shape[1], r.x->shape[2], r.w->shape[2], r.w->shape[0],
                          r.y->shape[1], a.stride, a.dilation, a.pad_l};
-    if constexpr (Kind == ConvKind::Forward)
+    if constexpr (Kind == ConvKind::Forward) {
       conv1d_reference(g, r.x->ptr<const double>(), r.w->ptr<const double>(), r.y->ptr<double>());
-    else if constexpr (Kind == ConvKind::BackwardData)
+      epilogue.template operator()<double>();
+    } else if constexpr (Kind == ConvKind::BackwardData)
       conv1d_backward_data_reference(g, r.y->ptr<const double>(), r.w->ptr<const double>(), r.x->ptr<double>());
     else
       conv1d_backward_filter_reference(g, r.x->ptr<const double>(), r.y->ptr<const double>(), r.w->ptr<double>());
     return;
   }
   const auto* p = static_cast<const ConvPrimitive*>(c.state);
-  dnnl::memory x(p->src, engine(), r.x->data), w(p->weights, engine(), r.w->data),
-      y(p->dst, engine(), r.y->data);
-  // Scratch memory per thread, not per primitive: threads may run one primitive at once.
+  // Scratch memory per thread, not per primitive: threads may run one primitive at once. It
+  // holds the primitive's scratchpad and the weights in its layout, each 64-byte aligned.
   static thread_local dnnl::stream stream(engine());
   static thread_local std::vector<std::byte> scratch;
-  if (scratch.size() < p->scratchpad.get_size()) scratch.resize(p->scratchpad.get_size());
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratchpad, engine(), scratch.data())}};
+  constexpr size_t kAlign = 64;
+  const size_t pad_bytes = (p->scratchpad.get_size() + kAlign - 1) / kAlign * kAlign;
+  const size_t packed_bytes = p->weights_reorder ? p->weights.get_size() : 0;
+  if (scratch.size() < pad_bytes + packed_bytes + kAlign) scratch.resize(pad_bytes + packed_bytes + kAlign);
+  std::byte* base = scratch.data() + (kAlign - reinterpret_cast<uintptr_t>(scratch.data()) % kAlign) % kAlign;
+  dnnl::memory x(p->src, engine(), r.x->data), y(p->dst, engine(), r.y->data),
+      w_user(p->user_weights, engine(), r.w->data);
+  dnnl::memory w = p->weights_reorder ? dnnl::memory(p->weights, engine(), base + pad_bytes) : w_user;
+  if (p->weights_reorder && Kind != ConvKind::BackwardFilter) p->weights_reorder->execute(stream, w_user, w);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratchpad, engine(), base)}};
   if constexpr (Kind == ConvKind::Forward) {
     args.insert({{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}});
+    if (c.in.size() == 3)
+      args.insert({DNNL_ARG_BIAS, dnnl::memory(dnnl::memory::desc({r.w->shape[2]}, dnnl::memory::data_type::f32,
+                                                                  dnnl::memory::format_tag::a),
+                                               engine(), c.in[2].data)});
   } else if constexpr (Kind == ConvKind::BackwardData) {
     args.insert({{DNNL_ARG_DIFF_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, y}});
   } else {
     args.insert({{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, y}});
   }
   p->primitive.execute(stream, args);
+  if (p->weights_reorder && Kind == ConvKind::BackwardFilter) p->weights_reorder->execute(stream, w, w_user);
   stream.wait();
 }
 
@@ -321,6 +435,28 @@ OpDef& conv1d_op = define_op({
     .doc = "x: (batch, steps, in_channels), w: (kernel_size, in_channels, filters) -> (batch, out_steps, filters).\n"
             "padding: 'valid', 'same', 'causal' (Keras: step t sees no later step), an int or a (left, right) pair",
     .example = {.inputs = {{{2, 9, 3}}, {{3, 3, 4}}}, .args = "stride=2, padding='same', dilation=2"},
+});
+OpDef& conv1d_fused_op = define_op({
+    .name = "conv1d_fused",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .save = Save::Inputs | Save::Outputs,
+    .contiguous_inputs = true,
+    .attrs = &attrs_of<ConvAttrs>,
+    .infer = infer_conv1d_fused,
+    .backward = bw_conv1d_fused,
+    .cpu = {kernel<ConvKind::Forward>, prepare<ConvKind::Forward>},
+    .signature = "conv1d_fused(x: Tensor, w: Tensor, b: Tensor, stride: int = 1, "
+                 "padding: str | int | tuple[int, int] = 'valid', dilation: int = 1, "
+                 "activation: str = 'linear') -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {conv1d_fused(a.tensor(0), a.tensor(1), a.tensor(2), a.integer(3), padding_arg(a, 4),
+                           a.integer(5), parse_activation(a.string(6)))};
+    },
+    .doc = "activation(conv1d(x, w, stride, padding, dilation) + b) in one kernel "
+           "(oneDNN post-ops on the CPU)",
+    .example = {.inputs = {{{2, 9, 3}}, {{3, 3, 4}}, {{4}}},
+                .args = "stride=2, padding='same', dilation=2, activation='tanh'"},
 });
 OpDef& conv1d_backward_data_row = define_op({
     .name = "conv1d_backward_data",
@@ -364,6 +500,21 @@ Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding,
                w.shape().str());
   const auto [pl, pr] = window_padding("conv1d", x.shape()[1], w.shape()[0], stride, dilation, padding);
   return call(conv1d_op, {x, w}, ConvAttrs{stride, dilation, pl, pr, 0, 0});
+}
+
+Tensor conv1d_fused(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
+                    Padding padding, int64_t dilation, Activation activation) {
+  ENCORE_CHECK(x.defined() && w.defined() && b.defined(), ValueError,
+               "[conv1d_fused] undefined operand");
+  ENCORE_CHECK(x.dim() == 3 && w.dim() == 3, ShapeError,
+               "[conv1d_fused] expects input (batch, steps, channels) and kernel (size, in, filters), got ",
+               x.shape().str(), " and ", w.shape().str());
+  ENCORE_CHECK(stride >= 1 && dilation >= 1, ValueError, "[conv1d_fused] stride ", stride, " and dilation ",
+               dilation, " must be >= 1");
+  ENCORE_CHECK(w.shape()[0] >= 1, ValueError, "[conv1d_fused] kernel size must be >= 1, got kernel ",
+               w.shape().str());
+  const auto [pl, pr] = window_padding("conv1d", x.shape()[1], w.shape()[0], stride, dilation, padding);
+  return call(conv1d_fused_op, {x, w, b}, ConvAttrs{stride, dilation, pl, pr, 0, 0, activation});
 }
 
 std::vector<ConvPrimitiveInfo> conv1d_primitives() {

@@ -2,8 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 
 #include "core/device.h"
+#include "core/ledger.h"
+#include "core/threads.h"
+#include "helpers.h"
 #include "ops/build_info.h"
 
 namespace encore {
@@ -31,6 +35,37 @@ TEST(BuildInfo, ShowConfigNamesVersionsThreadsAndBackends) {
               std::string::npos)
         << config;
   }
+}
+
+}  // namespace
+}  // namespace encore
+
+namespace encore {
+namespace {
+
+// oneDNN and OpenBLAS share one OpenMP pool whose size is encore's setting: a count set on one
+// thread reaches a kernel run on another, and the configuration and ledger report it.
+TEST(Threads, OnePoolOfTheConfiguredSize) {
+  const int before = num_threads();
+  set_num_threads(1);
+  EXPECT_EQ(num_threads(), 1);
+  EXPECT_NE(show_config().find("\n  OpenMP max threads: 1\n"), std::string::npos) << show_config();
+  EXPECT_NE(show_config().find("\n  OpenBLAS threads: 1\n"), std::string::npos) << show_config();
+  EXPECT_NE(show_config().find(", OpenMP)\n"), std::string::npos) << "OpenBLAS's OpenMP build: " << show_config();
+  const std::string table = Ledger::global().table();
+  const size_t at = table.find("cpu_threads");
+  ASSERT_NE(at, std::string::npos) << table;
+  EXPECT_EQ(std::stoi(table.substr(at + 11, table.find('\n', at) - at - 11)), 1) << table;
+  set_num_threads(2);
+  std::thread([] { EXPECT_NE(show_config().find("\n  OpenMP max threads: 2\n"), std::string::npos); }).join();
+  // The same product on 1 and 2 threads: the pool size changes the work split, not the math.
+  const Tensor a = test::rand32({64, 96}), b = test::rand32({96, 80});
+  set_num_threads(1);
+  const Tensor one = matmul(a, b);
+  set_num_threads(2);
+  test::expect_close(one, matmul(a, b), 1e-5, "matmul on 1 vs 2 threads");
+  set_num_threads(before);
+  EXPECT_THROW(set_num_threads(0), ValueError);
 }
 
 }  // namespace

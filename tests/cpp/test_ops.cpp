@@ -180,7 +180,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{3, 140, 30, 16, 40, 4, 1, Padding::same()},
                       ConvCase{2, 20, 4, 3, 3, 1, 2, Padding::same()},
                       ConvCase{1, 12, 2, 2, 5, 3, 1, Padding::explicit_(1, 3)},
-                      ConvCase{2, 9, 3, 2, 2, 1, 3, Padding::valid()}));
+                      ConvCase{2, 9, 3, 2, 2, 1, 3, Padding::valid()},
+                      // Shapes where oneDNN packs the weights into its blocked layouts (filters
+                      // and channels not multiples of the block: padded blocks).
+                      ConvCase{2, 40, 24, 20, 5, 1, 1, Padding::same()},
+                      ConvCase{2, 60, 32, 48, 12, 1, 1, Padding::same()},
+                      ConvCase{2, 50, 64, 64, 3, 2, 1, Padding::valid()},
+                      ConvCase{2, 64, 16, 40, 20, 4, 2, Padding::same()}));
 
 TEST(Conv1d, SamePaddingMatchesKeras) {
   // Keras 'same': output ceil(L / stride); left pad = total // 2.
@@ -206,6 +212,40 @@ TEST(Conv1d, PrimitivesAreCachedPerShape) {
   bool listed = false;
   for (const auto& p : conv1d_primitives()) listed |= p.key.find("L=31") != std::string::npos;
   EXPECT_TRUE(listed);
+}
+
+// oneDNN chooses the weights' layout per shape, and with it the implementation: on x86 with
+// AVX2 or later a channels-heavy forward convolution runs a direct or brgemm kernel on weights
+// packed into its blocked layout, not the GEMM-based one plain (K, C, F) weights allow.
+TEST(Conv1d, ImplementationChosenPerShapeWithItsWeightLayout) {
+  clear_conv1d_primitives();
+  Tensor x = rand32({4, 48, 64}, 2).set_requires_grad(), w = rand32({12, 64, 64}, 1).set_requires_grad();
+  sum(conv1d(x, w, 1, Padding::same())).backward();
+  std::string forward;
+  for (const auto& p : conv1d_primitives())
+    if (p.key.rfind("forward N=4 L=48", 0) == 0) forward = p.impl;
+  EXPECT_NE(forward.find("(weights in its layout)"), std::string::npos) << forward;
+  EXPECT_EQ(forward.find("gemm"), std::string::npos) << forward;
+  EXPECT_EQ(conv1d_primitives().size(), 3u);  // forward, backward data, backward filter
+}
+
+// conv1d_fused is activation(conv1d(x, w) + b): oneDNN's bias and post-ops on float32, the
+// reference loops on float64, for every Keras activation.
+TEST(Conv1d, FusedIsBiasThenActivation) {
+  const Tensor x = rand32({3, 40, 24}, 1), w = rand32({5, 24, 20}, 2), b = rand32({20}, 3);
+  for (Activation a : {Activation::Linear, Activation::Relu, Activation::Tanh, Activation::Sigmoid,
+                       Activation::HardSigmoid}) {
+    const Tensor unfused = activation(conv1d(x, w, 2, Padding::same()) + b, a);
+    EXPECT_LT(max_abs_diff(conv1d_fused(x, w, b, 2, Padding::same(), 1, a), unfused), 1e-5) << name(a);
+    const Tensor unfused64 = activation(conv1d(x.to(DType::Float64), w.to(DType::Float64), 2, Padding::same()) +
+                                            b.to(DType::Float64), a);
+    EXPECT_LT(max_abs_diff(conv1d_fused(x.to(DType::Float64), w.to(DType::Float64), b.to(DType::Float64), 2,
+                                        Padding::same(), 1, a), unfused64), 1e-12) << name(a);
+  }
+  // An empty channel axis still adds the bias.
+  expect_values(conv1d_fused(zeros({1, 2, 0}), zeros({1, 0, 2}), from_vector<float>({1, -1}, {2}), 1,
+                             Padding::valid(), 1, Activation::Relu), {1, 0, 1, 0});
+  EXPECT_THROW(conv1d_fused(x, w, zeros({3})), ShapeError);
 }
 
 TEST(Softmax, RowsSumToOneAndMatchLogSoftmax) {

@@ -376,6 +376,31 @@ TEST(Equivalence, SmallConvModelBitwise) {
   expect_identical(train(build, {8, 28, 6}, false, 6), train(build, {8, 28, 6}, true, 6));
 }
 
+// Conv1D's bias and activation run as the convolution's epilogue (conv1d_fused: one node, no
+// add or activation nodes), eagerly and traced alike, and sigmoid stays apart so that
+// binary_crossentropy sees its logits.
+TEST(Equivalence, FusedConvStackBitwise) {
+  auto build = [] {
+    auto m = std::make_shared<nn::Sequential>();
+    m->add<nn::Conv1D>(32, 5, nn::Conv1DOptions{.padding = "same", .activation = "relu"});
+    m->add<nn::Conv1D>(24, 3, nn::Conv1DOptions{.activation = "tanh"});
+    m->add<nn::Conv1D>(16, 3, nn::Conv1DOptions{.strides = 2});
+    m->add<nn::Conv1D>(1, 3, nn::Conv1DOptions{.activation = "sigmoid"});
+    m->add<nn::GlobalAveragePooling1D>();
+    return m;
+  };
+  expect_identical(train(build, {4, 30, 8}, false, 4), train(build, {4, 30, 8}, true, 4));
+  auto model = build();
+  auto step = trace([&](const Tensor& x) { return (*model)(x); });
+  (void)step(test::rand32({4, 30, 8}, 3));
+  (void)step(test::rand32({4, 30, 8}, 4));
+  const graph::Graph& g = step.function().last_plan()->graph();
+  EXPECT_EQ(g.count("conv1d_fused"), 3) << g.str();
+  EXPECT_EQ(g.count("conv1d"), 1) << g.str();
+  EXPECT_EQ(g.count("sigmoid"), 1) << g.str();
+  EXPECT_EQ(g.count("add") + g.count("relu") + g.count("tanh"), 1) << g.str();  // the sigmoid layer's bias
+}
+
 TEST(Equivalence, DenseModelBitwiseWithSgdNesterov) {
   auto build = [] {
     auto m = std::make_shared<nn::Sequential>();

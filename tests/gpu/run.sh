@@ -30,7 +30,7 @@ if [ "${1:-}" = "--pack" ]; then
   # oneDNN's CMake config runs find_package(OpenCL REQUIRED) (its GPU runtime is OpenCL) and
   # libdnnl.so.2 needs libOpenCL.so.1: the ICD loader, its development link and the C headers.
   (cd .gpu/debs && apt-get download \
-    libopenblas0-pthread libopenblas-pthread-dev libopenblas-dev libgfortran5 \
+    libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libgfortran5 \
     libdnnl2 libdnnl-dev ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers \
     libgtest-dev googletest nlohmann-json3-dev zlib1g-dev)
   cuda_include=$(dirname "$(readlink -f "$(command -v nvcc)")")/../include
@@ -95,7 +95,7 @@ if [ ! -f "$prefix/.unpacked" ]; then
   touch "$prefix/.unpacked"
 fi
 libdir=$prefix/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH="$libdir:$libdir/openblas-pthread:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$libdir:$libdir/openblas-openmp:${LD_LIBRARY_PATH:-}"
 
 # cuDNN: the toolkit's or the system's; else the one in the Python nvidia-* wheels, found by
 # file whatever their layout: site-packages/nvidia/cudnn/{lib,include} (nvidia-cudnn-cu12 and

@@ -18,8 +18,15 @@ Memory sharing with NumPy:
 """
 
 import builtins
+import os
 
-from . import _C
+# oneDNN and BLAS share one OpenMP pool. Its workers spin after each kernel by default, which
+# on a busy machine steals the cores the next kernel needs (steps several times slower): the
+# OpenMP runtime reads this once, when it loads with _C. Set OMP_WAIT_POLICY=ACTIVE to undo.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+from . import _C  # noqa: E402
 from ._C import (
     BackendError,
     Device,
@@ -45,8 +52,10 @@ from ._C import (
     is_grad_enabled,
     is_training,
     manual_seed,
+    num_threads,
     set_allow_tf32,
     set_flush_denormal,
+    set_num_threads,
     set_training,
     tensor,
 )

@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""The benchmark models of issue 12 trained in encore (eager and traced) and, when PyTorch
+is installed, in PyTorch (eager and torch.compile): same initial weights, the same batches,
+steps of all runners taken in turn (machine drift hits every runner alike), 2 threads each
+by default. Prints per-model step medians, ratios to encore traced and GFLOP/s against a
+2048^3 SGEMM timed in turn with the steps; --json writes the rows.
+
+  models  small   Conv1D(128, 40, strides 4, same) -> GAP -> Dropout -> Dense(64) -> Dense(1)
+          medium  6 x Conv1D(f, 20) for f in 64 128 256 256 128 64 -> GAP -> Dense(256)
+                  -> Dropout -> Dense(128) -> Dense(64) -> Dense(1)
+          large   Conv1D(64, 400, strides 4) -> Conv1D(128, 200) -> 40 x Conv1D(256, 12, same)
+                  -> Conv1D(512, 20, strides 2) -> Conv1D(1028, 10, strides 2) -> Conv1D(256, 1)
+                  -> GAP -> Dense(256) -> Dropout -> Dense(128) -> Dense(64) -> Dense(1)
+          flatten Conv1D(128, 400, strides 4, same) -> Flatten -> Dropout -> Dense(64) -> Dense(1)
+          bilstm  Bidirectional(LSTM(512, relu)) -> LSTM(512, relu) -> Conv1D(128, 400, strides 4,
+                  same) -> Flatten -> Dense(256) -> Dropout -> Dense(128) -> Dense(64) -> Dense(1)
+  All: Adam(1e-4), binary cross-entropy, batch 32, channels-last (batch, steps, features).
+
+  python examples/bench_peers.py                      # small@140, medium@140: a few minutes
+  python examples/bench_peers.py --runs small@1400,large@1400 --steps 5
+  python examples/bench_peers.py --all                # every model of the issue's table
+  options: --threads 2 --steps 10 --warmup 2 --no-torch --no-compile --json out.json
+
+PyTorch is no dependency of encore: without it (or with --no-torch) only encore runs. Its
+models are written the way PyTorch runs them fastest: channels-first convolutions on data
+transposed once outside the step, the LSTM with one input GEMM and `unbind` over the steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+
+# Both OpenMP runtimes (encore's and PyTorch's own) read this when they load: spinning
+# workers of one would steal the cores of the other between interleaved steps.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+
+import encore  # noqa: E402
+from encore import nn, optim  # noqa: E402
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # PyTorch is optional
+    torch = None
+
+ALL_RUNS = ["small@140", "small@1400", "small@14000", "medium@140", "medium@1400", "large@1400",
+            "flatten@400", "bilstm@400"]
+DEFAULT_RUNS = ["small@140", "medium@140"]
+FEATURES = {"flatten": 16, "bilstm": 16}
+
+
+def conv(f, k, s=1, p="valid"):
+    return ("conv", f, k, s, p)
+
+
+def layers_of(model):
+    """The model as a list of layer specs, shared by the encore and PyTorch builders."""
+    head = [("gap",), ("dense", 256, "relu"), ("dropout",), ("dense", 128, "relu"),
+            ("dense", 64, "relu"), ("dense", 1, "sigmoid")]
+    if model == "small":
+        return [conv(128, 40, 4, "same"), ("gap",), ("dropout",), ("dense", 64, "relu"),
+                ("dense", 1, "sigmoid")]
+    if model == "medium":
+        return [conv(f, 20) for f in (64, 128, 256, 256, 128, 64)] + head
+    if model == "large":
+        return ([conv(64, 400, 4), conv(128, 200)] + [conv(256, 12, 1, "same")] * 40 +
+                [conv(512, 20, 2), conv(1028, 10, 2), conv(256, 1)] + head)
+    if model == "flatten":
+        return [conv(128, 400, 4, "same"), ("flatten",), ("dropout",), ("dense", 64, "relu"),
+                ("dense", 1, "sigmoid")]
+    if model == "bilstm":
+        return [("bilstm", 512), ("lstm", 512), conv(128, 400, 4, "same"), ("flatten",),
+                ("dense", 256, "relu"), ("dropout",), ("dense", 128, "relu"), ("dense", 64, "relu"),
+                ("dense", 1, "sigmoid")]
+    raise SystemExit(f"unknown model {model!r} (small, medium, large, flatten, bilstm)")
+
+
+def same_padding(length, k, s):
+    out = -(-length // s)
+    total = max((out - 1) * s + k - length, 0)
+    return total // 2, total - total // 2
+
+
+def forward_flops(spec, shape):
+    """Multiply-adds x 2 of the forward pass; a training step is about 3x this."""
+    n, length, c = shape
+    flops = 0
+    for layer in spec:
+        if layer[0] == "conv":
+            _, f, k, s, p = layer
+            pl, pr = same_padding(length, k, s) if p == "same" else (0, 0)
+            length = (length + pl + pr - k) // s + 1
+            flops += 2 * n * length * f * c * k
+            c = f
+        elif layer[0] in ("lstm", "bilstm"):
+            dirs = 2 if layer[0] == "bilstm" else 1
+            flops += dirs * 2 * n * length * (c + layer[1]) * 4 * layer[1]
+            c = dirs * layer[1]
+        elif layer[0] == "dense":
+            flops += 2 * n * length * c * layer[1]
+            c = layer[1]
+        elif layer[0] == "gap":
+            length = 1
+        elif layer[0] == "flatten":
+            c, length = c * length, 1
+    return flops
+
+
+def build_encore(spec):
+    mods = []
+    for layer in spec:
+        kind = layer[0]
+        if kind == "conv":
+            mods.append(nn.Conv1D(layer[1], layer[2], strides=layer[3], padding=layer[4]))
+        elif kind == "dense":
+            mods.append(nn.Dense(layer[1], activation=layer[2]))
+        elif kind == "gap":
+            mods.append(nn.GlobalAveragePooling1D())
+        elif kind == "dropout":
+            mods.append(nn.Dropout(0.5))
+        elif kind == "flatten":
+            mods.append(nn.Flatten())
+        elif kind == "lstm":
+            mods.append(nn.LSTM(layer[1], activation="relu", return_sequences=True))
+        elif kind == "bilstm":
+            mods.append(nn.Bidirectional(nn.LSTM(layer[1], activation="relu", return_sequences=True)))
+    return nn.Sequential(mods)
+
+
+class EncoreRunner:
+    def __init__(self, spec, shape, traced):
+        encore.manual_seed(0)
+        self.net = build_encore(spec)
+        self.net.build(shape)
+        adam = optim.Adam(self.net.parameters(), lr=1e-4)
+        net = self.net
+
+        def step(x, y):
+            adam.zero_grad()
+            loss = nn.binary_crossentropy(y, net(x))
+            loss.backward()
+            adam.step()
+            return loss
+
+        self.step = encore.trace(step, name="bench_peers") if traced else step
+
+    def predict(self, x):
+        with encore.training(False), encore.no_grad():
+            return self.net(x).numpy()
+
+    def weights(self):
+        return {name: p.numpy().copy() for name, p in self.net.named_parameters()}
+
+    def __call__(self, x, y):
+        return float(self.step(x, y).item())
+
+
+if torch is not None:
+
+    class TorchLSTM(torch.nn.Module):
+        """Keras' LSTM (gates i, f, c, o; `activation` on the cell input and output): one GEMM
+        for every step's input projection, then per step one recurrent GEMM, over `unbind`."""
+
+        def __init__(self, kernel, recurrent, bias, reverse=False):
+            super().__init__()
+            self.kernel = torch.nn.Parameter(torch.from_numpy(kernel))
+            self.recurrent = torch.nn.Parameter(torch.from_numpy(recurrent))
+            self.bias = torch.nn.Parameter(torch.from_numpy(bias))
+            self.reverse = reverse
+
+        def forward(self, x):  # (n, steps, features), channels-last like encore's
+            proj = torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.kernel).view(x.shape[0], x.shape[1], -1)
+            steps = list(proj.unbind(1))
+            if self.reverse:
+                steps.reverse()
+            units = self.recurrent.shape[0]
+            h = x.new_zeros(x.shape[0], units)
+            c = x.new_zeros(x.shape[0], units)
+            out = []
+            for p in steps:
+                i, f, g, o = (p + h @ self.recurrent).chunk(4, dim=1)
+                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.relu(g)
+                h = torch.sigmoid(o) * torch.relu(c)
+                out.append(h)
+            if self.reverse:
+                out.reverse()
+            return torch.stack(out, 1)
+
+    class TorchModel(torch.nn.Module):
+        """The same layers as encore's model, initialized from its weights (name by name, in
+        the order encore lists them)."""
+
+        def __init__(self, spec, shape, weights):
+            super().__init__()
+            self.plan, self.mods = [], torch.nn.ModuleList()
+            values = iter(weights.values())
+            length, c = shape[1], shape[2]
+            first_conv = True
+            for layer in spec:
+                kind = layer[0]
+                if kind == "conv":
+                    _, f, k, s, p = layer
+                    m = torch.nn.Conv1d(c, f, k, stride=s)
+                    m.weight.data = torch.from_numpy(next(values).transpose(2, 1, 0).copy())
+                    m.bias.data = torch.from_numpy(next(values))
+                    pad = same_padding(length, k, s) if p == "same" else (0, 0)
+                    # Channels-first for the convolutions: the input is transposed once, outside
+                    # the step, when the model starts with one.
+                    self.plan.append(("conv", len(self.mods), pad, first_conv))
+                    self.mods.append(m)
+                    length = (length + pad[0] + pad[1] - k) // s + 1
+                    c = f
+                elif kind == "dense":
+                    m = torch.nn.Linear(c, layer[1])
+                    m.weight.data = torch.from_numpy(next(values).T.copy())
+                    m.bias.data = torch.from_numpy(next(values))
+                    self.plan.append(("dense", len(self.mods), layer[2]))
+                    self.mods.append(m)
+                    c = layer[1]
+                elif kind in ("lstm", "bilstm"):
+                    dirs = [False, True] if kind == "bilstm" else [False]
+                    lstms = [TorchLSTM(next(values), next(values), next(values), r) for r in dirs]
+                    self.plan.append(("lstm", len(self.mods), len(lstms)))
+                    self.mods.extend(lstms)
+                    c = layer[1] * len(dirs)
+                else:
+                    self.plan.append((kind,))
+                    if kind == "flatten":
+                        c, length = c * length, 1
+                first_conv = False
+            self.channels_first = spec[0][0] == "conv"
+
+        def forward(self, x):
+            cf = self.channels_first  # x is (n, c, l) while cf
+            for p in self.plan:
+                kind = p[0]
+                if kind == "conv":
+                    if not cf:
+                        x, cf = x.transpose(1, 2), True
+                    if p[2] != (0, 0):
+                        x = F.pad(x, p[2])
+                    x = self.mods[p[1]](x)
+                elif kind == "lstm":
+                    outs = [self.mods[p[1] + d](x) for d in range(p[2])]
+                    x = outs[0] if len(outs) == 1 else torch.cat(outs, 2)
+                elif kind == "gap":
+                    x = x.mean(2 if cf else 1)
+                    cf = False
+                elif kind == "flatten":
+                    x = (x.transpose(1, 2) if cf else x).flatten(1)
+                    cf = False
+                elif kind == "dropout":
+                    x = F.dropout(x, 0.5, self.training)
+                elif kind == "dense":
+                    x = self.mods[p[1]](x)
+                    act = p[2]
+                    x = torch.relu(x) if act == "relu" else torch.sigmoid(x) if act == "sigmoid" else x
+            return x
+
+    class TorchRunner:
+        def __init__(self, spec, shape, weights, compiled):
+            model = TorchModel(spec, shape, weights)
+            adam = torch.optim.Adam(model.parameters(), lr=1e-4, eps=1e-7)
+            self.channels_first = model.channels_first
+
+            def step(x, y):
+                adam.zero_grad(set_to_none=True)
+                loss = F.binary_cross_entropy(model(x), y)
+                loss.backward()
+                adam.step()
+                return loss
+
+            self.step = torch.compile(step) if compiled else step
+            self.model = model
+
+        def predict(self, x):
+            self.model.eval()
+            with torch.no_grad():
+                out = self.model(x).numpy()
+            self.model.train()
+            return out
+
+        def prepare(self, x, y):
+            xt = torch.from_numpy(x)
+            return (xt.transpose(1, 2).contiguous() if self.channels_first else xt), torch.from_numpy(y)
+
+        def __call__(self, x, y):
+            return float(self.step(x, y).item())
+
+
+class Sgemm:
+    """The machine's practical peak: a large SGEMM through encore's matmul (the BLAS), timed
+    in turn with the steps so that it sees the same machine they do."""
+
+    n = 2048
+
+    def __init__(self):
+        self.a, self.b = encore.ones((self.n, self.n)), encore.ones((self.n, self.n))
+
+    def __call__(self):
+        encore.matmul(self.a, self.b)
+
+    @classmethod
+    def gflops(cls, ms):
+        return 2 * cls.n ** 3 / ms / 1e6
+
+
+def bench(run, args):
+    model, length = run.split("@")
+    spec = layers_of(model)
+    shape = (args.batch, int(length), FEATURES.get(model, 30))
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal(shape).astype(np.float32),
+                (rng.random((shape[0], 1)) > 0.5).astype(np.float32)) for _ in range(2)]
+    runners = {"encore_eager": EncoreRunner(spec, shape, False),
+               "encore_traced": EncoreRunner(spec, shape, True)}
+    feeds = {name: [(encore.from_numpy(x), encore.from_numpy(y)) for x, y in batches] for name in runners}
+    if torch is not None and not args.no_torch:
+        w = runners["encore_eager"].weights()
+        modes = [("torch_eager", False)] + ([] if args.no_compile else [("torch_compile", True)])
+        for name, compiled in modes:
+            r = TorchRunner(spec, shape, w, compiled)
+            runners[name] = r
+            feeds[name] = [r.prepare(x, y) for x, y in batches]
+        # Same weights, same model: the predictions before training agree.
+        ours = runners["encore_eager"].predict(feeds["encore_eager"][0][0])
+        theirs = runners["torch_eager"].predict(feeds["torch_eager"][0][0])
+        if not np.allclose(ours, theirs, rtol=1e-3, atol=1e-5):
+            raise SystemExit(f"{run}: PyTorch's model differs from encore's (max difference "
+                             f"{np.abs(ours - theirs).max():.3g}): not the same weights or layers")
+    runners["sgemm"], feeds["sgemm"] = Sgemm(), [(), ()]
+    times = {name: [] for name in runners}
+    first = {}
+    for i in range(args.warmup + args.steps):
+        for name, r in runners.items():
+            t0 = time.perf_counter()
+            r(*feeds[name][i % 2])
+            dt = (time.perf_counter() - t0) * 1e3
+            if i == 0:
+                first[name] = dt
+            if i >= args.warmup:
+                times[name].append(dt)
+    flops = 3 * forward_flops(spec, shape)
+    med = {name: statistics.median(t) for name, t in times.items()}
+    peak = Sgemm.gflops(med.pop("sgemm"))
+    rows = []
+    for name, ms in med.items():
+        rows.append({"model": model, "input": "x".join(map(str, shape)), "runner": name,
+                     "step_ms": round(ms, 3), "first_ms": round(first[name], 1),
+                     "vs_encore_traced": round(ms / med["encore_traced"], 3),
+                     "gflops": round(flops / ms / 1e6, 1), "sgemm_gflops": round(peak, 1),
+                     "pct_of_sgemm": round(100 * flops / ms / 1e6 / peak, 1)})
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", help="comma-separated model@length (default %s)" % ",".join(DEFAULT_RUNS))
+    parser.add_argument("--all", action="store_true", help="every run of the issue's table")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow to compile)")
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args()
+    runs = ALL_RUNS if args.all else (args.runs.split(",") if args.runs else DEFAULT_RUNS)
+    encore.set_num_threads(args.threads)
+    if torch is not None:
+        torch.set_num_threads(args.threads)
+    peers = "none (PyTorch not installed)" if torch is None else f"PyTorch {torch.__version__}"
+    if args.no_torch:
+        peers = "none (--no-torch)"
+    print(f"# encore {encore.__version__}, threads {encore.num_threads()}, peers: {peers}, "
+          f"{args.steps} steps after {args.warmup} warm-up, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    rows = []
+    for run in runs:
+        for r in bench(run, args):
+            rows.append(r)
+            print("  ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+    cols = list(rows[0].keys())
+    print("\n| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": encore.num_threads(), "peers": peers,
+                       "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
