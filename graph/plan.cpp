@@ -175,7 +175,13 @@ void Plan::write_back(const std::vector<Tensor>& args) const {
 
 void Plan::run(const std::vector<Tensor>& args) {
   check_aliasing(args);
-  bind_inputs(args);
+  Ledger& ledger = Ledger::global();
+  if (!ledger.profiling()) {
+    bind_inputs(args);
+  } else {
+    ScopedTimer timer(Counter::CopyInNs, "copy_in");
+    bind_inputs(args);
+  }
 #if ENCORE_CUDA
   if (cuda_graph_) {
     cuda_graph_->launch();
@@ -184,7 +190,6 @@ void Plan::run(const std::vector<Tensor>& args) {
   }
 #endif
   const DenormalScope denormals;
-  Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
     for (const Step& s : steps_) s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
   } else {
