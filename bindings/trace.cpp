@@ -232,6 +232,19 @@ py::dict record_dict(const TraceRecord& r) {
   d["arena_bytes"] = r.arena_bytes;
   d["intermediate_bytes"] = r.intermediate_bytes;
   d["peak_live_bytes"] = r.peak_live_bytes;
+  py::list causes;
+  for (const RetraceCause& c : r.causes) {
+    py::dict cd;
+    cd["kind"] = std::string(kind_name(c.kind));
+    cd["arg"] = c.arg >= 0 ? py::object(py::int_(c.arg)) : py::object(py::none());
+    cd["arg_name"] = c.arg_name;
+    cd["axis"] = c.axis >= 0 ? py::object(py::int_(c.axis)) : py::object(py::none());
+    cd["old"] = c.old_value;
+    cd["new"] = c.new_value;
+    cd["text"] = c.str();
+    causes.append(cd);
+  }
+  d["causes"] = causes;
   return d;
 }
 
@@ -244,6 +257,8 @@ py::dict stats_dict(const TraceStats& s) {
   d["traces"] = s.traces;
   d["evictions"] = s.evictions;
   d["replay_ms"] = s.replay_ns / 1e6;
+  d["real_elements"] = s.real_elements;
+  d["padding_elements"] = s.padding_elements;
   py::list records;
   for (const TraceRecord& r : s.records) records.append(record_dict(r));
   d["records"] = records;
@@ -279,9 +294,9 @@ void init_trace(py::module_& m) {
         return ShapePolicy::bucket(axis, std::move(sizes), std::move(args));
       },
       py::arg("axis"), py::arg("sizes"), py::arg("args") = std::vector<int>{0},
-      "Pads the tensor arguments `args` with zeros along `axis` up to the next size in `sizes` and "
-      "trims "
-      "outputs by the same amount. Only valid for length-equivariant functions.");
+      "Pads the tensor arguments `args` with zeros along `axis` up to the next size in `sizes`. Exact or "
+      "refused: a bucket's first trace checks that no result depends on the padding (else a ValueError "
+      "names what does), and outputs are trimmed on the axes that derive from the padded one.");
 
   py::class_<PyTraced>(m, "TracedFunction", py::dynamic_attr(),
                        "A Python function traced into replayable graphs (see encore.trace).")
@@ -310,6 +325,23 @@ void init_trace(py::module_& m) {
       .def_property_readonly(
           "stats", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return stats_dict(f.stats()); }); },
           "calls, hits, traces, evictions, replay_ms and one record per trace.")
+      .def(
+          "axis_values",
+          [](PyTraced& t) {
+            py::list out;
+            for (const AxisValues& a : t.inspect([](TracedFunction& f) { return f.axis_values(); })) {
+              py::dict d;
+              d["arg"] = a.arg;
+              d["arg_name"] = a.arg_name;
+              d["axis"] = a.axis;
+              py::dict counts;
+              for (const auto& [v, n] : a.counts) counts[py::int_(v)] = n;
+              d["counts"] = counts;
+              out.append(d);
+            }
+            return out;
+          },
+          "Per tensor argument axis, the sizes seen so far: [{arg, arg_name, axis, counts: {size: calls}}].")
       .def("stats_table", [](PyTraced& t) { return t.inspect([&](TracedFunction& f) { return f.stats().table(t.name()); }); })
       .def(
           "explain", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.explain(); }); },
