@@ -257,6 +257,8 @@ py::dict stats_dict(const TraceStats& s) {
   d["traces"] = s.traces;
   d["evictions"] = s.evictions;
   d["replay_ms"] = s.replay_ns / 1e6;
+  d["eager_ms"] = s.eager_ns / 1e6;
+  d["break_even_replays"] = s.break_even_replays();
   d["real_elements"] = s.real_elements;
   d["padding_elements"] = s.padding_elements;
   py::list records;
@@ -301,13 +303,15 @@ void init_trace(py::module_& m) {
   py::class_<PyTraced>(m, "TracedFunction", py::dynamic_attr(),
                        "A Python function traced into replayable graphs (see encore.trace).")
       .def(py::init([](py::object fn, const std::string& name, const ShapePolicy& shapes,
-                       size_t max_cached, int retrace_warning, bool alias_outputs, bool optimize,
+                       size_t max_cached, size_t max_cached_bytes, int retrace_warning, bool alias_outputs,
+                       bool optimize,
                        std::vector<std::string> arg_names, py::object on_warning) {
              if (!PyCallable_Check(fn.ptr())) throw py::type_error("[trace] expected a callable");
              TraceOptions o;
              o.name = name;
              o.shapes = shapes;
              o.max_cached = max_cached;
+             o.max_cached_bytes = max_cached_bytes;
              o.retrace_warning = retrace_warning;
              o.alias_outputs = alias_outputs;
              o.optimize = optimize;
@@ -315,7 +319,7 @@ void init_trace(py::module_& m) {
              return std::make_unique<PyTraced>(std::move(fn), std::move(o), std::move(on_warning));
            }),
            py::arg("fn"), py::arg("name") = "traced", py::arg("shapes") = ShapePolicy::exact(),
-           py::arg("max_cached") = 32, py::arg("retrace_warning") = 8,
+           py::arg("max_cached") = 32, py::arg("max_cached_bytes") = 0, py::arg("retrace_warning") = 8,
            py::arg("alias_outputs") = false, py::arg("optimize") = true,
            py::arg("arg_names") = std::vector<std::string>{}, py::arg("on_warning") = py::none())
       .def("__call__", &PyTraced::call)
@@ -366,6 +370,7 @@ void init_trace(py::module_& m) {
           },
           "How many nodes of each op the graph replayed last contains.")
       .def_property_readonly("cache_size", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.cache_size(); }); })
+      .def_property_readonly("cached_bytes", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.cached_bytes(); }); })
       .def_property_readonly("options",
                              [](PyTraced& t) {
                                const TraceOptions& o = t.inspect(
@@ -374,6 +379,7 @@ void init_trace(py::module_& m) {
                                d["name"] = o.name;
                                d["shapes"] = o.shapes;
                                d["max_cached"] = o.max_cached;
+                               d["max_cached_bytes"] = o.max_cached_bytes;
                                d["retrace_warning"] = o.retrace_warning;
                                d["alias_outputs"] = o.alias_outputs;
                                d["optimize"] = o.optimize;

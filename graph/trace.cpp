@@ -1,6 +1,7 @@
 #include "graph/trace.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <mutex>
 
@@ -31,7 +32,29 @@ std::string TraceStats::table(const std::string& name) const {
                   r.reason.c_str());
     s += line;
   }
+  if (const int64_t n = break_even_replays(); n != 0) {
+    const double trace_ms = [&] {
+      double t = 0;
+      for (const TraceRecord& r : records) t += r.total_ns() / 1e6;
+      return records.empty() ? 0.0 : t / static_cast<double>(records.size());
+    }();
+    s += n < 0 ? detail::cat("  break-even: never (a replay takes ", replay_ns / 1e6 / hits, " ms, an eager call ",
+                             eager_ns / 1e6 / eager_calls, " ms)\n")
+               : detail::cat("  break-even: a trace (", trace_ms, " ms) is paid back after ", n, " replays (",
+                             replay_ns / 1e6 / hits, " ms each against ", eager_ns / 1e6 / eager_calls,
+                             " ms eager)\n");
+  }
   return s;
+}
+
+int64_t TraceStats::break_even_replays() const {
+  if (hits == 0 || eager_calls == 0 || records.empty()) return 0;
+  double trace_ns = 0;
+  for (const TraceRecord& r : records) trace_ns += static_cast<double>(r.total_ns());
+  trace_ns /= static_cast<double>(records.size());
+  const double saved = static_cast<double>(eager_ns) / eager_calls - static_cast<double>(replay_ns) / hits;
+  if (!(saved > 0)) return -1;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(trace_ns / saved)));
 }
 
 namespace {
@@ -174,6 +197,7 @@ void TracedFunction::clear() {
   std::lock_guard lock(traced_calls_mutex());
   ENCORE_CHECK(!active_, ValueError, "[trace] '", options_.name, "' cannot be cleared while a call to it runs");
   for (const Entry& e : cache_) retire(e);
+  cached_bytes_ = 0;
   cache_.clear();
   evicted_.clear();
   last_ = nullptr;
@@ -399,10 +423,20 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
     ++stats_.records_dropped;
   }
   stats_.records.push_back(rec);
+  // What the cache budget counts: the arena, and buffers only the graph holds (constants,
+  // their snapshots), not the caller's parameters.
+  entry.bytes = entry.plan->memory().arena_bytes;
+  for (const graph::Buffer& b : entry.plan->graph().buffers)
+    if (b.kind == graph::BufferKind::External &&
+        std::none_of(b.owners.begin(), b.owners.end(), [](const graph::Owner& o) { return !o.tensor.expired(); }))
+      entry.bytes += b.nbytes;
+  cached_bytes_ += entry.bytes;
   cache_.push_front(std::move(entry));
-  while (cache_.size() > options_.max_cached) {
+  while (cache_.size() > options_.max_cached ||
+         (options_.max_cached_bytes && cached_bytes_ > options_.max_cached_bytes && cache_.size() > 1)) {
     if (last_ == &cache_.back()) last_ = nullptr;
     retire(cache_.back());
+    cached_bytes_ -= cache_.back().bytes;
     evicted_.push_front(std::move(cache_.back().signature));
     if (evicted_.size() > 64) evicted_.pop_back();
     cache_.pop_back();
@@ -429,6 +463,7 @@ void TracedFunction::check_trimmed_shapes(const Entry& e, const std::vector<Tens
     if (s == eager[i].shape()) continue;
     const std::string bucket = options_.shapes.str();
     if (last_ == &cache_.front()) last_ = nullptr;
+    cached_bytes_ -= cache_.front().bytes;
     cache_.pop_front();
     throw ValueError(detail::cat("[trace] ", bucket, " of '", options_.name, "' cannot be exact: output ", i,
                                  " has shape ", eager[i].shape().str(), " eagerly but ", s.str(),
@@ -510,6 +545,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
       causes = {std::move(*stale)};
       if (last_ == &*it) last_ = nullptr;
       retire(*it);
+      cached_bytes_ -= it->bytes;
       it = cache_.erase(it);
       continue;
     }
@@ -527,7 +563,11 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
   const bool evicted = causes.empty() && std::any_of(evicted_.begin(), evicted_.end(),
                                                      [&](const graph::Signature& s) { return s.matches(*args); });
   if (evicted) {
-    causes = {make_cause(K::Eviction, "", detail::cat("the cache holds ", options_.max_cached, " graphs"))};
+    causes = {make_cause(K::Eviction, "",
+                         options_.max_cached_bytes
+                             ? detail::cat("the cache holds ", options_.max_cached, " graphs and ",
+                                           options_.max_cached_bytes, " bytes")
+                             : detail::cat("the cache holds ", options_.max_cached, " graphs"))};
   } else if (causes.empty()) {
     if (cache_.empty()) {
       causes = {make_cause(stats_.traces == 0 ? K::FirstCall : K::Cleared)};
@@ -548,7 +588,9 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
   // assigned are swapped back for the trace, and forward again after it.
   ++stats_.eager_calls;
   GradUndoLog log;
+  const int64_t eager_start = now_ns();
   std::vector<Tensor> out = fn_(call_args);
+  stats_.eager_ns += now_ns() - eager_start;
   log.uninstall();
   log.swap();
   try {

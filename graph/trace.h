@@ -68,6 +68,9 @@ struct TraceOptions {
   ShapePolicy shapes = ShapePolicy::exact();
   /// Cached graphs kept (least recently used evicted first).
   size_t max_cached = 32;
+  /// Bytes all cached graphs may hold together (arenas plus the buffers a graph owns, such as
+  /// constants and their snapshots); 0: no limit. The latest graph is kept whatever its size.
+  size_t max_cached_bytes = 0;
   /// Warn once, with the explanation, when the function has traced more than this many
   /// times (0: never).
   int retrace_warning = 8;
@@ -114,6 +117,10 @@ struct TraceStats {
   static constexpr size_t kMaxRecords = 256;
   int64_t records_dropped = 0;
   int64_t replay_ns = 0;  // total time of the replays (bind, run, outputs)
+  int64_t eager_ns = 0;   // total time of the eager first calls
+  /// Replays after which a trace has paid for itself: its cost over what a replay saves
+  /// against an eager call (from the averages so far); -1: replays save nothing, 0: unknown.
+  int64_t break_even_replays() const;
   /// Bucketing: elements of the bucketed arguments as called, and the zeros added to them.
   int64_t real_elements = 0, padding_elements = 0;
   std::vector<TraceRecord> records;
@@ -135,6 +142,8 @@ class TracedFunction {
   /// The Plan replayed last (null before the first call): its graph, memory plan, steps.
   const graph::Plan* last_plan() const { return last_ ? last_->plan.get() : nullptr; }
   size_t cache_size() const { return cache_.size(); }
+  /// Bytes the cached graphs hold (what max_cached_bytes limits).
+  size_t cached_bytes() const { return cached_bytes_; }
   /// Per tensor argument axis, the sizes seen so far with their call counts.
   std::vector<AxisValues> axis_values() const;
   /// The lock every traced call holds: hold it to inspect a traced function (stats, plans)
@@ -171,6 +180,7 @@ class TracedFunction {
     std::vector<GradWrite> grad_writes;
     std::vector<int> trim;  // bucketing: per output, the axis padding is trimmed from (-1: none)
     int64_t calls = 1;      // calls with this signature (the first ran eagerly)
+    size_t bytes = 0;       // arena plus graph-owned buffers
   };
   using AxisCounts = std::map<std::pair<int, int>, std::map<int64_t, int64_t>>;
   void retire(const Entry& e);
@@ -192,6 +202,7 @@ class TracedFunction {
   std::list<graph::Signature> evicted_;  // the latest evicted signatures, to explain retraces
   AxisCounts retired_values_;  // calls of signatures no longer cached
   AxisCounts bucket_lengths_;  // bucketed axes: the lengths as called
+  size_t cached_bytes_ = 0;
   Entry* last_ = nullptr;
   bool warned_ = false;
   bool active_ = false;  // a call is running (re-entry from its own eager run runs plainly)

@@ -191,3 +191,16 @@ def test_retrace_warning_suggests_a_bucket_only_where_exact():
         message = str(caught[0].message)
         assert ("is exact for this function: bucket(axis 1" in message) == exact, message
         assert ("would not be exact" in message) == (not exact), message
+
+
+def test_byte_budget_and_break_even_in_stats():
+    f = encore.trace(lambda x: encore.exp(x) * 2.0 + 1.0, max_cached_bytes=1)
+    f(encore.ones(64))
+    f(encore.ones(63))  # over budget: the older graph goes, the latest stays
+    assert f.cache_size == 1 and f.cached_bytes > 0 and f.stats["evictions"] == 1
+    f(encore.ones(64))
+    assert f.stats["records"][-1]["causes"][0]["kind"] == "eviction"
+    for _ in range(3):
+        f(encore.ones(64))
+    assert f.stats["break_even_replays"] != 0 and f.stats["eager_ms"] > 0
+    assert "break-even" in f.stats_table()
