@@ -17,7 +17,8 @@ CompareOptions options_from(const py::dict& o) {
   if (o.contains("steps")) c.steps = o["steps"].cast<int>();
   if (o.contains("warmup")) c.warmup = o["warmup"].cast<int>();
   if (o.contains("profile_steps")) c.profile_steps = o["profile_steps"].cast<int>();
-  if (o.contains("length") && !o["length"].is_none()) c.length = o["length"].cast<std::function<int64_t(int64_t)>>();
+  if (o.contains("length") && !o["length"].is_none())
+    c.length = o["length"].cast<std::function<int64_t(int64_t)>>();
   if (o.contains("length_axis")) c.length_axis = o["length_axis"].cast<int>();
   if (o.contains("length_args")) c.length_args = o["length_args"].cast<std::vector<int>>();
   if (o.contains("buckets")) c.buckets = o["buckets"].cast<std::vector<int64_t>>();
@@ -40,20 +41,23 @@ BatchSource source_from(const std::vector<Batch>& batches, const py::object& mak
 }  // namespace
 
 void init_compare(py::module_& m) {
-  py::class_<CompareReport>(m, "CompareReport", "What each mode cost (encore.compare_modes wraps it).")
+  py::class_<CompareReport>(m, "CompareReport",
+                            "What each mode cost (encore.compare_modes wraps it).")
       .def("table", &CompareReport::table)
       .def("json", &CompareReport::json);
   m.def(
       "compare_modes",
-      [](const Step& step, const std::vector<Batch>& batches, const py::object& make, const py::dict& options) {
+      [](const Step& step, const std::vector<Batch>& batches, const py::object& make,
+         const py::dict& options) {
         return compare_modes(step, source_from(batches, make), options_from(options));
       },
       py::arg("step"), py::arg("batches"), py::arg("make"), py::arg("options"));
   m.def(
       "compare_modes_model",
-      [](nn::Module& model, const LossFn& loss, nn::Optimizer& optimizer, const std::vector<Batch>& batches,
-         const py::object& make, const py::dict& options) {
-        return compare_modes(model, loss, optimizer, source_from(batches, make), options_from(options));
+      [](nn::Module& model, const LossFn& loss, nn::Optimizer& optimizer,
+         const std::vector<Batch>& batches, const py::object& make, const py::dict& options) {
+        return compare_modes(model, loss, optimizer, source_from(batches, make),
+                             options_from(options));
       },
       py::arg("model"), py::arg("loss"), py::arg("optimizer"), py::arg("batches"), py::arg("make"),
       py::arg("options"));

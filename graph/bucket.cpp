@@ -8,7 +8,8 @@
 namespace encore {
 
 ShapePolicy ShapePolicy::bucket(int axis, std::vector<int64_t> sizes, std::vector<int> args) {
-  ENCORE_CHECK(!sizes.empty() && !args.empty(), ValueError, "[trace] a bucket policy needs sizes and arguments");
+  ENCORE_CHECK(!sizes.empty() && !args.empty(), ValueError,
+               "[trace] a bucket policy needs sizes and arguments");
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   ENCORE_CHECK(sizes.front() > 0, ValueError, "[trace] bucket sizes must be positive");
@@ -32,17 +33,19 @@ std::string ShapePolicy::str() const {
 
 namespace graph {
 
-BucketedCall bucket_call(const ShapePolicy& p, const std::vector<Arg>& call, const std::string& name) {
+BucketedCall bucket_call(const ShapePolicy& p, const std::vector<Arg>& call,
+                         const std::string& name) {
   BucketedCall b;
   b.length = -1;
   for (int i : p.args) {
-    ENCORE_CHECK(i >= 0 && static_cast<size_t>(i) < call.size() && std::holds_alternative<Tensor>(call[i]),
-                 ValueError, "[trace] the bucket policy of '", name, "' names argument ", i,
-                 ", which is not a tensor argument");
+    ENCORE_CHECK(
+        i >= 0 && static_cast<size_t>(i) < call.size() && std::holds_alternative<Tensor>(call[i]),
+        ValueError, "[trace] the bucket policy of '", name, "' names argument ", i,
+        ", which is not a tensor argument");
     const Tensor& t = std::get<Tensor>(call[i]);
     b.axis = normalize_axis(p.axis, t.dim(), "trace");
-    ENCORE_CHECK(b.length < 0 || t.shape()[b.axis] == b.length, ShapeError, "[trace] bucketed arguments of '", name,
-                 "' differ in length along axis ", b.axis);
+    ENCORE_CHECK(b.length < 0 || t.shape()[b.axis] == b.length, ShapeError,
+                 "[trace] bucketed arguments of '", name, "' differ in length along axis ", b.axis);
     b.length = t.shape()[b.axis];
   }
   const auto it = std::lower_bound(p.sizes.begin(), p.sizes.end(), b.length);
@@ -84,7 +87,8 @@ struct Probe {
 }  // namespace
 
 std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const BucketedCall& b,
-                                    const std::string& name, const std::vector<std::string>& arg_names) {
+                                    const std::string& name,
+                                    const std::vector<std::string>& arg_names) {
   const Graph& g = plan.graph();
   std::vector<int> trim(g.outputs.size(), -1);
   if (!b.bucketed || b.bucket == b.shortest) return trim;  // this bucket never pads
@@ -100,7 +104,8 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
     w.label = buf.label;
     for (const Node& n : g.nodes)
       for (size_t j = 0; j < n.in.size(); ++j)
-        if (n.in[j].buffer == k && n.op->writes(static_cast<int>(j), static_cast<int>(n.in.size()), n.attrs))
+        if (n.in[j].buffer == k &&
+            n.op->writes(static_cast<int>(j), static_cast<int>(n.in.size()), n.attrs))
           w.writer = n.op->name;
     written.push_back(std::move(w));
   }
@@ -116,7 +121,8 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
     for (size_t i = 0; i < b.args.size(); ++i) {
       const Tensor* t = std::get_if<Tensor>(&b.args[i]);
       if (!t) continue;
-      if (std::find(policy.args.begin(), policy.args.end(), static_cast<int>(i)) == policy.args.end()) {
+      if (std::find(policy.args.begin(), policy.args.end(), static_cast<int>(i)) ==
+          policy.args.end()) {
         inputs.push_back(*t);
         continue;
       }
@@ -126,7 +132,8 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
       Shape fs = t->shape();
       fs[b.axis] = b.bucket - kept;
       const double fill = is_floating(t->dtype()) ? floats[which] : ints[which];
-      inputs.push_back(concat({t->slice(b.axis, 0, kept), full(fs, fill, t->dtype(), t->device())}, b.axis));
+      inputs.push_back(
+          concat({t->slice(b.axis, 0, kept), full(fs, fill, t->dtype(), t->device())}, b.axis));
     }
     plan.run(inputs);
     Probe p;
@@ -152,7 +159,8 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
       const int64_t kept = lengths[l], tail = b.bucket - kept;
       const Probe probes[] = {probe(kept, 0), probe(kept, 1), probe(kept, 2)};
       auto agree = [&](auto&& part) {
-        return same_bits(part(probes[0]), part(probes[1])) && same_bits(part(probes[0]), part(probes[2]));
+        return same_bits(part(probes[0]), part(probes[1])) &&
+               same_bits(part(probes[0]), part(probes[2]));
       };
       for (size_t i = 0; i < g.outputs.size(); ++i) {
         int axis = -1;
@@ -165,11 +173,14 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
           for (int a = 0; a < shape.size(); ++a)
             if (a != b.axis) axes.push_back(a);
           for (int a : axes) {
-            if (shape[a] <= tail) continue;  // real positions remain on an axis derived from the padded one
+            if (shape[a] <= tail)
+              continue;  // real positions remain on an axis derived from the padded one
             // The padding starts exactly `tail` positions before the end (not earlier, as after
             // a strided window, where trimming `tail` would cut real positions).
             auto head = [&](const Probe& p) { return p.outputs[i].slice(a, 0, shape[a] - tail); };
-            auto first = [&](const Probe& p) { return p.outputs[i].slice(a, shape[a] - tail, shape[a] - tail + 1); };
+            auto first = [&](const Probe& p) {
+              return p.outputs[i].slice(a, shape[a] - tail, shape[a] - tail + 1);
+            };
             if (agree(head) && !agree(first)) {
               axis = a;
               break;
@@ -177,8 +188,10 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
           }
           if (axis < 0) bad_output[i] = true;
         }
-        if (l == 0) trim[i] = axis;
-        else if (trim[i] != axis) bad_output[i] = true;
+        if (l == 0)
+          trim[i] = axis;
+        else if (trim[i] != axis)
+          bad_output[i] = true;
       }
       for (size_t k = 0; k < written.size(); ++k) {
         auto state = [&](const Probe& p) { return p.states[k]; };
@@ -195,8 +208,9 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
     if (bad_output[i]) spoiled.push_back(made_by(i));
   for (size_t k = 0; k < written.size(); ++k)
     if (bad_state[k])
-      spoiled.push_back("'" + written[k].label + "'" +
-                        (written[k].writer.empty() ? "" : " (written by " + written[k].writer + ")"));
+      spoiled.push_back(
+          "'" + written[k].label + "'" +
+          (written[k].writer.empty() ? "" : " (written by " + written[k].writer + ")"));
   if (spoiled.empty()) return trim;
   std::string what;
   const size_t shown = std::min<size_t>(spoiled.size(), 6);
@@ -206,15 +220,17 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
   for (size_t i = 0; i < policy.args.size(); ++i) {
     const int a = policy.args[i];
     args += (i ? ", " : "") + (static_cast<size_t>(a) < arg_names.size() && !arg_names[a].empty()
-                                    ? arg_names[a]
-                                    : "arg " + std::to_string(a));
+                                   ? arg_names[a]
+                                   : "arg " + std::to_string(a));
   }
-  throw ValueError(detail::cat(
-      "[trace] ", policy.str(), " of '", name, "' cannot be exact: ", what, " depend on the padded positions of ",
-      args, " along axis ", b.axis, " (lengths ", b.shortest, " to ", b.bucket,
-      " share this bucket). Something reads across that axis: pooling, a mean or loss over it, a recurrence run "
-      "backwards from the padded end, a 'same' convolution, Flatten. Trace exactly (the default policy), or bucket "
-      "only a function that keeps positions along the axis apart"));
+  throw ValueError(detail::cat("[trace] ", policy.str(), " of '", name, "' cannot be exact: ", what,
+                               " depend on the padded positions of ", args, " along axis ", b.axis,
+                               " (lengths ", b.shortest, " to ", b.bucket,
+                               " share this bucket). Something reads across that axis: pooling, a "
+                               "mean or loss over it, a recurrence run "
+                               "backwards from the padded end, a 'same' convolution, Flatten. "
+                               "Trace exactly (the default policy), or bucket "
+                               "only a function that keeps positions along the axis apart"));
 }
 
 void trim_outputs(std::vector<Tensor>& out, const std::vector<int>& trim_axes, int64_t pad) {

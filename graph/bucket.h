@@ -43,23 +43,25 @@ namespace graph {
 
 /// A call mapped to its bucket.
 struct BucketedCall {
-  std::vector<Arg> args;   // the padded arguments (the call's own when nothing is padded)
-  int axis = 0;            // the bucketed axis (normalized)
-  int64_t length = 0;      // the call's length along it
-  int64_t bucket = 0;      // the size it is padded to (== length above the largest bucket)
-  int64_t shortest = 0;    // the shortest length this bucket serves
-  bool bucketed = false;   // false: above the largest bucket, traced exactly
+  std::vector<Arg> args;  // the padded arguments (the call's own when nothing is padded)
+  int axis = 0;           // the bucketed axis (normalized)
+  int64_t length = 0;     // the call's length along it
+  int64_t bucket = 0;     // the size it is padded to (== length above the largest bucket)
+  int64_t shortest = 0;   // the shortest length this bucket serves
+  bool bucketed = false;  // false: above the largest bucket, traced exactly
   int64_t pad() const { return bucket - length; }
 };
 
 /// Pads the policy's arguments of `call`; `name` names the traced function in errors.
-BucketedCall bucket_call(const ShapePolicy& policy, const std::vector<Arg>& call, const std::string& name);
+BucketedCall bucket_call(const ShapePolicy& policy, const std::vector<Arg>& call,
+                         const std::string& name);
 
 /// Checks that `plan`, traced for `b.args`, gives results independent of the padding of every
 /// length its bucket serves; returns, per output, the axis to trim (-1: none). Leaves every
 /// buffer the plan writes as it found it. Throws ValueError naming the spoiled results.
 std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const BucketedCall& b,
-                                    const std::string& name, const std::vector<std::string>& arg_names);
+                                    const std::string& name,
+                                    const std::vector<std::string>& arg_names);
 
 /// Trims `pad` positions off the end of each output along its trim axis.
 void trim_outputs(std::vector<Tensor>& out, const std::vector<int>& trim_axes, int64_t pad);

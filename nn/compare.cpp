@@ -33,8 +33,9 @@ const ModeReport& CompareReport::operator[](const std::string& mode) const {
 namespace {
 
 const std::vector<std::string>& known_modes() {
-  static const std::vector<std::string> m = {"eager",  "traced",        "eager_new_length", "traced_new_length",
-                                             "bucket", "predict_eager", "predict_traced"};
+  static const std::vector<std::string> m = {
+      "eager",  "traced",        "eager_new_length", "traced_new_length",
+      "bucket", "predict_eager", "predict_traced"};
   return m;
 }
 
@@ -68,11 +69,13 @@ void clear_per_shape_caches() {
 // One mode: how it calls the step, and on which batches.
 class Runner {
  public:
-  Runner(std::string mode, const Step& step, const Step& predict, const BatchSource& data, const CompareOptions& o)
+  Runner(std::string mode, const Step& step, const Step& predict, const BatchSource& data,
+         const CompareOptions& o)
       : mode_(std::move(mode)), data_(data), options_(o) {
     const bool forward = mode_.starts_with("predict");
     const Step& fn = forward ? predict : step;
-    ENCORE_CHECK(fn, ValueError, "[compare_modes] mode '", mode_, "' needs a predict function (or the model form)");
+    ENCORE_CHECK(fn, ValueError, "[compare_modes] mode '", mode_,
+                 "' needs a predict function (or the model form)");
     variable_ = mode_.ends_with("new_length") || mode_ == "bucket";
     ENCORE_CHECK(!variable_ || data.make, ValueError, "[compare_modes] mode '", mode_,
                  "' needs a batch source that makes a batch of a given length");
@@ -87,7 +90,8 @@ class Runner {
     t.on_warning = o.on_warning;
     t.collect_garbage = o.collect_garbage;
     if (mode_ == "bucket") {
-      ENCORE_CHECK(!o.buckets.empty(), ValueError, "[compare_modes] mode 'bucket' needs bucket sizes");
+      ENCORE_CHECK(!o.buckets.empty(), ValueError,
+                   "[compare_modes] mode 'bucket' needs bucket sizes");
       t.shapes = ShapePolicy::bucket(o.length_axis, o.buckets, o.length_args);
     }
     traced_ = std::make_shared<TracedFunction>(
@@ -107,7 +111,8 @@ class Runner {
 
   /// Call `i` (0-based), timed in ms.
   double call(int64_t i) {
-    const Batch batch = variable_ ? data_.make(length(i)) : data_.batches[static_cast<size_t>(i) % data_.batches.size()];
+    const Batch batch = variable_ ? data_.make(length(i))
+                                  : data_.batches[static_cast<size_t>(i) % data_.batches.size()];
     const Device device = device_of(batch);
     std::unique_ptr<NoGradGuard> no_grad;
     std::unique_ptr<TrainingGuard> inference;
@@ -186,7 +191,8 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
 
   std::vector<Runner> runners;
   runners.reserve(options.modes.size());
-  for (const std::string& m : options.modes) runners.emplace_back(m, step, options.predict, data, options);
+  for (const std::string& m : options.modes)
+    runners.emplace_back(m, step, options.predict, data, options);
   report.modes.resize(runners.size());
   Ledger& ledger = Ledger::global();
   // Process start-up (thread pools, library initialization, first page faults) belongs to no
@@ -229,7 +235,8 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
       // setup in warm-up when another mode's first call cleared the caches).
       if (round > options.warmup) r.setup_ms += (ledger.get(Counter::AutotuneNs) - setup0) / 1e6;
       r.step_ms.push_back(ms);
-      if (round > options.warmup) r.peak_bytes = std::max(r.peak_bytes, ledger.peak_live_bytes() - live);
+      if (round > options.warmup)
+        r.peak_bytes = std::max(r.peak_bytes, ledger.peak_live_bytes() - live);
     }
   }
   // Kernel time against the rest, and copy-in, from a profiled pass: both measured in that
@@ -251,7 +258,8 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     }
     ledger.set_profiling(false);
     r.kernel_ms = (ledger.get(Counter::KernelNs) - kernel0) / 1e6 / options.profile_steps;
-    if (runners[k].traced()) r.copy_in_ms = (ledger.get(Counter::CopyInNs) - copy0) / 1e6 / options.profile_steps;
+    if (runners[k].traced())
+      r.copy_in_ms = (ledger.get(Counter::CopyInNs) - copy0) / 1e6 / options.profile_steps;
     r.overhead_ms = wall / options.profile_steps - r.kernel_ms;
   }
 
@@ -259,8 +267,8 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     ModeReport& r = report.modes[k];
     r.calls = static_cast<int64_t>(r.step_ms.size());
     if (failed[k]) continue;
-    const std::vector<double> steady(r.step_ms.begin() + 1 + std::min<int64_t>(options.warmup, r.calls - 1),
-                                     r.step_ms.end());
+    const std::vector<double> steady(
+        r.step_ms.begin() + 1 + std::min<int64_t>(options.warmup, r.calls - 1), r.step_ms.end());
     r.step_ms_median = median(steady);
     if (const TracedFunction* f = runners[k].function()) {
       const TraceStats& s = f->stats();
@@ -288,12 +296,12 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
   return report;
 }
 
-CompareReport compare_modes(nn::Module& model, const LossFn& loss, nn::Optimizer& optimizer, const BatchSource& data,
-                            CompareOptions options) {
+CompareReport compare_modes(nn::Module& model, const LossFn& loss, nn::Optimizer& optimizer,
+                            const BatchSource& data, CompareOptions options) {
   ENCORE_CHECK(loss, ValueError, "[compare_modes] no loss function");
   for (const Batch& b : data.batches)
-    ENCORE_CHECK(b.size() == 2, ValueError, "[compare_modes] the model form takes batches (x, y), got ", b.size(),
-                 " tensors");
+    ENCORE_CHECK(b.size() == 2, ValueError,
+                 "[compare_modes] the model form takes batches (x, y), got ", b.size(), " tensors");
   const Step step = [&](const Batch& b) -> std::vector<Tensor> {
     optimizer.zero_grad();
     Tensor l = loss(b[1], model(b[0]));
@@ -301,7 +309,8 @@ CompareReport compare_modes(nn::Module& model, const LossFn& loss, nn::Optimizer
     optimizer.step();
     return {l};
   };
-  if (!options.predict) options.predict = [&](const Batch& b) -> std::vector<Tensor> { return {model(b[0])}; };
+  if (!options.predict)
+    options.predict = [&](const Batch& b) -> std::vector<Tensor> { return {model(b[0])}; };
   if (options.arg_names.empty()) options.arg_names = {"x", "y"};
   // Parameters and the optimizer state as they are now; slots the optimizer creates during
   // the comparison are zeroed afterwards (a fresh optimizer's state).
@@ -334,9 +343,9 @@ std::string fmt(double v, const char* spec = "%.4g") {
 }  // namespace
 
 std::string CompareReport::table() const {
-  const std::vector<std::string> head = {"mode",      "first_ms", "step_ms",  "speedup", "break_even", "kernel_ms",
-                                         "overhead_ms", "copy_in_ms", "setup_ms", "traces",  "trace_ms",  "arena_KiB",
-                                         "peak_KiB",  "padding"};
+  const std::vector<std::string> head = {
+      "mode",       "first_ms", "step_ms", "speedup",  "break_even", "kernel_ms", "overhead_ms",
+      "copy_in_ms", "setup_ms", "traces",  "trace_ms", "arena_KiB",  "peak_KiB",  "padding"};
   std::vector<std::vector<std::string>> rows;
   for (const ModeReport& m : modes) {
     if (!m.error.empty()) {
@@ -344,12 +353,15 @@ std::string CompareReport::table() const {
       continue;
     }
     const bool traced = !m.baseline.empty();
-    rows.push_back({m.mode, fmt(m.first_call_ms), fmt(m.step_ms_median), fmt(m.speedup, "%.2fx"),
-                    !traced ? "-" : m.break_even_step < 0 ? "never" : std::to_string(m.break_even_step),
-                    fmt(m.kernel_ms), fmt(m.overhead_ms), fmt(m.copy_in_ms), fmt(m.setup_ms),
-                    std::to_string(m.traces), fmt(m.trace_ms_total), fmt(m.arena_bytes / 1024.0, "%.1f"),
-                    fmt(m.peak_bytes / 1024.0, "%.1f"),
-                    m.real_elements ? fmt(100.0 * m.padding_elements / m.real_elements, "%.0f%%") : "-"});
+    rows.push_back(
+        {m.mode, fmt(m.first_call_ms), fmt(m.step_ms_median), fmt(m.speedup, "%.2fx"),
+         !traced                 ? "-"
+         : m.break_even_step < 0 ? "never"
+                                 : std::to_string(m.break_even_step),
+         fmt(m.kernel_ms), fmt(m.overhead_ms), fmt(m.copy_in_ms), fmt(m.setup_ms),
+         std::to_string(m.traces), fmt(m.trace_ms_total), fmt(m.arena_bytes / 1024.0, "%.1f"),
+         fmt(m.peak_bytes / 1024.0, "%.1f"),
+         m.real_elements ? fmt(100.0 * m.padding_elements / m.real_elements, "%.0f%%") : "-"});
   }
   std::vector<size_t> width(head.size());
   for (size_t c = 0; c < head.size(); ++c) {
@@ -372,10 +384,13 @@ std::string CompareReport::table() const {
   for (const ModeReport& m : modes) {
     if (!m.error.empty()) s += m.mode + ": " + m.error + "\n";
     if (m.traces > 1 && !m.records.empty())
-      s += detail::cat(m.mode, ": ", m.traces, " traces; the latest because ", m.records.back().reason, "\n");
+      s += detail::cat(m.mode, ": ", m.traces, " traces; the latest because ",
+                       m.records.back().reason, "\n");
   }
-  s += trained ? "note: the comparison trained the model and the optimizer state (nothing was restored)\n"
-               : detail::cat("restored afterwards: ", restored.size(), " tensors (parameters, optimizer state)\n");
+  s += trained ? "note: the comparison trained the model and the optimizer state (nothing was "
+                 "restored)\n"
+               : detail::cat("restored afterwards: ", restored.size(),
+                             " tensors (parameters, optimizer state)\n");
   return s;
 }
 
@@ -410,7 +425,8 @@ std::string CompareReport::json() const {
     for (const AxisValues& a : m.axis_values) {
       json counts = json::array();
       for (const auto& [v, n] : a.counts) counts.push_back({v, n});
-      axes.push_back({{"arg", a.arg}, {"arg_name", a.arg_name}, {"axis", a.axis}, {"counts", counts}});
+      axes.push_back(
+          {{"arg", a.arg}, {"arg_name", a.arg_name}, {"axis", a.axis}, {"counts", counts}});
     }
     modes_json.push_back({{"mode", m.mode},
                           {"baseline", m.baseline},
@@ -438,7 +454,11 @@ std::string CompareReport::json() const {
   for (json& m : modes_json)
     for (json& v : m["step_ms"])
       if (v.is_number() && !std::isfinite(v.get<double>())) v = nullptr;
-  return json({{"name", name}, {"device", device}, {"steps", steps}, {"trained", trained}, {"restored", restored},
+  return json({{"name", name},
+               {"device", device},
+               {"steps", steps},
+               {"trained", trained},
+               {"restored", restored},
                {"modes", modes_json}})
       .dump(2);
 }

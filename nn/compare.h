@@ -56,9 +56,9 @@ struct BatchSource {
 
 struct CompareOptions {
   std::vector<std::string> modes = {"eager", "traced"};
-  int steps = 30;        // measured rounds
-  int warmup = 3;        // rounds before the median
-  int profile_steps = 5; // profiled steps per mode (kernel time vs overhead, copy-in)
+  int steps = 30;         // measured rounds
+  int warmup = 3;         // rounds before the median
+  int profile_steps = 5;  // profiled steps per mode (kernel time vs overhead, copy-in)
   /// The variable-length modes' length at call i (0-based); default: one longer than the
   /// fixed batches' length at every call.
   std::function<int64_t(int64_t call)> length = {};
@@ -85,13 +85,15 @@ struct ModeReport {
   /// Per step, from a profiled pass of the fixed-shape modes (NaN otherwise; copy-in: traced
   /// modes only, padding included).
   double kernel_ms = 0, overhead_ms = 0, copy_in_ms = 0;
-  double setup_ms = 0;  // per-shape setup (primitive creation, algorithm search) in the mode's calls
+  double setup_ms =
+      0;  // per-shape setup (primitive creation, algorithm search) in the mode's calls
   int64_t calls = 0, traces = 0;
   double trace_ms_total = 0;  // trace + optimize + plan + capture over every trace
   std::vector<TraceRecord> records;
   std::vector<AxisValues> axis_values;
-  int64_t arena_bytes = 0;       // the latest trace's arena
-  int64_t peak_bytes = 0;        // most bytes allocated at once during one steady step, above what was live before
+  int64_t arena_bytes = 0;  // the latest trace's arena
+  int64_t peak_bytes =
+      0;  // most bytes allocated at once during one steady step, above what was live before
   int64_t real_elements = 0, padding_elements = 0;  // bucket: elements called with, zeros added
   /// The call after which this mode's total time is below its baseline's (first calls
   /// included, steps at the medians): 1 when the first call is already cheaper, -1 never, 0 for
@@ -117,7 +119,7 @@ struct CompareReport {
 CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOptions options = {});
 /// The same for the step zero_grad; loss(y, model(x)).backward(); optimizer.step() over
 /// batches (x, y); restores the parameters and the optimizer state afterwards.
-CompareReport compare_modes(nn::Module& model, const LossFn& loss, nn::Optimizer& optimizer, const BatchSource& data,
-                            CompareOptions options = {});
+CompareReport compare_modes(nn::Module& model, const LossFn& loss, nn::Optimizer& optimizer,
+                            const BatchSource& data, CompareOptions options = {});
 
 }  // namespace encore

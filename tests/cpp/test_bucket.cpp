@@ -26,23 +26,36 @@ struct LayerCase {
 std::vector<LayerCase> layer_cases() {
   using nn::Conv1DOptions;
   return {
-      {"dense", [] { return std::make_shared<nn::Dense>(5, nn::DenseOptions{.activation = "relu"}); }, true},
+      {"dense",
+       [] { return std::make_shared<nn::Dense>(5, nn::DenseOptions{.activation = "relu"}); }, true},
       {"conv1d_valid", [] { return std::make_shared<nn::Conv1D>(4, 3); }, true},
-      {"conv1d_causal", [] { return std::make_shared<nn::Conv1D>(4, 3, Conv1DOptions{.padding = "causal"}); }, true},
+      {"conv1d_causal",
+       [] { return std::make_shared<nn::Conv1D>(4, 3, Conv1DOptions{.padding = "causal"}); }, true},
       {"conv1d_dilated_causal",
-       [] { return std::make_shared<nn::Conv1D>(4, 3, Conv1DOptions{.padding = "causal", .dilation_rate = 2}); }, true},
+       [] {
+         return std::make_shared<nn::Conv1D>(
+             4, 3, Conv1DOptions{.padding = "causal", .dilation_rate = 2});
+       },
+       true},
       {"dropout_inference", [] { return std::make_shared<nn::Dropout>(0.5); }, true},
       {"lstm_sequences",
-       [] { return std::make_shared<nn::LSTM>(6, nn::LSTMOptions{.return_sequences = true}); }, true},
-      {"conv1d_same", [] { return std::make_shared<nn::Conv1D>(4, 3, Conv1DOptions{.padding = "same"}); }, false},
-      {"conv1d_strided", [] { return std::make_shared<nn::Conv1D>(4, 3, Conv1DOptions{.strides = 2}); }, false},
-      {"global_average_pooling", [] { return std::make_shared<nn::GlobalAveragePooling1D>(); }, false},
+       [] { return std::make_shared<nn::LSTM>(6, nn::LSTMOptions{.return_sequences = true}); },
+       true},
+      {"conv1d_same",
+       [] { return std::make_shared<nn::Conv1D>(4, 3, Conv1DOptions{.padding = "same"}); }, false},
+      {"conv1d_strided",
+       [] { return std::make_shared<nn::Conv1D>(4, 3, Conv1DOptions{.strides = 2}); }, false},
+      {"global_average_pooling", [] { return std::make_shared<nn::GlobalAveragePooling1D>(); },
+       false},
       {"global_max_pooling", [] { return std::make_shared<nn::GlobalMaxPooling1D>(); }, false},
       {"max_pooling", [] { return std::make_shared<nn::MaxPooling1D>(); }, false},
       {"flatten", [] { return std::make_shared<nn::Flatten>(); }, false},
       {"lstm_last_state", [] { return std::make_shared<nn::LSTM>(6); }, false},
       {"lstm_reverse",
-       [] { return std::make_shared<nn::LSTM>(6, nn::LSTMOptions{.return_sequences = true, .reverse = true}); },
+       [] {
+         return std::make_shared<nn::LSTM>(
+             6, nn::LSTMOptions{.return_sequences = true, .reverse = true});
+       },
        false},
       {"bidirectional",
        [] {
@@ -68,7 +81,8 @@ TEST(Bucket, EveryLayerIsExactOrRefusedOverRandomLengths) {
     manual_seed(1);
     std::shared_ptr<nn::Module> layer = c.make();
     layer->build({2, 9, 3});
-    auto f = trace([&](const Tensor& x) { return (*layer)(x); }, {.name = c.name, .shapes = ShapePolicy::bucket(1, {16, 32, 48})});
+    auto f = trace([&](const Tensor& x) { return (*layer)(x); },
+                   {.name = c.name, .shapes = ShapePolicy::bucket(1, {16, 32, 48})});
     int refused = 0;
     for (int64_t len : random_lengths(20, 5, 48, 7)) {
       const Tensor x = rand32({2, len, 3}, static_cast<uint64_t>(len));
@@ -86,7 +100,8 @@ TEST(Bucket, EveryLayerIsExactOrRefusedOverRandomLengths) {
       EXPECT_EQ(refused, 0);
       EXPECT_LE(f.stats().traces, 3);
     } else {
-      EXPECT_GT(refused, 0);  // every bucket that pads refuses; a length equal to a bucket size needs none
+      EXPECT_GT(refused,
+                0);  // every bucket that pads refuses; a length equal to a bucket size needs none
       EXPECT_EQ(f.function().cache_size(), 0u);
     }
   }
@@ -101,14 +116,17 @@ TEST(Bucket, PoolingModelIsRefusedNamingTheOutput) {
   model.add<nn::GlobalAveragePooling1D>();
   model.add<nn::Dense>(4);
   model.build({2, 12, 3});
-  auto f = trace([&](const Tensor& x) { return model(x); }, {.name = "pooled", .shapes = ShapePolicy::bucket(1, {16, 32})});
+  auto f = trace([&](const Tensor& x) { return model(x); },
+                 {.name = "pooled", .shapes = ShapePolicy::bucket(1, {16, 32})});
   const Tensor x = rand32({2, 12, 3}, 3);
   try {
     f(x);
     FAIL() << "bucketing a pooling model must be refused";
   } catch (const ValueError& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("[trace] bucket(axis 1, sizes 16/32) of 'pooled' cannot be exact: output 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("[trace] bucket(axis 1, sizes 16/32) of 'pooled' cannot be exact: output 0"),
+              std::string::npos)
+        << m;
     EXPECT_NE(m.find("(lengths 1 to 16 share this bucket)"), std::string::npos) << m;
   }
   // The exact policy is unaffected.
@@ -124,13 +142,15 @@ TEST(Bucket, BatchAxisBucketOfATrainingStepIsRefused) {
   model.add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
   model.build({5, 3});
   nn::SGD sgd(model.parameters(), 0.1);
-  auto f = trace([&](const Tensor& x, const Tensor& y) {
-    sgd.zero_grad();
-    Tensor loss = nn::binary_crossentropy(y, model(x));
-    loss.backward();
-    sgd.step();
-    return loss;
-  }, {.name = "step", .shapes = ShapePolicy::bucket(0, {8}, {0, 1}), .arg_names = {"x", "y"}});
+  auto f = trace(
+      [&](const Tensor& x, const Tensor& y) {
+        sgd.zero_grad();
+        Tensor loss = nn::binary_crossentropy(y, model(x));
+        loss.backward();
+        sgd.step();
+        return loss;
+      },
+      {.name = "step", .shapes = ShapePolicy::bucket(0, {8}, {0, 1}), .arg_names = {"x", "y"}});
   const Tensor x = rand32({5, 3}, 5), y = gt(rand32({5, 1}, 6), 0.0);
   try {
     f(x, y);
@@ -166,7 +186,8 @@ TEST(Bucket, ExactTrainingStepMatchesEagerParameters) {
     };
   };
   auto eager_step = step_of(*eager_model, eager_opt);
-  auto traced_step = trace(step_of(*traced_model, traced_opt), {.shapes = ShapePolicy::bucket(1, {16, 32})});
+  auto traced_step =
+      trace(step_of(*traced_model, traced_opt), {.shapes = ShapePolicy::bucket(1, {16, 32})});
   for (int64_t len : random_lengths(20, 4, 32, 9)) {
     const Tensor x = rand32({2, len, 3}, static_cast<uint64_t>(100 + len));
     const Tensor le = eager_step(x), lt = traced_step(x);

@@ -1,7 +1,6 @@
 // compare_modes: the report's contents (never its times), state left as it was, errors.
-#include "nn/compare.h"
-
 #include "helpers.h"
+#include "nn/compare.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
 
@@ -33,7 +32,8 @@ TEST(CompareModes, ModelFormReportsEveryModeAndRestoresTheState) {
   const CompareReport r = compare_modes(
       *model, [](const Tensor& y, const Tensor& p) { return nn::binary_crossentropy(y, p); }, adam,
       BatchSource::of(make_batch, 6),
-      {.modes = {"eager", "traced", "eager_new_length", "traced_new_length", "bucket", "predict_eager", "predict_traced"},
+      {.modes = {"eager", "traced", "eager_new_length", "traced_new_length", "bucket",
+                 "predict_eager", "predict_traced"},
        .steps = 3,
        .warmup = 1,
        .profile_steps = 2,
@@ -77,14 +77,16 @@ TEST(CompareModes, ModelFormReportsEveryModeAndRestoresTheState) {
     EXPECT_EQ(std::stoll(c.new_value), std::stoll(c.old_value) + 1);
   }
   const auto& axes = r["traced_new_length"].axis_values;
-  const auto x1 = std::find_if(axes.begin(), axes.end(), [](const AxisValues& a) { return a.arg == 0 && a.axis == 1; });
+  const auto x1 = std::find_if(axes.begin(), axes.end(),
+                               [](const AxisValues& a) { return a.arg == 0 && a.axis == 1; });
   ASSERT_NE(x1, axes.end());
   EXPECT_EQ(static_cast<int64_t>(x1->counts.size()), calls);
   // Parameters as they were; the optimizer's slots, made during the comparison, zeroed.
   EXPECT_FALSE(r.trained);
   const auto after = model->parameters();
   for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(bitwise_equal(after[i], before[i])) << i;
-  for (const auto& [name, t] : adam.state()) EXPECT_EQ(test::max_abs_diff(t, zeros_like(t)), 0.0) << name;
+  for (const auto& [name, t] : adam.state())
+    EXPECT_EQ(test::max_abs_diff(t, zeros_like(t)), 0.0) << name;
   // Text and JSON carry the same modes.
   const std::string table = r.table(), json = r.json();
   for (const ModeReport& m : r.modes) {
@@ -105,13 +107,14 @@ TEST(CompareModes, StepFormSaysItTrainsUnlessGivenState) {
     return {loss};
   };
   const Tensor w = model->parameters()[0].clone();
-  const CompareReport trained = compare_modes(step, BatchSource::of(make_batch(6)), {.steps = 2, .warmup = 0});
+  const CompareReport trained =
+      compare_modes(step, BatchSource::of(make_batch(6)), {.steps = 2, .warmup = 0});
   EXPECT_TRUE(trained.trained);
   EXPECT_NE(trained.table().find("trained the model"), std::string::npos);
   EXPECT_FALSE(bitwise_equal(model->parameters()[0], w));
   const Tensor w2 = model->parameters()[0].clone();
-  const CompareReport kept =
-      compare_modes(step, BatchSource::of(make_batch(6)), {.steps = 2, .warmup = 0, .state = model->parameters()});
+  const CompareReport kept = compare_modes(step, BatchSource::of(make_batch(6)),
+                                           {.steps = 2, .warmup = 0, .state = model->parameters()});
   EXPECT_FALSE(kept.trained);
   EXPECT_TRUE(bitwise_equal(model->parameters()[0], w2));
 }
@@ -124,7 +127,10 @@ TEST(CompareModes, BucketingAPerStepLossIsExactAndCounted) {
     return nn::binary_crossentropy(y.slice(1, 0, 2), p.slice(1, 0, 2));
   };
   const CompareReport r = compare_modes(*model, head_loss, adam, BatchSource::of(make_batch, 6),
-                                        {.modes = {"eager_new_length", "bucket"}, .steps = 6, .length_args = {0, 1}, .buckets = {8, 16}});
+                                        {.modes = {"eager_new_length", "bucket"},
+                                         .steps = 6,
+                                         .length_args = {0, 1},
+                                         .buckets = {8, 16}});
   const ModeReport& b = r["bucket"];
   EXPECT_TRUE(b.error.empty()) << b.error;
   EXPECT_EQ(b.traces, 2);  // lengths 7..16: buckets 8 and 16
@@ -135,13 +141,15 @@ TEST(CompareModes, BucketingAPerStepLossIsExactAndCounted) {
 TEST(CompareModes, UserErrorsAreNamed) {
   auto model = per_step_model();
   const Step step = [&](const Batch& b) -> std::vector<Tensor> { return {(*model)(b[0])}; };
-  EXPECT_THROW(compare_modes(step, BatchSource::of(make_batch(6)), {.modes = {"fast"}}), ValueError);
+  EXPECT_THROW(compare_modes(step, BatchSource::of(make_batch(6)), {.modes = {"fast"}}),
+               ValueError);
   try {
     compare_modes(step, BatchSource::of(make_batch(6)), {.modes = {"traced_new_length"}});
     FAIL();
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("needs a batch source that makes a batch of a given length"),
-              std::string::npos);
+    EXPECT_NE(
+        std::string(e.what()).find("needs a batch source that makes a batch of a given length"),
+        std::string::npos);
   }
   EXPECT_THROW(compare_modes(step, BatchSource{}, {}), ValueError);
   EXPECT_THROW(compare_modes(step, BatchSource::of(make_batch(6)), {.steps = 0}), ValueError);
