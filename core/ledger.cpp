@@ -20,8 +20,9 @@ static_assert(std::size(kNames) == static_cast<size_t>(Counter::Count));
 std::string_view counter_name(Counter c) { return kNames[static_cast<int>(c)]; }
 
 Ledger& Ledger::global() {
-  static Ledger ledger;
-  return ledger;
+  // Never destroyed: storages freed during static destruction still count themselves out.
+  static Ledger* ledger = new Ledger;
+  return *ledger;
 }
 
 void Ledger::reset() {
