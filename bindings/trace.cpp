@@ -232,6 +232,19 @@ py::dict record_dict(const TraceRecord& r) {
   d["arena_bytes"] = r.arena_bytes;
   d["intermediate_bytes"] = r.intermediate_bytes;
   d["peak_live_bytes"] = r.peak_live_bytes;
+  py::list causes;
+  for (const RetraceCause& c : r.causes) {
+    py::dict cd;
+    cd["kind"] = std::string(kind_name(c.kind));
+    cd["arg"] = c.arg >= 0 ? py::object(py::int_(c.arg)) : py::object(py::none());
+    cd["arg_name"] = c.arg_name;
+    cd["axis"] = c.axis >= 0 ? py::object(py::int_(c.axis)) : py::object(py::none());
+    cd["old"] = c.old_value;
+    cd["new"] = c.new_value;
+    cd["text"] = c.str();
+    causes.append(cd);
+  }
+  d["causes"] = causes;
   return d;
 }
 
@@ -244,6 +257,10 @@ py::dict stats_dict(const TraceStats& s) {
   d["traces"] = s.traces;
   d["evictions"] = s.evictions;
   d["replay_ms"] = s.replay_ns / 1e6;
+  d["eager_ms"] = s.eager_ns / 1e6;
+  d["break_even_replays"] = s.break_even_replays();
+  d["real_elements"] = s.real_elements;
+  d["padding_elements"] = s.padding_elements;
   py::list records;
   for (const TraceRecord& r : s.records) records.append(record_dict(r));
   d["records"] = records;
@@ -279,20 +296,22 @@ void init_trace(py::module_& m) {
         return ShapePolicy::bucket(axis, std::move(sizes), std::move(args));
       },
       py::arg("axis"), py::arg("sizes"), py::arg("args") = std::vector<int>{0},
-      "Pads the tensor arguments `args` with zeros along `axis` up to the next size in `sizes` and "
-      "trims "
-      "outputs by the same amount. Only valid for length-equivariant functions.");
+      "Pads the tensor arguments `args` with zeros along `axis` up to the next size in `sizes`. Exact or "
+      "refused: a bucket's first trace checks that no result depends on the padding (else a ValueError "
+      "names what does), and outputs are trimmed on the axes that derive from the padded one.");
 
   py::class_<PyTraced>(m, "TracedFunction", py::dynamic_attr(),
                        "A Python function traced into replayable graphs (see encore.trace).")
       .def(py::init([](py::object fn, const std::string& name, const ShapePolicy& shapes,
-                       size_t max_cached, int retrace_warning, bool alias_outputs, bool optimize,
+                       size_t max_cached, size_t max_cached_bytes, int retrace_warning, bool alias_outputs,
+                       bool optimize,
                        std::vector<std::string> arg_names, py::object on_warning) {
              if (!PyCallable_Check(fn.ptr())) throw py::type_error("[trace] expected a callable");
              TraceOptions o;
              o.name = name;
              o.shapes = shapes;
              o.max_cached = max_cached;
+             o.max_cached_bytes = max_cached_bytes;
              o.retrace_warning = retrace_warning;
              o.alias_outputs = alias_outputs;
              o.optimize = optimize;
@@ -300,7 +319,7 @@ void init_trace(py::module_& m) {
              return std::make_unique<PyTraced>(std::move(fn), std::move(o), std::move(on_warning));
            }),
            py::arg("fn"), py::arg("name") = "traced", py::arg("shapes") = ShapePolicy::exact(),
-           py::arg("max_cached") = 32, py::arg("retrace_warning") = 8,
+           py::arg("max_cached") = 32, py::arg("max_cached_bytes") = 0, py::arg("retrace_warning") = 8,
            py::arg("alias_outputs") = false, py::arg("optimize") = true,
            py::arg("arg_names") = std::vector<std::string>{}, py::arg("on_warning") = py::none())
       .def("__call__", &PyTraced::call)
@@ -310,6 +329,23 @@ void init_trace(py::module_& m) {
       .def_property_readonly(
           "stats", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return stats_dict(f.stats()); }); },
           "calls, hits, traces, evictions, replay_ms and one record per trace.")
+      .def(
+          "axis_values",
+          [](PyTraced& t) {
+            py::list out;
+            for (const AxisValues& a : t.inspect([](TracedFunction& f) { return f.axis_values(); })) {
+              py::dict d;
+              d["arg"] = a.arg;
+              d["arg_name"] = a.arg_name;
+              d["axis"] = a.axis;
+              py::dict counts;
+              for (const auto& [v, n] : a.counts) counts[py::int_(v)] = n;
+              d["counts"] = counts;
+              out.append(d);
+            }
+            return out;
+          },
+          "Per tensor argument axis, the sizes seen so far: [{arg, arg_name, axis, counts: {size: calls}}].")
       .def("stats_table", [](PyTraced& t) { return t.inspect([&](TracedFunction& f) { return f.stats().table(t.name()); }); })
       .def(
           "explain", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.explain(); }); },
@@ -334,6 +370,7 @@ void init_trace(py::module_& m) {
           },
           "How many nodes of each op the graph replayed last contains.")
       .def_property_readonly("cache_size", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.cache_size(); }); })
+      .def_property_readonly("cached_bytes", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.cached_bytes(); }); })
       .def_property_readonly("options",
                              [](PyTraced& t) {
                                const TraceOptions& o = t.inspect(
@@ -342,6 +379,7 @@ void init_trace(py::module_& m) {
                                d["name"] = o.name;
                                d["shapes"] = o.shapes;
                                d["max_cached"] = o.max_cached;
+                               d["max_cached_bytes"] = o.max_cached_bytes;
                                d["retrace_warning"] = o.retrace_warning;
                                d["alias_outputs"] = o.alias_outputs;
                                d["optimize"] = o.optimize;

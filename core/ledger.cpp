@@ -14,21 +14,31 @@ constexpr std::string_view kNames[] = {
     "ops_dispatched", "dispatch_ns", "kernel_ns",     "kernels_timed", "ops_traced",
     "traces",         "trace_ns",    "optimize_ns",   "plan_ns",       "capture_ns",
     "instantiate_ns", "autotunes",   "autotune_ns",   "autotune_hits", "prepared_evictions", "replays",
-    "replay_ns",      "allocations", "bytes_allocated"};
+    "replay_ns",      "allocations", "bytes_allocated", "copy_in_ns"};
 static_assert(std::size(kNames) == static_cast<size_t>(Counter::Count));
 }  // namespace
 
 std::string_view counter_name(Counter c) { return kNames[static_cast<int>(c)]; }
 
 Ledger& Ledger::global() {
-  static Ledger ledger;
-  return ledger;
+  // Never destroyed: storages freed during static destruction still count themselves out.
+  static Ledger* ledger = new Ledger;
+  return *ledger;
 }
 
 void Ledger::reset() {
   for (auto& c : counters_) c.store(0, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(events_mutex_);
   events_.clear();
+}
+
+void Ledger::on_allocate(size_t nbytes) {
+  add(Counter::Allocations, 1);
+  add(Counter::BytesAllocated, static_cast<int64_t>(nbytes));
+  const int64_t live = live_.fetch_add(static_cast<int64_t>(nbytes), std::memory_order_relaxed) + static_cast<int64_t>(nbytes);
+  int64_t peak = peak_.load(std::memory_order_relaxed);
+  while (live > peak && !peak_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
 }
 
 void Ledger::record(TraceEvent e) {

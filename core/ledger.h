@@ -33,6 +33,7 @@ enum class Counter : int {
   ReplayNs,
   Allocations,
   BytesAllocated,
+  CopyInNs,         // replays: padding (bucketing) and copying arguments in (measured only while profiling)
   Count
 };
 
@@ -60,6 +61,14 @@ class Ledger {
   int64_t get(Counter c) const { return counters_[static_cast<int>(c)].load(std::memory_order_relaxed); }
   void reset();
 
+  /// Bytes of device and host memory encore holds now, and the most it held at once since
+  /// the last reset_peak(): an eager step's peak, against a traced step's arena.
+  void on_allocate(size_t nbytes);
+  void on_free(size_t nbytes) { live_.fetch_sub(static_cast<int64_t>(nbytes), std::memory_order_relaxed); }
+  int64_t live_bytes() const { return live_.load(std::memory_order_relaxed); }
+  int64_t peak_live_bytes() const { return peak_.load(std::memory_order_relaxed); }
+  void reset_peak() { peak_.store(live_bytes(), std::memory_order_relaxed); }
+
   /// Profiling times every kernel (CUDA: with events) and records events for Chrome trace.
   bool profiling() const { return profiling_.load(std::memory_order_relaxed); }
   void set_profiling(bool on) { profiling_.store(on, std::memory_order_relaxed); }
@@ -75,6 +84,7 @@ class Ledger {
  private:
   std::array<std::atomic<int64_t>, static_cast<int>(Counter::Count)> counters_{};
   std::atomic<bool> profiling_{false};
+  std::atomic<int64_t> live_{0}, peak_{0};
   mutable std::mutex events_mutex_;
   std::vector<TraceEvent> events_;
 };

@@ -38,8 +38,7 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   s->nbytes_ = nbytes;
   s->device_ = device;
   s->owned_ = true;
-  Ledger::global().add(Counter::Allocations, 1);
-  Ledger::global().add(Counter::BytesAllocated, nbytes);
+  Ledger::global().on_allocate(nbytes);
   return s;
 }
 
@@ -64,7 +63,9 @@ std::shared_ptr<Storage> Storage::symbolic(size_t nbytes, Device device, uint64_
 }
 
 Storage::~Storage() {
-  if (owned_ && data_) allocator_for(device_).deallocate(data_, device_);
+  if (!owned_ || !data_) return;
+  allocator_for(device_).deallocate(data_, device_);
+  Ledger::global().on_free(nbytes_);
 }
 
 }  // namespace encore

@@ -347,7 +347,7 @@ struct Bench {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const examples::Args args(argc, argv);
+  const examples::Args args(argc, argv, {"iters", "repeats", "tf32", "autotune", "json"});
   if (!cuda_available()) {
     std::printf("no CUDA device: nothing to measure\n");
     return 0;

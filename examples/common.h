@@ -23,39 +23,87 @@ namespace examples {
 using encore::Device;
 using encore::Tensor;
 
-/// --key value pairs and --flags.
+/// Prints "<program>: error: <message>" and exits with status 2 (a usage error).
+[[noreturn]] inline void usage_error(const std::string& program, const std::string& message) {
+  std::fprintf(stderr, "%s: error: %s\n", program.c_str(), message.c_str());
+  std::exit(2);
+}
+
+/// --key value pairs and --flags; anything not in `known` is a usage error, as are numbers
+/// that do not parse.
 class Args {
  public:
-  Args(int argc, char** argv) {
+  Args(int argc, char** argv, std::vector<std::string> known) : known_(std::move(known)) {
+    program_ = argc > 0 ? argv[0] : "example";
+    if (const auto slash = program_.rfind('/'); slash != std::string::npos) program_ = program_.substr(slash + 1);
     for (int i = 1; i < argc; ++i) {
-      if (std::strncmp(argv[i], "--", 2) != 0) continue;
+      if (std::strncmp(argv[i], "--", 2) != 0) usage_error(program_, std::string("unexpected argument '") + argv[i] + "'" + options());
       const std::string key(argv[i] + 2);
+      if (std::find(known_.begin(), known_.end(), key) == known_.end())
+        usage_error(program_, "unknown option --" + key + options());
       const bool has_value = i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0;
       values_[key] = has_value ? argv[++i] : "1";
     }
   }
+  const std::string& program() const { return program_; }
   std::string get(const std::string& k, const std::string& def = "") const {
     auto it = values_.find(k);
     return it == values_.end() ? def : it->second;
   }
   int64_t num(const std::string& k, int64_t def) const {
     auto it = values_.find(k);
-    return it == values_.end() ? def : std::stoll(it->second);
+    if (it == values_.end()) return def;
+    char* end = nullptr;
+    const long long v = std::strtoll(it->second.c_str(), &end, 10);
+    if (end == it->second.c_str() || *end) usage_error(program_, "--" + k + " needs an integer, got '" + it->second + "'");
+    return v;
   }
   double real(const std::string& k, double def) const {
     auto it = values_.find(k);
-    return it == values_.end() ? def : std::stod(it->second);
+    if (it == values_.end()) return def;
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    if (end == it->second.c_str() || *end) usage_error(program_, "--" + k + " needs a number, got '" + it->second + "'");
+    return v;
   }
   bool flag(const std::string& k) const { return values_.count(k) > 0; }
 
  private:
+  std::string options() const {
+    std::string s = " (options:";
+    for (const std::string& k : known_) s += " --" + k;
+    return s + ")";
+  }
+  std::string program_;
+  std::vector<std::string> known_;
   std::map<std::string, std::string> values_;
 };
 
-/// The device to run on: --device cpu|cuda; default the GPU when one is present.
+/// The device to run on: --device cpu|cuda; default the GPU when one is present. Asking for a
+/// GPU that is not there is a usage error, not a crash later.
 inline Device pick_device(const Args& args) {
   const std::string d = args.get("device", encore::cuda_available() ? "cuda" : "cpu");
-  return encore::parse_device(d);
+  Device device;
+  try {
+    device = encore::parse_device(d);
+  } catch (const std::exception& e) {
+    usage_error(args.program(), std::string("--device: ") + e.what());
+  }
+  if (device.is_cuda() && !encore::cuda_available())
+    usage_error(args.program(), "--device " + d + ": no CUDA device is available (" +
+                                    (encore::cuda_built() ? "no GPU or driver found" : "this build has no CUDA backend") +
+                                    "); use --device cpu");
+  return device;
+}
+
+/// Runs a program's body; an exception becomes "<program>: error: ..." and exit status 1.
+template <class F> int guarded(const Args& args, F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", args.program().c_str(), e.what());
+    return 1;
+  }
 }
 
 /// A binary classification set: does a noisy multichannel signal contain a sinusoid of the

@@ -186,7 +186,13 @@ void Plan::write_back(const std::vector<Tensor>& args) const {
 
 void Plan::run(const std::vector<Tensor>& args) {
   check_aliasing(args);
-  bind_inputs(args);
+  Ledger& ledger = Ledger::global();
+  if (!ledger.profiling()) {
+    bind_inputs(args);
+  } else {
+    ScopedTimer timer(Counter::CopyInNs, "copy_in");
+    bind_inputs(args);
+  }
   if (device_graph_) {
     device_graph_->launch();
     write_back(args);
@@ -194,7 +200,6 @@ void Plan::run(const std::vector<Tensor>& args) {
   }
   const DenormalScope denormals;
   sync_threads();
-  Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
     for (const Step& s : steps_) s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
   } else {

@@ -9,12 +9,6 @@ namespace encore::graph {
 
 namespace {
 
-std::string arg_label(size_t i, const std::vector<std::string>& names) {
-  std::string s = "arg " + std::to_string(i);
-  if (i < names.size() && !names[i].empty()) s += " (" + names[i] + ")";
-  return s;
-}
-
 std::string key_str(const ArgKey& k) {
   struct {
     std::string operator()(const TensorKey& t) const {
@@ -126,46 +120,96 @@ int Signature::distance(const Signature& o) const {
   return d;
 }
 
-std::string Signature::diff(const Signature& before, const std::vector<std::string>& names) const {
-  std::vector<std::string> clauses;
+std::vector<RetraceCause> Signature::changes(const Signature& before, const std::vector<std::string>& names) const {
+  using K = RetraceCause::Kind;
+  std::vector<RetraceCause> out;
+  auto name_of = [&](size_t i) { return i < names.size() ? names[i] : std::string(); };
+  auto add = [&](K kind, size_t i, int axis, std::string old_value, std::string new_value) {
+    out.push_back({kind, static_cast<int>(i), name_of(i), axis, std::move(old_value), std::move(new_value), {}});
+  };
   if (args.size() != before.args.size())
-    clauses.push_back(detail::cat("number of arguments ", before.args.size(), " -> ", args.size()));
+    out.push_back({K::ArgCount, -1, {}, -1, std::to_string(before.args.size()), std::to_string(args.size()), {}});
   for (size_t i = 0; i < std::min(args.size(), before.args.size()); ++i) {
     const ArgKey &now = args[i], &old = before.args[i];
     if (same_key(now, old)) continue;
     const auto* a = std::get_if<TensorKey>(&now);
     const auto* b = std::get_if<TensorKey>(&old);
     if (!a || !b) {
-      clauses.push_back(arg_label(i, names) + ": " + key_str(old) + " -> " + key_str(now));
+      add(K::StaticArg, i, -1, key_str(old), key_str(now));
       continue;
     }
     if (!(a->shape == b->shape)) {
-      std::string c = arg_label(i, names) + ": shape " + b->shape.str() + " -> " + a->shape.str();
-      if (a->shape.size() == b->shape.size())
-        for (int j = 0; j < a->shape.size(); ++j)
-          if (a->shape[j] != b->shape[j]) c += detail::cat(", axis ", j, ": ", b->shape[j], " -> ", a->shape[j]);
-      clauses.push_back(c);
+      const std::string shapes = "shape " + b->shape.str() + " -> " + a->shape.str();
+      if (a->shape.size() != b->shape.size()) add(K::Shape, i, -1, b->shape.str(), a->shape.str());
+      for (int j = 0; a->shape.size() == b->shape.size() && j < a->shape.size(); ++j)
+        if (a->shape[j] != b->shape[j]) add(K::Shape, i, j, std::to_string(b->shape[j]), std::to_string(a->shape[j]));
+      for (size_t c = out.size(); c > 0 && out[c - 1].kind == K::Shape && out[c - 1].arg == static_cast<int>(i); --c)
+        out[c - 1].note = shapes;
     }
-    if (a->shape == b->shape && !(a->strides == b->strides))
-      clauses.push_back(arg_label(i, names) + ": strides " + b->strides.str() + " -> " + a->strides.str());
-    if (a->dtype != b->dtype)
-      clauses.push_back(arg_label(i, names) + ": dtype " + std::string(name(b->dtype)) + " -> " +
-                        std::string(name(a->dtype)));
-    if (!(a->device == b->device))
-      clauses.push_back(arg_label(i, names) + ": device " + b->device.str() + " -> " + a->device.str());
+    if (a->shape == b->shape && !(a->strides == b->strides)) add(K::Strides, i, -1, b->strides.str(), a->strides.str());
+    if (a->dtype != b->dtype) add(K::DType, i, -1, std::string(name(b->dtype)), std::string(name(a->dtype)));
+    if (!(a->device == b->device)) add(K::Device, i, -1, b->device.str(), a->device.str());
     if (a->requires_grad != b->requires_grad)
-      clauses.push_back(arg_label(i, names) + ": requires_grad " + (b->requires_grad ? "true" : "false") +
-                        " -> " + (a->requires_grad ? "true" : "false"));
+      add(K::RequiresGrad, i, -1, b->requires_grad ? "true" : "false", a->requires_grad ? "true" : "false");
   }
-  auto mode = [&](const char* what, bool old, bool now) {
-    if (old != now) clauses.push_back(std::string(what) + (old ? " on" : " off") + " -> " + (now ? "on" : "off"));
+  auto mode = [&](K kind, bool old, bool now) {
+    if (old != now) out.push_back({kind, -1, {}, -1, old ? "on" : "off", now ? "on" : "off", {}});
   };
-  mode("grad mode", before.grad_mode, grad_mode);
-  mode("training", before.training, training);
-  mode("tf32", before.tf32, tf32);
+  mode(K::GradMode, before.grad_mode, grad_mode);
+  mode(K::Training, before.training, training);
+  mode(K::TF32, before.tf32, tf32);
+  return out;
+}
+
+std::string Signature::diff(const Signature& before, const std::vector<std::string>& names) const {
+  const std::vector<RetraceCause> causes = changes(before, names);
   std::string s;
-  for (size_t i = 0; i < clauses.size(); ++i) s += (i ? "; " : "") + clauses[i];
+  for (size_t i = 0; i < causes.size(); ++i) {
+    const RetraceCause& c = causes[i];
+    const bool same_shape = i > 0 && c.kind == RetraceCause::Kind::Shape && c.axis >= 0 &&
+                            causes[i - 1].kind == c.kind && causes[i - 1].arg == c.arg;
+    if (same_shape) s += detail::cat(", axis ", c.axis, ": ", c.old_value, " -> ", c.new_value);
+    else s += (i ? "; " : "") + c.str();
+  }
   return s.empty() ? "identical signature" : s;
+}
+
+std::string_view kind_name(RetraceCause::Kind k) {
+  static constexpr std::string_view kNames[] = {
+      "first_call", "cleared", "shape", "strides", "dtype", "device", "requires_grad", "static_arg", "arg_count",
+      "grad_mode", "training", "tf32", "replaced_parameter", "captured_gone", "captured_requires_grad", "grad_state",
+      "eviction"};
+  return kNames[static_cast<int>(k)];
+}
+
+std::string RetraceCause::str() const {
+  using K = Kind;
+  const std::string label = arg < 0 ? "" : arg_name.empty() ? detail::cat("arg ", arg) : detail::cat("arg ", arg, " (", arg_name, ")");
+  switch (kind) {
+    case K::FirstCall: return "first call";
+    case K::Cleared: return "no cached graph (cleared)";
+    case K::Shape:
+      return axis < 0 ? label + ": shape " + old_value + " -> " + new_value
+                      : detail::cat(label, ": ", note, ", axis ", axis, ": ", old_value, " -> ", new_value);
+    case K::Strides: return label + ": strides " + old_value + " -> " + new_value;
+    case K::DType: return label + ": dtype " + old_value + " -> " + new_value;
+    case K::Device: return label + ": device " + old_value + " -> " + new_value;
+    case K::RequiresGrad: return label + ": requires_grad " + old_value + " -> " + new_value;
+    case K::StaticArg: return label + ": " + old_value + " -> " + new_value;
+    case K::ArgCount: return "number of arguments " + old_value + " -> " + new_value;
+    case K::GradMode: return "grad mode " + old_value + " -> " + new_value;
+    case K::Training: return "training " + old_value + " -> " + new_value;
+    case K::TF32: return "tf32 " + old_value + " -> " + new_value;
+    case K::ReplacedParameter:
+      return "storage of captured tensor '" + arg_name + "' was replaced (set_data or Module::to)";
+    case K::CapturedGone: return "captured tensor '" + arg_name + "' no longer exists";
+    case K::CapturedRequiresGrad:
+      return "captured tensor '" + arg_name + "' " + (new_value == "true" ? "now requires" : "no longer requires") +
+             " grad";
+    case K::GradState: return arg_name.empty() ? note : "the gradient of " + arg_name + " " + note;
+    case K::Eviction: return "signature evicted earlier (" + note + ")";
+  }
+  return {};
 }
 
 std::string Signature::str(const std::vector<std::string>& names) const {

@@ -31,6 +31,39 @@ Strides layout_of(const Shape& shape, Strides strides);
 
 using ArgKey = std::variant<TensorKey, int64_t, double, bool, std::string>;
 
+/// One reason for a trace, as data: which argument (index and name), what changed, on which
+/// axis, old and new value. `str()` is the text explanations show.
+struct RetraceCause {
+  enum class Kind {
+    FirstCall,         // nothing cached yet
+    Cleared,           // the cache was cleared
+    Shape,             // a tensor argument's shape (axis: the differing axis, -1 for a new rank)
+    Strides,
+    DType,
+    Device,
+    RequiresGrad,
+    StaticArg,         // a static (non-tensor) argument's value
+    ArgCount,          // a different number of arguments
+    GradMode,
+    Training,
+    TF32,
+    ReplacedParameter, // a captured tensor's storage was replaced (set_data, Module::to)
+    CapturedGone,      // a captured tensor no longer exists
+    CapturedRequiresGrad,
+    GradState,         // a .grad the function read is None / set / another tensor
+    Eviction,          // the signature was cached and evicted
+  };
+  Kind kind = Kind::FirstCall;
+  int arg = -1;          // argument index, -1 when not about one argument
+  std::string arg_name;  // its name, or the captured tensor's label
+  int axis = -1;
+  std::string old_value, new_value;
+  std::string note;      // free text for the kinds that need it (the eviction's cache size)
+
+  std::string str() const;
+};
+std::string_view kind_name(RetraceCause::Kind k);
+
 struct Signature {
   std::vector<ArgKey> args;
   bool grad_mode = true, training = true, tf32 = false;
@@ -44,6 +77,8 @@ struct Signature {
   /// What changed from `before` to this signature, one clause per difference:
   /// "arg 0 (x): shape (32, 140, 30) -> (32, 150, 30), axis 1: 140 -> 150".
   std::string diff(const Signature& before, const std::vector<std::string>& arg_names) const;
+  /// The same differences as data, one cause per shape axis, dtype, mode, ...
+  std::vector<RetraceCause> changes(const Signature& before, const std::vector<std::string>& arg_names) const;
   /// "(x: (32, 140, 30) float32 cpu, 5) grad training"
   std::string str(const std::vector<std::string>& arg_names) const;
 };

@@ -1,6 +1,7 @@
 #include "graph/trace.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <mutex>
 
@@ -12,28 +13,6 @@
 #include "ops/ops.h"
 
 namespace encore {
-
-ShapePolicy ShapePolicy::bucket(int axis, std::vector<int64_t> sizes, std::vector<int> args) {
-  ENCORE_CHECK(!sizes.empty() && !args.empty(), ValueError, "[trace] a bucket policy needs sizes and arguments");
-  std::sort(sizes.begin(), sizes.end());
-  ENCORE_CHECK(sizes.front() > 0, ValueError, "[trace] bucket sizes must be positive");
-  ShapePolicy p;
-  p.kind = Kind::Bucket;
-  p.axis = axis;
-  p.sizes = std::move(sizes);
-  p.args = std::move(args);
-  return p;
-}
-
-std::string ShapePolicy::str() const {
-  if (kind == Kind::Exact) return "exact";
-  std::string s = detail::cat("bucket(axis ", axis, ", sizes ");
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (i) s += '/';
-    s += std::to_string(sizes[i]);
-  }
-  return s + ")";
-}
 
 std::string TraceStats::table(const std::string& name) const {
   std::string s = detail::cat("traced function '", name, "': ", calls, " calls, ", hits, " replays, ", eager_calls,
@@ -53,7 +32,29 @@ std::string TraceStats::table(const std::string& name) const {
                   r.reason.c_str());
     s += line;
   }
+  if (const int64_t n = break_even_replays(); n != 0) {
+    const double trace_ms = [&] {
+      double t = 0;
+      for (const TraceRecord& r : records) t += r.total_ns() / 1e6;
+      return records.empty() ? 0.0 : t / static_cast<double>(records.size());
+    }();
+    s += n < 0 ? detail::cat("  break-even: never (a replay takes ", replay_ns / 1e6 / hits, " ms, an eager call ",
+                             eager_ns / 1e6 / eager_calls, " ms)\n")
+               : detail::cat("  break-even: a trace (", trace_ms, " ms) is paid back after ", n, " replays (",
+                             replay_ns / 1e6 / hits, " ms each against ", eager_ns / 1e6 / eager_calls,
+                             " ms eager)\n");
+  }
   return s;
+}
+
+int64_t TraceStats::break_even_replays() const {
+  if (hits == 0 || eager_calls == 0 || records.empty()) return 0;
+  double trace_ns = 0;
+  for (const TraceRecord& r : records) trace_ns += static_cast<double>(r.total_ns());
+  trace_ns /= static_cast<double>(records.size());
+  const double saved = static_cast<double>(eager_ns) / eager_calls - static_cast<double>(replay_ns) / hits;
+  if (!(saved > 0)) return -1;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(trace_ns / saved)));
 }
 
 namespace {
@@ -112,6 +113,17 @@ class GradUndoLog final : public GradObserver {
   bool installed_ = true;
   std::vector<std::pair<std::shared_ptr<TensorImpl>, std::shared_ptr<TensorImpl>>> slots_;
 };
+
+graph::RetraceCause make_cause(graph::RetraceCause::Kind kind, std::string name = {}, std::string note = {},
+                               std::string old_value = {}, std::string new_value = {}) {
+  graph::RetraceCause c;
+  c.kind = kind;
+  c.arg_name = std::move(name);
+  c.note = std::move(note);
+  c.old_value = std::move(old_value);
+  c.new_value = std::move(new_value);
+  return c;
+}
 
 std::string grad_label(const TensorImpl& leaf) {
   return leaf.name.empty() ? "a tensor " + leaf.shape.str() : "'" + leaf.name + "'";
@@ -184,35 +196,111 @@ std::string TracedFunction::explain() const {
 void TracedFunction::clear() {
   std::lock_guard lock(traced_calls_mutex());
   ENCORE_CHECK(!active_, ValueError, "[trace] '", options_.name, "' cannot be cleared while a call to it runs");
+  for (const Entry& e : cache_) retire(e);
+  cached_bytes_ = 0;
   cache_.clear();
   evicted_.clear();
   last_ = nullptr;
 }
 
-std::string TracedFunction::stale_reason(const Entry& e) const {
-  for (const Captured& c : e.captured) {
-    if (c.owner.expired()) return "captured tensor '" + c.label + "' no longer exists";
-    if (c.raw->storage.get() != c.storage)
-      return "storage of captured tensor '" + c.label + "' was replaced (set_data or Module::to)";
+std::string TracedFunction::retrace_advice(Entry& e, const std::vector<Arg>& args,
+                                           const std::vector<RetraceCause>& causes) {
+  const std::string statics = "Keep values that change every call out of the static arguments.";
+  int axis = -1;
+  std::vector<int> varying;
+  for (const RetraceCause& c : causes) {
+    if (c.kind != RetraceCause::Kind::Shape || c.axis < 0 || (axis >= 0 && c.axis != axis)) return statics;
+    axis = c.axis;
+    varying.push_back(c.arg);
   }
-  for (const GradGuard& g : e.grad_guards)
-    if (g.leaf.expired()) return "a tensor whose gradient the function read no longer exists";
-  return {};
+  if (varying.empty() || options_.shapes.kind == ShapePolicy::Kind::Bucket) return statics;
+  // Would padding along that axis be exact? Probe this call's graph with its last quarter
+  // treated as padding (the same check a bucket's first trace runs).
+  graph::BucketedCall probe;
+  probe.args = args;
+  probe.axis = axis;
+  probe.length = probe.bucket = std::get<Tensor>(args[varying[0]]).shape()[axis];
+  probe.shortest = std::max<int64_t>(1, probe.length - std::max<int64_t>(1, probe.length / 4));
+  probe.bucketed = true;
+  const ShapePolicy policy = ShapePolicy::bucket(axis, {probe.length}, varying);
+  try {
+    graph::check_bucket_exact(*e.plan, policy, probe, options_.name, options_.arg_names);
+  } catch (const ValueError&) {
+    return detail::cat("Padding along axis ", axis,
+                       " would not be exact for this function (a bucket policy would be refused): results depend on "
+                       "every position along it. Fix the length yourself (pad and mask), or accept the traces.");
+  }
+  int64_t longest = 0;
+  for (const AxisValues& v : axis_values())
+    if (v.arg == varying[0] && v.axis == axis) longest = v.counts.back().first;
+  std::vector<int64_t> sizes;
+  for (int64_t size = 8; sizes.empty() || sizes.back() < longest; size *= 2) sizes.push_back(size);
+  std::string args_text;
+  for (size_t i = 0; i < varying.size(); ++i) args_text += (i ? ", " : "") + std::to_string(varying[i]);
+  return detail::cat("Padding along axis ", axis, " is exact for this function: ",
+                     ShapePolicy::bucket(axis, sizes, varying).str(), " (arguments ", args_text,
+                     ") would serve lengths up to ", sizes.back(), " with ", sizes.size(), " graphs.");
 }
 
-std::string TracedFunction::guard_reason(const Entry& e) const {
+void TracedFunction::retire(const Entry& e) { count_axis_values(e.signature, e.calls, retired_values_); }
+
+void TracedFunction::count_axis_values(const graph::Signature& s, int64_t calls, AxisCounts& into) const {
+  const ShapePolicy& p = options_.shapes;
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const auto* t = std::get_if<graph::TensorKey>(&s.args[i]);
+    if (!t) continue;
+    const bool bucketed = p.kind == ShapePolicy::Kind::Bucket &&
+                          std::find(p.args.begin(), p.args.end(), static_cast<int>(i)) != p.args.end();
+    for (int a = 0; a < t->shape.size(); ++a)
+      if (!(bucketed && a == normalize_axis(p.axis, t->shape.size(), "trace")))  // counted as called
+        into[{static_cast<int>(i), a}][t->shape[a]] += calls;
+  }
+}
+
+std::vector<AxisValues> TracedFunction::axis_values() const {
+  AxisCounts all = retired_values_;
+  for (const Entry& e : cache_) count_axis_values(e.signature, e.calls, all);
+  for (const auto& [key, counts] : bucket_lengths_)
+    for (const auto& [v, n] : counts) all[key][v] += n;
+  std::vector<AxisValues> out;
+  for (auto& [key, counts] : all) {
+    const auto [arg, axis] = key;
+    const std::string name = static_cast<size_t>(arg) < options_.arg_names.size() ? options_.arg_names[arg] : "";
+    out.push_back({arg, name, axis, {counts.begin(), counts.end()}});
+  }
+  return out;
+}
+
+std::optional<graph::RetraceCause> TracedFunction::stale_reason(const Entry& e) const {
+  using K = graph::RetraceCause::Kind;
+  for (const Captured& c : e.captured) {
+    if (c.owner.expired()) return make_cause(K::CapturedGone, c.label);
+    if (c.raw->storage.get() != c.storage) return make_cause(K::ReplacedParameter, c.label);
+  }
+  for (const GradGuard& g : e.grad_guards)
+    if (g.leaf.expired())
+      return make_cause(K::GradState, "", "a tensor whose gradient the function read no longer exists");
+  return std::nullopt;
+}
+
+std::optional<graph::RetraceCause> TracedFunction::guard_reason(const Entry& e) const {
+  using K = graph::RetraceCause::Kind;
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
   for (const Captured& c : e.captured)
     if (c.raw->requires_grad != c.requires_grad)
-      return "captured tensor '" + c.label + "' " + (c.requires_grad ? "no longer requires" : "now requires") + " grad";
+      return make_cause(K::CapturedRequiresGrad, c.label, "", flag(c.requires_grad), flag(c.raw->requires_grad));
   for (const GradGuard& g : e.grad_guards) {
     const TensorImpl* now = g.raw->grad.get();
     if (now == g.expected) continue;
-    const std::string what = "the gradient of " + grad_label(*g.raw);
-    if (!g.expected) return what + " was None when traced and is set now";
-    if (!now) return what + " was set when traced and is None now";
-    return what + " is another tensor than when traced";
+    graph::RetraceCause cause =
+        make_cause(K::GradState, grad_label(*g.raw), "", g.expected ? "set" : "None", now ? "set" : "None");
+    cause.note = !g.expected ? "was None when traced and is set now"
+                 : !now      ? "was set when traced and is None now"
+                             : "is another tensor than when traced";
+    if (g.expected && now) cause.new_value = "another tensor";
+    return cause;
   }
-  return {};
+  return std::nullopt;
 }
 
 void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry) {
@@ -276,10 +364,13 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
   }
 }
 
-TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::string reason) {
+TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::string reason,
+                                             std::vector<graph::RetraceCause> causes,
+                                             const graph::BucketedCall* bucketed) {
   TraceRecord rec;
   rec.call = stats_.calls;
   rec.reason = std::move(reason);
+  rec.causes = std::move(causes);
   Entry entry;
   entry.signature = graph::Signature::of(args);
   rec.signature = entry.signature.str(options_.arg_names);
@@ -320,6 +411,11 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   rec.arena_bytes = entry.plan->memory().arena_bytes;
   rec.intermediate_bytes = entry.plan->memory().intermediate_bytes;
   rec.peak_live_bytes = entry.plan->memory().peak_live_bytes;
+  if (bucketed) {
+    ScopedTimer timer(Counter::PlanNs, "plan", options_.name);
+    entry.trim = graph::check_bucket_exact(*entry.plan, options_.shapes, *bucketed, options_.name, options_.arg_names);
+    rec.plan_ns += timer.stop();
+  }
 
   ++stats_.traces;
   if (stats_.records.size() == TraceStats::kMaxRecords) {
@@ -327,9 +423,20 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
     ++stats_.records_dropped;
   }
   stats_.records.push_back(rec);
+  // What the cache budget counts: the arena, and buffers only the graph holds (constants,
+  // their snapshots), not the caller's parameters.
+  entry.bytes = entry.plan->memory().arena_bytes;
+  for (const graph::Buffer& b : entry.plan->graph().buffers)
+    if (b.kind == graph::BufferKind::External &&
+        std::none_of(b.owners.begin(), b.owners.end(), [](const graph::Owner& o) { return !o.tensor.expired(); }))
+      entry.bytes += b.nbytes;
+  cached_bytes_ += entry.bytes;
   cache_.push_front(std::move(entry));
-  while (cache_.size() > options_.max_cached) {
+  while (cache_.size() > options_.max_cached ||
+         (options_.max_cached_bytes && cached_bytes_ > options_.max_cached_bytes && cache_.size() > 1)) {
     if (last_ == &cache_.back()) last_ = nullptr;
+    retire(cache_.back());
+    cached_bytes_ -= cache_.back().bytes;
     evicted_.push_front(std::move(cache_.back().signature));
     if (evicted_.size() > 64) evicted_.pop_back();
     cache_.pop_back();
@@ -340,13 +447,28 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
     warned_ = true;
     const std::string msg = detail::cat(
         "[trace] '", options_.name, "' has been traced ", stats_.traces, " times (warning threshold ",
-        options_.retrace_warning, "). Latest: ", rec.reason,
-        ". Each trace costs tracing and planning time; use a bucket shape policy for varying lengths, "
-        "and keep values that change every call out of the static arguments.");
+        options_.retrace_warning, "). Latest: ", rec.reason, ". Each trace costs tracing and planning time. ",
+        retrace_advice(cache_.front(), args, rec.causes));
     if (options_.on_warning) options_.on_warning(msg);
     else std::fprintf(stderr, "%s\n", msg.c_str());
   }
   return cache_.front();
+}
+
+void TracedFunction::check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager, int64_t pad) {
+  const std::vector<graph::Value>& outs = e.plan->graph().outputs;
+  for (size_t i = 0; i < outs.size() && i < eager.size(); ++i) {
+    Shape s = outs[i].shape;
+    if (e.trim[i] >= 0) s[e.trim[i]] -= pad;
+    if (s == eager[i].shape()) continue;
+    const std::string bucket = options_.shapes.str();
+    if (last_ == &cache_.front()) last_ = nullptr;
+    cached_bytes_ -= cache_.front().bytes;
+    cache_.pop_front();
+    throw ValueError(detail::cat("[trace] ", bucket, " of '", options_.name, "' cannot be exact: output ", i,
+                                 " has shape ", eager[i].shape().str(), " eagerly but ", s.str(),
+                                 " from the padded call (its shape depends on the padded length, not on the values)"));
+  }
 }
 
 std::vector<Tensor> TracedFunction::replay(Entry& e, const std::vector<Arg>& args) {
@@ -385,93 +507,95 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
 
   // Bucketing pads the chosen arguments up to the next bucket length.
   const std::vector<Arg>* args = &call_args;
-  std::vector<Arg> padded;
-  int64_t pad = 0;
-  int axis = 0;
+  graph::BucketedCall bucketed;
+  const bool bucketing = options_.shapes.kind == ShapePolicy::Kind::Bucket;
   std::string bucket_note;
-  if (options_.shapes.kind == ShapePolicy::Kind::Bucket) {
-    const ShapePolicy& p = options_.shapes;
-    int64_t length = -1;
-    for (int i : p.args) {
-      ENCORE_CHECK(i >= 0 && static_cast<size_t>(i) < call_args.size() && std::holds_alternative<Tensor>(call_args[i]),
-                   ValueError, "[trace] the bucket policy of '", options_.name, "' names argument ", i,
-                   ", which is not a tensor argument");
-      const Tensor& t = std::get<Tensor>(call_args[i]);
-      axis = normalize_axis(p.axis, t.dim(), "trace");
-      ENCORE_CHECK(length < 0 || t.shape()[axis] == length, ShapeError, "[trace] bucketed arguments of '",
-                   options_.name, "' differ in length along axis ", axis);
-      length = t.shape()[axis];
+  if (bucketing) {
+    if (!Ledger::global().profiling()) {
+      bucketed = graph::bucket_call(options_.shapes, call_args, options_.name);
+    } else {
+      ScopedTimer timer(Counter::CopyInNs, "copy_in", options_.name);
+      bucketed = graph::bucket_call(options_.shapes, call_args, options_.name);
     }
-    const auto it = std::lower_bound(p.sizes.begin(), p.sizes.end(), length);
-    if (it == p.sizes.end()) {
-      bucket_note = detail::cat(" (length ", length, " exceeds the largest bucket ", p.sizes.back(), ")");
-    } else if (*it > length) {
-      pad = *it - length;
-      padded = call_args;
-      for (int i : p.args) {
-        const Tensor& t = std::get<Tensor>(call_args[i]);
-        Shape zs = t.shape();
-        zs[axis] = pad;
-        padded[i] = concat({t, zeros(zs, t.dtype(), t.device())}, axis);
-      }
-      args = &padded;
+    args = &bucketed.args;
+    for (int i : options_.shapes.args) {
+      ++bucket_lengths_[{i, bucketed.axis}][bucketed.length];
+      const int64_t n = std::get<Tensor>(call_args[i]).numel();
+      stats_.real_elements += n;
+      stats_.padding_elements += bucketed.length ? n / bucketed.length * bucketed.pad() : 0;
     }
+    if (!bucketed.bucketed)
+      bucket_note = detail::cat(" (length ", bucketed.length, " exceeds the largest bucket ",
+                                options_.shapes.sizes.back(), ")");
   }
   auto trim = [&](std::vector<Tensor> out) {
-    if (pad > 0)
-      for (Tensor& o : out)
-        if (o.dim() > axis && o.shape()[axis] >= pad) o = o.slice(axis, 0, o.shape()[axis] - pad);
+    if (bucketing) graph::trim_outputs(out, cache_.front().trim, bucketed.pad());
     return out;
   };
 
-  std::string reason;
+  std::vector<graph::RetraceCause> causes;
+  std::string reason;  // the causes as text
   for (auto it = cache_.begin(); it != cache_.end();) {
     if (!it->signature.matches(*args)) {
       ++it;
       continue;
     }
-    if (std::string stale = stale_reason(*it); !stale.empty()) {
+    if (auto stale = stale_reason(*it)) {
       // The graph refers to storage the caller no longer uses: it can never replay again.
-      reason = std::move(stale);
+      causes = {std::move(*stale)};
       if (last_ == &*it) last_ = nullptr;
+      retire(*it);
+      cached_bytes_ -= it->bytes;
       it = cache_.erase(it);
       continue;
     }
-    if (std::string guard = guard_reason(*it); !guard.empty()) {
-      reason = std::move(guard);  // still right for the state it was traced in
+    if (auto guard = guard_reason(*it)) {
+      causes = {std::move(*guard)};  // still right for the state it was traced in
       ++it;
       continue;
     }
     ++stats_.hits;
+    ++it->calls;
     if (it != cache_.begin()) cache_.splice(cache_.begin(), cache_, it);
     return trim(replay(cache_.front(), *args));
   }
-  const bool evicted = reason.empty() && std::any_of(evicted_.begin(), evicted_.end(),
+  using K = graph::RetraceCause::Kind;
+  const bool evicted = causes.empty() && std::any_of(evicted_.begin(), evicted_.end(),
                                                      [&](const graph::Signature& s) { return s.matches(*args); });
   if (evicted) {
-    reason = detail::cat("signature evicted earlier (the cache holds ", options_.max_cached, " graphs)");
-  } else if (reason.empty()) {
+    causes = {make_cause(K::Eviction, "",
+                         options_.max_cached_bytes
+                             ? detail::cat("the cache holds ", options_.max_cached, " graphs and ",
+                                           options_.max_cached_bytes, " bytes")
+                             : detail::cat("the cache holds ", options_.max_cached, " graphs"))};
+  } else if (causes.empty()) {
     if (cache_.empty()) {
-      reason = stats_.traces == 0 ? "first call" : "no cached graph (cleared)";
+      causes = {make_cause(stats_.traces == 0 ? K::FirstCall : K::Cleared)};
     } else {
       const graph::Signature now = graph::Signature::of(*args);
       const Entry* nearest = &cache_.front();
       for (const Entry& e : cache_)
         if (now.distance(e.signature) < now.distance(nearest->signature)) nearest = &e;
+      causes = now.changes(nearest->signature, options_.arg_names);
       reason = "new signature: " + now.diff(nearest->signature, options_.arg_names);
     }
   }
+  if (reason.empty())
+    for (size_t i = 0; i < causes.size(); ++i) reason += (i ? "; " : "") + causes[i].str();
   // A miss runs eagerly: its results are this call's results (on the unpadded arguments), and
   // state made on first use (lazily built layers, optimizer slots) exists afterwards. Then the
   // function is traced from the state the call started in: the gradients the eager run
   // assigned are swapped back for the trace, and forward again after it.
   ++stats_.eager_calls;
   GradUndoLog log;
+  const int64_t eager_start = now_ns();
   std::vector<Tensor> out = fn_(call_args);
+  stats_.eager_ns += now_ns() - eager_start;
   log.uninstall();
   log.swap();
   try {
-    trace(*args, reason + bucket_note);
+    Entry& e = trace(*args, reason + bucket_note, std::move(causes), bucketing ? &bucketed : nullptr);
+    if (bucketing && bucketed.pad() > 0) check_trimmed_shapes(e, out, bucketed.pad());
   } catch (...) {
     log.swap();
     throw;

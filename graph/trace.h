@@ -47,12 +47,15 @@
 
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "graph/bucket.h"
 #include "graph/plan.h"
 #include "graph/signature.h"
 
@@ -60,30 +63,14 @@ namespace encore {
 
 using graph::Arg;
 
-/// How argument shapes map to cached graphs.
-struct ShapePolicy {
-  enum class Kind { Exact, Bucket };
-  Kind kind = Kind::Exact;
-  int axis = 1;
-  std::vector<int64_t> sizes = {};
-  std::vector<int> args = {0};
-
-  /// One graph per exact signature (the default).
-  static ShapePolicy exact() { return {}; }
-  /// Pads the tensor arguments `args` with zeros along `axis` up to the next size in
-  /// `sizes`, and trims outputs that have that axis by the same amount. Only valid for
-  /// length-equivariant functions (elementwise or per-step layers, stacks of 'valid'
-  /// Conv1D): anything that pools or reduces over the padded axis sees the zeros and
-  /// returns a different result than eager. Lengths above the largest bucket trace exactly.
-  static ShapePolicy bucket(int axis, std::vector<int64_t> sizes, std::vector<int> args = {0});
-  std::string str() const;
-};
-
 struct TraceOptions {
   std::string name = "traced";
   ShapePolicy shapes = ShapePolicy::exact();
   /// Cached graphs kept (least recently used evicted first).
   size_t max_cached = 32;
+  /// Bytes all cached graphs may hold together (arenas plus the buffers a graph owns, such as
+  /// constants and their snapshots); 0: no limit. The latest graph is kept whatever its size.
+  size_t max_cached_bytes = 0;
   /// Warn once, with the explanation, when the function has traced more than this many
   /// times (0: never).
   int retrace_warning = 8;
@@ -99,16 +86,28 @@ struct TraceOptions {
   std::function<void()> collect_garbage = {};
 };
 
+using graph::RetraceCause;
+
 /// One trace: why it happened and what it cost.
 struct TraceRecord {
   int64_t call = 0;  // 1-based call number that caused it
-  std::string reason;
+  std::string reason;                // the causes as text (and a bucketing note)
+  std::vector<RetraceCause> causes;  // why, as data
   std::string signature;
   int64_t trace_ns = 0, optimize_ns = 0, plan_ns = 0, capture_ns = 0, instantiate_ns = 0;
   int64_t autotune_ns = 0;  // per-shape setup (primitive creation / algorithm search) during plan
   int nodes = 0, nodes_removed = 0, copies_elided = 0;
   size_t arena_bytes = 0, intermediate_bytes = 0, peak_live_bytes = 0;
   int64_t total_ns() const { return trace_ns + optimize_ns + plan_ns + capture_ns + instantiate_ns; }
+};
+
+/// The distinct sizes one axis of one tensor argument had over the calls so far (bucketed
+/// axes: the lengths as called), with how many calls had each.
+struct AxisValues {
+  int arg = 0;
+  std::string arg_name;
+  int axis = 0;
+  std::vector<std::pair<int64_t, int64_t>> counts;  // (size, calls), by size
 };
 
 struct TraceStats {
@@ -118,6 +117,12 @@ struct TraceStats {
   static constexpr size_t kMaxRecords = 256;
   int64_t records_dropped = 0;
   int64_t replay_ns = 0;  // total time of the replays (bind, run, outputs)
+  int64_t eager_ns = 0;   // total time of the eager first calls
+  /// Replays after which a trace has paid for itself: its cost over what a replay saves
+  /// against an eager call (from the averages so far); -1: replays save nothing, 0: unknown.
+  int64_t break_even_replays() const;
+  /// Bucketing: elements of the bucketed arguments as called, and the zeros added to them.
+  int64_t real_elements = 0, padding_elements = 0;
   std::vector<TraceRecord> records;
   /// A printable summary with one line per trace and its reason.
   std::string table(const std::string& name) const;
@@ -137,6 +142,10 @@ class TracedFunction {
   /// The Plan replayed last (null before the first call): its graph, memory plan, steps.
   const graph::Plan* last_plan() const { return last_ ? last_->plan.get() : nullptr; }
   size_t cache_size() const { return cache_.size(); }
+  /// Bytes the cached graphs hold (what max_cached_bytes limits).
+  size_t cached_bytes() const { return cached_bytes_; }
+  /// Per tensor argument axis, the sizes seen so far with their call counts.
+  std::vector<AxisValues> axis_values() const;
   /// The lock every traced call holds: hold it to inspect a traced function (stats, plans)
   /// that another thread may be calling.
   static std::unique_lock<std::recursive_mutex> lock_calls();
@@ -169,11 +178,20 @@ class TracedFunction {
     std::vector<Captured> captured;
     std::vector<GradGuard> grad_guards;
     std::vector<GradWrite> grad_writes;
+    std::vector<int> trim;  // bucketing: per output, the axis padding is trimmed from (-1: none)
+    int64_t calls = 1;      // calls with this signature (the first ran eagerly)
+    size_t bytes = 0;       // arena plus graph-owned buffers
   };
+  using AxisCounts = std::map<std::pair<int, int>, std::map<int64_t, int64_t>>;
+  void retire(const Entry& e);
+  std::string retrace_advice(Entry& e, const std::vector<Arg>& args, const std::vector<RetraceCause>& causes);
+  void count_axis_values(const graph::Signature& s, int64_t calls, AxisCounts& into) const;
 
-  std::string stale_reason(const Entry& e) const;
-  std::string guard_reason(const Entry& e) const;
-  Entry& trace(const std::vector<Arg>& args, std::string reason);
+  std::optional<graph::RetraceCause> stale_reason(const Entry& e) const;
+  std::optional<graph::RetraceCause> guard_reason(const Entry& e) const;
+  Entry& trace(const std::vector<Arg>& args, std::string reason, std::vector<graph::RetraceCause> causes,
+               const graph::BucketedCall* bucketed);
+  void check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager, int64_t pad);
   void record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry);
   std::vector<Tensor> replay(Entry& e, const std::vector<Arg>& args);
 
@@ -182,6 +200,9 @@ class TracedFunction {
   TraceStats stats_;
   std::list<Entry> cache_;  // most recently used first
   std::list<graph::Signature> evicted_;  // the latest evicted signatures, to explain retraces
+  AxisCounts retired_values_;  // calls of signatures no longer cached
+  AxisCounts bucket_lengths_;  // bucketed axes: the lengths as called
+  size_t cached_bytes_ = 0;
   Entry* last_ = nullptr;
   bool warned_ = false;
   bool active_ = false;  // a call is running (re-entry from its own eager run runs plainly)

@@ -14,7 +14,7 @@ import encore
 
 def test_exports():
     for name in ("tensor", "zeros", "trace", "no_grad", "nn", "optim", "cuda", "ledger", "autotune", "float32",
-                 "int64", "Device", "Tensor", "RetraceWarning", "from_dlpack", "from_numpy", "bucket"):
+                 "int64", "Device", "Tensor", "RetraceWarning", "from_dlpack", "from_numpy", "bucket", "compare_modes"):
         assert hasattr(encore, name), name
     assert "sum" not in encore.__all__ and "tensor" in encore.__all__
     assert encore.__version__

@@ -66,6 +66,7 @@ from ._modes import enable_grad, no_grad, set_grad_enabled, training
 from ._trace import RetraceWarning, trace
 from . import autotune, cuda, ledger, nn, optim  # noqa: E402  (submodules use the names above)
 from . import _tensor  # noqa: F401  (adds the Python-level Tensor methods)
+from .compare import compare_modes
 
 float32 = DType.float32
 float64 = DType.float64
@@ -80,7 +81,7 @@ __version__ = _C.version()
 __all__ = sorted([
     "BackendError", "DType", "DTypeError", "Device", "DeviceError", "Error", "Generator",
     "InvalidValueError", "OutOfMemoryError", "RetraceWarning", "ShapeError", "ShapePolicy", "Tensor",
-    "UnsupportedError", "allow_tf32", "as_tensor", "autotune", "bucket", "cuda", "default_generator",
+    "UnsupportedError", "allow_tf32", "as_tensor", "autotune", "bucket", "compare_modes", "cuda", "default_generator",
     "enable_grad", "exact", "float32", "float64", "flush_denormal", "from_dlpack", "from_numpy",
     "int32", "int64", "is_grad_enabled", "is_training", "ledger", "manual_seed", "nn", "no_grad",
     "optim", "set_allow_tf32", "set_flush_denormal", "set_grad_enabled", "set_training", "tensor",

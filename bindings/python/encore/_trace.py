@@ -57,6 +57,7 @@ def trace(
     name: Optional[str] = None,
     shapes: Optional[_C.ShapePolicy] = None,
     max_cached: int = 32,
+    max_cached_bytes: int = 0,
     retrace_warning: int = 8,
     alias_outputs: bool = False,
     optimize: bool = True,
@@ -68,6 +69,7 @@ def trace(
     name: Optional[str] = None,
     shapes: Optional[_C.ShapePolicy] = None,
     max_cached: int = 32,
+    max_cached_bytes: int = 0,
     retrace_warning: int = 8,
     alias_outputs: bool = False,
     optimize: bool = True,
@@ -78,6 +80,7 @@ def trace(
     name: Optional[str] = None,
     shapes: Optional[_C.ShapePolicy] = None,
     max_cached: int = 32,
+    max_cached_bytes: int = 0,
     retrace_warning: int = 8,
     alias_outputs: bool = False,
     optimize: bool = True,
@@ -96,7 +99,8 @@ def trace(
 
     Options: ``name`` (for explanations; default the function's name), ``shapes``
     (``encore.exact()`` or ``encore.bucket(axis, sizes, args=(0,))``), ``max_cached`` graphs
-    kept (LRU), ``retrace_warning`` (warn once with :class:`RetraceWarning` after that many
+    kept (LRU), ``max_cached_bytes`` (all cached graphs' arenas and own buffers together; 0 no
+    limit), ``retrace_warning`` (warn once with :class:`RetraceWarning` after that many
     traces; 0 never), ``alias_outputs`` (return views of the Plan's buffers that the next
     replay overwrites, instead of copies), ``optimize`` (graph passes).
 
@@ -105,7 +109,8 @@ def trace(
     """
     if fn is None:
         def decorate(f: Callable[..., Any]) -> _C.TracedFunction:
-            return trace(f, name=name, shapes=shapes, max_cached=max_cached, retrace_warning=retrace_warning,
+            return trace(f, name=name, shapes=shapes, max_cached=max_cached, max_cached_bytes=max_cached_bytes,
+                         retrace_warning=retrace_warning,
                          alias_outputs=alias_outputs, optimize=optimize)
 
         return decorate
@@ -116,6 +121,7 @@ def trace(
         name=str(name or getattr(fn, "__name__", "traced")),
         shapes=shapes if shapes is not None else _C.exact(),
         max_cached=max_cached,
+        max_cached_bytes=max_cached_bytes,
         retrace_warning=retrace_warning,
         alias_outputs=alias_outputs,
         optimize=optimize,

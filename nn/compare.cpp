@@ -1,0 +1,466 @@
+#include "nn/compare.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "core/ledger.h"
+#include "core/modes.h"
+#include "ops/autotune.h"
+#include "ops/conv.h"
+#include "ops/ops.h"
+#include "ops/prepared.h"
+
+namespace encore {
+
+BatchSource BatchSource::of(std::function<Batch(int64_t)> make, int64_t length) {
+  ENCORE_CHECK(make, ValueError, "[compare_modes] the batch source has no function");
+  BatchSource s;
+  s.batches.push_back(make(length));
+  s.make = std::move(make);
+  return s;
+}
+
+const ModeReport& CompareReport::operator[](const std::string& mode) const {
+  for (const ModeReport& m : modes)
+    if (m.mode == mode) return m;
+  throw ValueError("[compare_modes] the report has no mode '" + mode + "'");
+}
+
+namespace {
+
+const std::vector<std::string>& known_modes() {
+  static const std::vector<std::string> m = {
+      "eager",  "traced",        "eager_new_length", "traced_new_length",
+      "bucket", "predict_eager", "predict_traced"};
+  return m;
+}
+
+std::string baseline_of(const std::string& mode) {
+  if (mode == "traced") return "eager";
+  if (mode == "traced_new_length" || mode == "bucket") return "eager_new_length";
+  if (mode == "predict_traced") return "predict_eager";
+  return "";
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Device device_of(const Batch& b) {
+  for (const Tensor& t : b)
+    if (t.defined()) return t.device();
+  return Device::cpu();
+}
+
+// The per-shape caches every mode's first call starts without.
+void clear_per_shape_caches() {
+  clear_conv1d_primitives();
+  autotune::clear();
+  clear_prepared();
+}
+
+// One mode: how it calls the step, and on which batches.
+class Runner {
+ public:
+  Runner(std::string mode, const Step& step, const Step& predict, const BatchSource& data,
+         const CompareOptions& o)
+      : mode_(std::move(mode)), data_(data), options_(o) {
+    const bool forward = mode_.starts_with("predict");
+    const Step& fn = forward ? predict : step;
+    ENCORE_CHECK(fn, ValueError, "[compare_modes] mode '", mode_,
+                 "' needs a predict function (or the model form)");
+    variable_ = mode_.ends_with("new_length") || mode_ == "bucket";
+    ENCORE_CHECK(!variable_ || data.make, ValueError, "[compare_modes] mode '", mode_,
+                 "' needs a batch source that makes a batch of a given length");
+    if (mode_ == "eager" || mode_ == "eager_new_length" || mode_ == "predict_eager") {
+      eager_ = fn;
+      return;
+    }
+    TraceOptions t;
+    t.name = o.name + "_" + mode_;
+    t.retrace_warning = 0;
+    t.arg_names = o.arg_names;
+    t.on_warning = o.on_warning;
+    t.collect_garbage = o.collect_garbage;
+    if (mode_ == "bucket") {
+      ENCORE_CHECK(!o.buckets.empty(), ValueError,
+                   "[compare_modes] mode 'bucket' needs bucket sizes");
+      t.shapes = ShapePolicy::bucket(o.length_axis, o.buckets, o.length_args);
+    }
+    traced_ = std::make_shared<TracedFunction>(
+        [fn](const std::vector<Arg>& args) {
+          Batch b;
+          b.reserve(args.size());
+          for (const Arg& a : args) b.push_back(std::get<Tensor>(a));
+          return fn(b);
+        },
+        std::move(t));
+  }
+
+  const std::string& mode() const { return mode_; }
+  bool traced() const { return traced_ != nullptr; }
+  bool variable() const { return variable_; }
+  const TracedFunction* function() const { return traced_.get(); }
+
+  /// Call `i` (0-based), timed in ms.
+  double call(int64_t i) {
+    const Batch batch = variable_ ? data_.make(length(i))
+                                  : data_.batches[static_cast<size_t>(i) % data_.batches.size()];
+    const Device device = device_of(batch);
+    std::unique_ptr<NoGradGuard> no_grad;
+    std::unique_ptr<TrainingGuard> inference;
+    if (mode_.starts_with("predict")) {
+      no_grad = std::make_unique<NoGradGuard>();
+      inference = std::make_unique<TrainingGuard>(false);
+    }
+    synchronize(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (traced_) {
+      std::vector<Arg> args(batch.begin(), batch.end());
+      (*traced_)(args);
+    } else {
+      eager_(batch);
+    }
+    synchronize(device);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+ private:
+  int64_t length(int64_t i) const {
+    if (options_.length) return options_.length(i);
+    const Tensor& t = data_.batches.at(0).at(static_cast<size_t>(options_.length_args.at(0)));
+    return t.shape()[normalize_axis(options_.length_axis, t.dim(), "compare_modes")] + 1 + i;
+  }
+
+  std::string mode_;
+  const BatchSource& data_;
+  const CompareOptions& options_;
+  bool variable_ = false;
+  Step eager_;
+  std::shared_ptr<TracedFunction> traced_;
+};
+
+// Copies of tensors to put back afterwards.
+struct Snapshot {
+  std::vector<std::pair<Tensor, Tensor>> saved;  // (tensor, its value before)
+  explicit Snapshot(const std::vector<Tensor>& tensors) {
+    for (const Tensor& t : tensors)
+      if (t.defined()) saved.emplace_back(t, t.detach().clone());
+  }
+  void restore() const {
+    NoGradGuard no_grad;
+    for (const auto& [t, before] : saved) t.detach().copy_(before);
+  }
+};
+
+int64_t break_even(const ModeReport& t, const ModeReport& e) {
+  if (t.first_call_ms <= e.first_call_ms) return 1;
+  const double gain = e.step_ms_median - t.step_ms_median;
+  if (!(gain > 0)) return -1;
+  return 1 + static_cast<int64_t>(std::ceil((t.first_call_ms - e.first_call_ms) / gain));
+}
+
+}  // namespace
+
+CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOptions options) {
+  ENCORE_CHECK(step, ValueError, "[compare_modes] no step function");
+  ENCORE_CHECK(!data.batches.empty(), ValueError, "[compare_modes] the batch source has no batch");
+  ENCORE_CHECK(options.steps >= 1 && options.warmup >= 0 && options.profile_steps >= 0, ValueError,
+               "[compare_modes] needs steps >= 1, warmup >= 0, profile_steps >= 0");
+  ENCORE_CHECK(!options.modes.empty(), ValueError, "[compare_modes] no modes");
+  for (const std::string& m : options.modes) {
+    const auto& known = known_modes();
+    if (std::find(known.begin(), known.end(), m) != known.end()) continue;
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw ValueError("[compare_modes] unknown mode '" + m + "' (modes: " + list + ")");
+  }
+  CompareReport report;
+  report.name = options.name;
+  report.device = device_of(data.batches[0]).str();
+  report.steps = options.steps;
+  const Snapshot state(options.state);
+  report.trained = options.state.empty();
+
+  std::vector<Runner> runners;
+  runners.reserve(options.modes.size());
+  for (const std::string& m : options.modes)
+    runners.emplace_back(m, step, options.predict, data, options);
+  report.modes.resize(runners.size());
+  Ledger& ledger = Ledger::global();
+  // Process start-up (thread pools, library initialization, first page faults) belongs to no
+  // mode: one eager step pays it.
+  step(data.batches[0]);
+
+  // A failed mode (a refused bucket policy) keeps its error and leaves the round.
+  std::vector<bool> failed(runners.size(), false);
+  auto run = [&](size_t k, int64_t i) -> double {
+    try {
+      return runners[k].call(i);
+    } catch (const Error& e) {
+      if (runners[k].mode() != "bucket") throw;
+      report.modes[k].error = e.what();
+      failed[k] = true;
+      return NAN;
+    }
+  };
+  for (size_t k = 0; k < runners.size(); ++k) {
+    ModeReport& r = report.modes[k];
+    r.mode = runners[k].mode();
+    r.baseline = baseline_of(r.mode);
+    clear_per_shape_caches();
+    const int64_t setup0 = ledger.get(Counter::AutotuneNs);
+    r.first_call_ms = run(k, 0);
+    r.setup_ms = (ledger.get(Counter::AutotuneNs) - setup0) / 1e6;
+    r.step_ms.push_back(r.first_call_ms);
+  }
+  // The modes take their steps in turn, so drift on the machine hits them alike.
+  for (int round = 1; round <= options.warmup + options.steps; ++round) {
+    for (size_t k = 0; k < runners.size(); ++k) {
+      if (failed[k]) continue;
+      const int64_t setup0 = ledger.get(Counter::AutotuneNs);
+      const int64_t live = ledger.live_bytes();
+      ledger.reset_peak();
+      const double ms = run(k, round);
+      ModeReport& r = report.modes[k];
+      if (failed[k]) continue;
+      // Setup after the first call counts once warm-up is over (a fixed-shape mode redoes its
+      // setup in warm-up when another mode's first call cleared the caches).
+      if (round > options.warmup) r.setup_ms += (ledger.get(Counter::AutotuneNs) - setup0) / 1e6;
+      r.step_ms.push_back(ms);
+      if (round > options.warmup)
+        r.peak_bytes = std::max(r.peak_bytes, ledger.peak_live_bytes() - live);
+    }
+  }
+  // Kernel time against the rest, and copy-in, from a profiled pass: both measured in that
+  // pass, so the timers' own cost lands on both sides alike.
+  const int64_t next = options.warmup + options.steps + 1;
+  for (size_t k = 0; k < runners.size(); ++k) {
+    ModeReport& r = report.modes[k];
+    r.kernel_ms = r.overhead_ms = r.copy_in_ms = NAN;
+    // Variable-length modes trace or set up per call: kernel time is no measure of them.
+    if (failed[k] || runners[k].variable() || options.profile_steps == 0) continue;
+    const int64_t kernel0 = ledger.get(Counter::KernelNs), copy0 = ledger.get(Counter::CopyInNs);
+    ledger.set_profiling(true);
+    double wall = 0;
+    try {
+      for (int i = 0; i < options.profile_steps; ++i) wall += runners[k].call(next + i);
+    } catch (...) {
+      ledger.set_profiling(false);
+      throw;
+    }
+    ledger.set_profiling(false);
+    r.kernel_ms = (ledger.get(Counter::KernelNs) - kernel0) / 1e6 / options.profile_steps;
+    if (runners[k].traced())
+      r.copy_in_ms = (ledger.get(Counter::CopyInNs) - copy0) / 1e6 / options.profile_steps;
+    r.overhead_ms = wall / options.profile_steps - r.kernel_ms;
+  }
+
+  for (size_t k = 0; k < runners.size(); ++k) {
+    ModeReport& r = report.modes[k];
+    r.calls = static_cast<int64_t>(r.step_ms.size());
+    if (failed[k]) continue;
+    const std::vector<double> steady(
+        r.step_ms.begin() + 1 + std::min<int64_t>(options.warmup, r.calls - 1), r.step_ms.end());
+    r.step_ms_median = median(steady);
+    if (const TracedFunction* f = runners[k].function()) {
+      const TraceStats& s = f->stats();
+      r.traces = s.traces;
+      r.records = s.records;
+      for (const TraceRecord& rec : s.records) r.trace_ms_total += rec.total_ns() / 1e6;
+      if (!s.records.empty()) r.arena_bytes = static_cast<int64_t>(s.records.back().arena_bytes);
+      r.axis_values = f->axis_values();
+      r.real_elements = s.real_elements;
+      r.padding_elements = s.padding_elements;
+    }
+  }
+  for (ModeReport& r : report.modes) {
+    if (!r.error.empty() || r.baseline.empty()) continue;
+    for (const ModeReport& e : report.modes)
+      if (e.mode == r.baseline && e.error.empty()) {
+        r.break_even_step = break_even(r, e);
+        r.speedup = e.step_ms_median / r.step_ms_median;
+      }
+  }
+  for (ModeReport& r : report.modes)
+    if (r.baseline.empty() && r.error.empty()) r.speedup = 1.0;
+  state.restore();
+  for (const auto& [t, before] : state.saved) report.restored.push_back(t.name());
+  return report;
+}
+
+CompareReport compare_modes(nn::Module& model, const LossFn& loss, nn::Optimizer& optimizer,
+                            const BatchSource& data, CompareOptions options) {
+  ENCORE_CHECK(loss, ValueError, "[compare_modes] no loss function");
+  for (const Batch& b : data.batches)
+    ENCORE_CHECK(b.size() == 2, ValueError,
+                 "[compare_modes] the model form takes batches (x, y), got ", b.size(), " tensors");
+  const Step step = [&](const Batch& b) -> std::vector<Tensor> {
+    optimizer.zero_grad();
+    Tensor l = loss(b[1], model(b[0]));
+    l.backward();
+    optimizer.step();
+    return {l};
+  };
+  if (!options.predict)
+    options.predict = [&](const Batch& b) -> std::vector<Tensor> { return {model(b[0])}; };
+  if (options.arg_names.empty()) options.arg_names = {"x", "y"};
+  // Parameters and the optimizer state as they are now; slots the optimizer creates during
+  // the comparison are zeroed afterwards (a fresh optimizer's state).
+  std::vector<Tensor> before = model.parameters();
+  const nn::NamedTensors slots_before = optimizer.state();
+  for (const auto& [name, t] : slots_before) before.push_back(t);
+  options.state = before;
+  CompareReport report = compare_modes(step, data, std::move(options));
+  NoGradGuard no_grad;
+  for (const auto& [name, t] : optimizer.state()) {
+    const bool existed = std::any_of(slots_before.begin(), slots_before.end(),
+                                     [&](const auto& s) { return s.second.impl() == t.impl(); });
+    if (!existed) {
+      t.detach().copy_(zeros_like(t));
+      report.restored.push_back(name + " (zeroed: created during the comparison)");
+    }
+  }
+  return report;
+}
+
+namespace {
+
+std::string fmt(double v, const char* spec = "%.4g") {
+  if (!std::isfinite(v)) return "-";
+  char b[64];
+  std::snprintf(b, sizeof b, spec, v);
+  return b;
+}
+
+}  // namespace
+
+std::string CompareReport::table() const {
+  const std::vector<std::string> head = {
+      "mode",       "first_ms", "step_ms", "speedup",  "break_even", "kernel_ms", "overhead_ms",
+      "copy_in_ms", "setup_ms", "traces",  "trace_ms", "arena_KiB",  "peak_KiB",  "padding"};
+  std::vector<std::vector<std::string>> rows;
+  for (const ModeReport& m : modes) {
+    if (!m.error.empty()) {
+      rows.push_back({m.mode, "refused (see below)"});
+      continue;
+    }
+    const bool traced = !m.baseline.empty();
+    rows.push_back(
+        {m.mode, fmt(m.first_call_ms), fmt(m.step_ms_median), fmt(m.speedup, "%.2fx"),
+         !traced                 ? "-"
+         : m.break_even_step < 0 ? "never"
+                                 : std::to_string(m.break_even_step),
+         fmt(m.kernel_ms), fmt(m.overhead_ms), fmt(m.copy_in_ms), fmt(m.setup_ms),
+         std::to_string(m.traces), fmt(m.trace_ms_total), fmt(m.arena_bytes / 1024.0, "%.1f"),
+         fmt(m.peak_bytes / 1024.0, "%.1f"),
+         m.real_elements ? fmt(100.0 * m.padding_elements / m.real_elements, "%.0f%%") : "-"});
+  }
+  std::vector<size_t> width(head.size());
+  for (size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& r : rows)
+      if (c < r.size() && r.size() > 2) width[c] = std::max(width[c], r[c].size());
+  }
+  std::string s = detail::cat("compare_modes '", name, "' on ", device, ": medians of ", steps,
+                              " steps taken in turn; times in ms per step\n");
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string l;
+    for (size_t c = 0; c < r.size(); ++c) {
+      l += r[c];
+      if (c + 1 < r.size()) l += std::string(width[c] - std::min(width[c], r[c].size()) + 2, ' ');
+    }
+    s += l + "\n";
+  };
+  line(head);
+  for (const auto& r : rows) line(r);
+  for (const ModeReport& m : modes) {
+    if (!m.error.empty()) s += m.mode + ": " + m.error + "\n";
+    if (m.traces > 1 && !m.records.empty())
+      s += detail::cat(m.mode, ": ", m.traces, " traces; the latest because ",
+                       m.records.back().reason, "\n");
+  }
+  s += trained ? "note: the comparison trained the model and the optimizer state (nothing was "
+                 "restored)\n"
+               : detail::cat("restored afterwards: ", restored.size(),
+                             " tensors (parameters, optimizer state)\n");
+  return s;
+}
+
+std::string CompareReport::json() const {
+  using json = nlohmann::json;
+  auto number = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  json modes_json = json::array();
+  for (const ModeReport& m : modes) {
+    json records = json::array();
+    for (const TraceRecord& r : m.records) {
+      json causes = json::array();
+      for (const RetraceCause& c : r.causes)
+        causes.push_back({{"kind", std::string(kind_name(c.kind))},
+                          {"arg", c.arg},
+                          {"arg_name", c.arg_name},
+                          {"axis", c.axis},
+                          {"old", c.old_value},
+                          {"new", c.new_value},
+                          {"text", c.str()}});
+      records.push_back({{"call", r.call},
+                         {"reason", r.reason},
+                         {"causes", causes},
+                         {"signature", r.signature},
+                         {"trace_ms", (r.trace_ns + r.optimize_ns) / 1e6},
+                         {"plan_ms", r.plan_ns / 1e6},
+                         {"capture_ms", (r.capture_ns + r.instantiate_ns) / 1e6},
+                         {"setup_ms", r.autotune_ns / 1e6},
+                         {"nodes", r.nodes},
+                         {"arena_bytes", r.arena_bytes}});
+    }
+    json axes = json::array();
+    for (const AxisValues& a : m.axis_values) {
+      json counts = json::array();
+      for (const auto& [v, n] : a.counts) counts.push_back({v, n});
+      axes.push_back(
+          {{"arg", a.arg}, {"arg_name", a.arg_name}, {"axis", a.axis}, {"counts", counts}});
+    }
+    modes_json.push_back({{"mode", m.mode},
+                          {"baseline", m.baseline},
+                          {"error", m.error},
+                          {"first_call_ms", number(m.first_call_ms)},
+                          {"step_ms_median", number(m.step_ms_median)},
+                          {"step_ms", m.step_ms},
+                          {"kernel_ms", number(m.kernel_ms)},
+                          {"overhead_ms", number(m.overhead_ms)},
+                          {"copy_in_ms", number(m.copy_in_ms)},
+                          {"setup_ms", number(m.setup_ms)},
+                          {"calls", m.calls},
+                          {"traces", m.traces},
+                          {"trace_ms_total", number(m.trace_ms_total)},
+                          {"records", records},
+                          {"axis_values", axes},
+                          {"arena_bytes", m.arena_bytes},
+                          {"peak_bytes", m.peak_bytes},
+                          {"real_elements", m.real_elements},
+                          {"padding_elements", m.padding_elements},
+                          {"break_even_step", m.break_even_step},
+                          {"speedup", number(m.speedup)}});
+  }
+  // step_ms may hold NaN (a refused mode's first call): written as null.
+  for (json& m : modes_json)
+    for (json& v : m["step_ms"])
+      if (v.is_number() && !std::isfinite(v.get<double>())) v = nullptr;
+  return json({{"name", name},
+               {"device", device},
+               {"steps", steps},
+               {"trained", trained},
+               {"restored", restored},
+               {"modes", modes_json}})
+      .dump(2);
+}
+
+}  // namespace encore

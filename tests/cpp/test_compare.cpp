@@ -1,0 +1,159 @@
+// compare_modes: the report's contents (never its times), state left as it was, errors.
+#include "helpers.h"
+#include "nn/compare.h"
+#include "nn/layers.h"
+#include "nn/losses.h"
+
+namespace encore {
+namespace {
+
+using test::bitwise_equal;
+using test::rand32;
+
+std::shared_ptr<nn::Sequential> per_step_model() {
+  manual_seed(1);
+  auto m = std::make_shared<nn::Sequential>();
+  m->add<nn::Dense>(4, nn::DenseOptions{.activation = "relu"});
+  m->add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
+  m->build({4, 6, 3});
+  return m;
+}
+
+Batch make_batch(int64_t length) {
+  const Tensor x = rand32({4, length, 3}, static_cast<uint64_t>(length));
+  return {x, gt(x.slice(2, 0, 1), 0.0)};  // a label per step
+}
+
+TEST(CompareModes, ModelFormReportsEveryModeAndRestoresTheState) {
+  auto model = per_step_model();
+  nn::Adam adam(model->parameters(), 1e-2);
+  std::vector<Tensor> before;
+  for (const Tensor& p : model->parameters()) before.push_back(p.clone());
+  const CompareReport r = compare_modes(
+      *model, [](const Tensor& y, const Tensor& p) { return nn::binary_crossentropy(y, p); }, adam,
+      BatchSource::of(make_batch, 6),
+      {.modes = {"eager", "traced", "eager_new_length", "traced_new_length", "bucket",
+                 "predict_eager", "predict_traced"},
+       .steps = 3,
+       .warmup = 1,
+       .profile_steps = 2,
+       .length_args = {0, 1},  // x and its per-step labels
+       .buckets = {8, 16, 32},
+       .name = "per_step"});
+  ASSERT_EQ(r.modes.size(), 7u);
+  const int64_t calls = 1 + 1 + 3;  // first call, warm-up, measured
+  for (const ModeReport& m : r.modes) {
+    SCOPED_TRACE(m.mode);
+    if (m.mode == "bucket") continue;  // refused, below
+    EXPECT_EQ(m.calls, calls);
+    EXPECT_EQ(static_cast<int64_t>(m.step_ms.size()), calls);
+    EXPECT_GT(m.step_ms_median, 0.0);
+    EXPECT_GT(m.first_call_ms, 0.0);
+  }
+  // The loss averages over every step: bucketing is refused, with the reason, and the rest runs.
+  EXPECT_NE(r["bucket"].error.find("cannot be exact"), std::string::npos) << r["bucket"].error;
+  EXPECT_EQ(r["eager"].traces, 0);
+  EXPECT_EQ(r["traced"].traces, 1);
+  EXPECT_EQ(r["traced_new_length"].traces, calls);  // a new length every call
+  EXPECT_EQ(r["predict_traced"].traces, 1);
+  EXPECT_EQ(r["traced"].baseline, "eager");
+  EXPECT_EQ(r["traced_new_length"].baseline, "eager_new_length");
+  EXPECT_NE(r["traced"].break_even_step, 0);
+  EXPECT_GT(r["traced"].arena_bytes, 0);
+  EXPECT_GT(r["eager"].peak_bytes, 0);  // an eager step allocates its intermediates
+  EXPECT_TRUE(std::isfinite(r["traced"].kernel_ms));
+  EXPECT_TRUE(std::isnan(r["traced_new_length"].kernel_ms));  // not measured for variable lengths
+  // Structured records: every retrace of the new-length mode names x's axis 1.
+  const auto& records = r["traced_new_length"].records;
+  ASSERT_EQ(static_cast<int64_t>(records.size()), calls);
+  EXPECT_EQ(records[0].causes.at(0).kind, RetraceCause::Kind::FirstCall);
+  for (size_t i = 1; i < records.size(); ++i) {
+    ASSERT_FALSE(records[i].causes.empty());
+    const RetraceCause& c = records[i].causes[0];
+    EXPECT_EQ(c.kind, RetraceCause::Kind::Shape);
+    EXPECT_EQ(c.arg, 0);
+    EXPECT_EQ(c.arg_name, "x");
+    EXPECT_EQ(c.axis, 1);
+    EXPECT_EQ(std::stoll(c.new_value), std::stoll(c.old_value) + 1);
+  }
+  const auto& axes = r["traced_new_length"].axis_values;
+  const auto x1 = std::find_if(axes.begin(), axes.end(),
+                               [](const AxisValues& a) { return a.arg == 0 && a.axis == 1; });
+  ASSERT_NE(x1, axes.end());
+  EXPECT_EQ(static_cast<int64_t>(x1->counts.size()), calls);
+  // Parameters as they were; the optimizer's slots, made during the comparison, zeroed.
+  EXPECT_FALSE(r.trained);
+  const auto after = model->parameters();
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(bitwise_equal(after[i], before[i])) << i;
+  for (const auto& [name, t] : adam.state())
+    EXPECT_EQ(test::max_abs_diff(t, zeros_like(t)), 0.0) << name;
+  // Text and JSON carry the same modes.
+  const std::string table = r.table(), json = r.json();
+  for (const ModeReport& m : r.modes) {
+    EXPECT_NE(table.find(m.mode), std::string::npos);
+    EXPECT_NE(json.find("\"mode\": \"" + m.mode + "\""), std::string::npos);
+  }
+  EXPECT_NE(json.find("\"kind\": \"shape\""), std::string::npos);
+}
+
+TEST(CompareModes, StepFormSaysItTrainsUnlessGivenState) {
+  auto model = per_step_model();
+  nn::SGD sgd(model->parameters(), 0.1);
+  const Step step = [&](const Batch& b) -> std::vector<Tensor> {
+    sgd.zero_grad();
+    Tensor loss = nn::binary_crossentropy(b[1], (*model)(b[0]));
+    loss.backward();
+    sgd.step();
+    return {loss};
+  };
+  const Tensor w = model->parameters()[0].clone();
+  const CompareReport trained =
+      compare_modes(step, BatchSource::of(make_batch(6)), {.steps = 2, .warmup = 0});
+  EXPECT_TRUE(trained.trained);
+  EXPECT_NE(trained.table().find("trained the model"), std::string::npos);
+  EXPECT_FALSE(bitwise_equal(model->parameters()[0], w));
+  const Tensor w2 = model->parameters()[0].clone();
+  const CompareReport kept = compare_modes(step, BatchSource::of(make_batch(6)),
+                                           {.steps = 2, .warmup = 0, .state = model->parameters()});
+  EXPECT_FALSE(kept.trained);
+  EXPECT_TRUE(bitwise_equal(model->parameters()[0], w2));
+}
+
+TEST(CompareModes, BucketingAPerStepLossIsExactAndCounted) {
+  auto model = per_step_model();
+  nn::Adam adam(model->parameters(), 1e-2);
+  // The loss reads the first two steps only: padding never reaches it.
+  const LossFn head_loss = [](const Tensor& y, const Tensor& p) {
+    return nn::binary_crossentropy(y.slice(1, 0, 2), p.slice(1, 0, 2));
+  };
+  const CompareReport r = compare_modes(*model, head_loss, adam, BatchSource::of(make_batch, 6),
+                                        {.modes = {"eager_new_length", "bucket"},
+                                         .steps = 6,
+                                         .length_args = {0, 1},
+                                         .buckets = {8, 16}});
+  const ModeReport& b = r["bucket"];
+  EXPECT_TRUE(b.error.empty()) << b.error;
+  EXPECT_EQ(b.traces, 2);  // lengths 7..16: buckets 8 and 16
+  EXPECT_GT(b.padding_elements, 0);
+  EXPECT_GT(b.real_elements, b.padding_elements);
+}
+
+TEST(CompareModes, UserErrorsAreNamed) {
+  auto model = per_step_model();
+  const Step step = [&](const Batch& b) -> std::vector<Tensor> { return {(*model)(b[0])}; };
+  EXPECT_THROW(compare_modes(step, BatchSource::of(make_batch(6)), {.modes = {"fast"}}),
+               ValueError);
+  try {
+    compare_modes(step, BatchSource::of(make_batch(6)), {.modes = {"traced_new_length"}});
+    FAIL();
+  } catch (const ValueError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("needs a batch source that makes a batch of a given length"),
+        std::string::npos);
+  }
+  EXPECT_THROW(compare_modes(step, BatchSource{}, {}), ValueError);
+  EXPECT_THROW(compare_modes(step, BatchSource::of(make_batch(6)), {.steps = 0}), ValueError);
+}
+
+}  // namespace
+}  // namespace encore
