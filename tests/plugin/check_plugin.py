@@ -15,7 +15,9 @@ tests/CMakeLists.txt).
         runs PROGRAM (the C++ suite) through the dynamic loader with the CUDA libraries hidden
         while the plugin stays in place: `ld.so --inhibit-cache` (/etc/ld.so.cache lists the
         CUDA folder), `--inhibit-rpath` for the plugin (its RUNPATH names that folder) and
-        `--library-path` with only the folders of the libraries libencore and PROGRAM need.
+        `--library-path` with libencore's folder and one that links exactly the libraries ldd
+        resolves for libencore and PROGRAM (folders would not do: /usr/lib holds other builds of some of
+        them, e.g. OpenBLAS's pthreads build beside the OpenMP one libencore's RUNPATH names).
         First checks that in that environment the plugin fails to load for want of a CUDA
         library (libcudart, ...) and show_config says so; then PROGRAM must pass. Exits 77
         (skipped) where the CUDA libraries sit in a folder the loader always searches.
@@ -128,23 +130,26 @@ def check_hidden(args):
     if not args.command:
         sys.exit("hidden: name the program to run after --")
     program = args.command[0]
-    folders = []
+    libraries = {}
     for binary in (args.library, program):
         for name, path in resolved(binary).items():
-            folder = str(pathlib.Path(path).parent)
-            if folder not in folders:
-                folders.append(folder)
+            libraries.setdefault(name, path)
     hidden = [n for n in needed(args.plugin) if CUDA_LIBRARY.match(n)]
-    # The loader always searches its system folders; folders libencore needs stay visible.
-    for folder in [*SYSTEM_FOLDERS, *folders]:
+    # The loader always searches its system folders.
+    for folder in SYSTEM_FOLDERS:
         both = [n for n in hidden if (pathlib.Path(folder) / n).exists()]
         if both:
             print(f"SKIPPED: {folder} holds the plugin's CUDA libraries ({', '.join(both)}) and stays "
                   "visible to the loader: they cannot be hidden on this machine")
             sys.exit(SKIPPED)
-    with tempfile.TemporaryDirectory(prefix="encore-no-cuda-") as empty:
+    with tempfile.TemporaryDirectory(prefix="encore-no-cuda-") as linked:
+        # libencore itself is found in its own folder, where it looks for the plugin.
+        library = pathlib.Path(args.library).resolve()
+        for name, path in libraries.items():
+            if pathlib.Path(path).resolve() != library:
+                (pathlib.Path(linked) / name).symlink_to(path)
         loader = [interpreter(program), "--inhibit-cache", "--inhibit-rpath", args.plugin,
-                  "--library-path", ":".join([empty, *folders])]
+                  "--library-path", f"{linked}:{library.parent}"]
         env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "ENCORE_CUDA_PLUGIN")}
         out, available, reason = show_config(args, env, [interpreter(args.show_config), *loader[1:]])
         expect(out, reason, f"the CUDA plugin {args.plugin} failed to load: ")
