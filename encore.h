@@ -6,6 +6,7 @@
 #include "core/modes.h"
 #include "core/tensor.h"
 #include "nn/checkpoint.h"
+#include "nn/gru.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
