@@ -107,6 +107,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // ---- data movement ---------------------------------------------------------------------
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis);
+/// The entries along `axis` as views without that axis (x[..., i, ...] for each i).
+std::vector<Tensor> unbind(const Tensor& x, int64_t axis = 0);
+/// `sections` equal views along `axis` (a ValueError unless it divides the axis), as numpy.split.
+std::vector<Tensor> split(const Tensor& x, int64_t sections, int64_t axis = 0);
 /// Reverses the order of entries along `axis` (a copy).
 Tensor flip(const Tensor& x, int64_t axis);
 /// `x` with `before` and `after` entries of `value` added along `axis`.
