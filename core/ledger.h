@@ -33,6 +33,7 @@ enum class Counter : int {
   ReplayNs,
   Allocations,
   BytesAllocated,
+  AllocationsReused,  // large host blocks handed out again from the CPU allocator's cache
   Count
 };
 
