@@ -7,6 +7,7 @@
 #include "core/tensor.h"
 #include "core/threads.h"
 #include "nn/checkpoint.h"
+#include "nn/gru.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/losses.h"

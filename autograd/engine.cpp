@@ -38,6 +38,29 @@ void accumulate_leaf(const std::shared_ptr<TensorImpl>& impl, Tensor g) {
   leaf.set_grad(g);
 }
 
+// A part-view's gradient (OpDef::accumulate) goes in place into a full-size buffer the engine
+// owns: the pending gradient of the node output it came from (made a zeros buffer, or a copy of
+// a gradient that arrived as it was produced), or, for a leaf, a buffer of its parts that
+// goes into .grad once, when the pass ends (a leaf's .grad may be a traced function's captured
+// buffer, written as a whole).
+void accumulate_part(const Node& node, const BackwardCtx& ctx, Tensor& buffer, bool& owned) {
+  const TensorMeta& m = node.input_metas[0];
+  if (!owned) buffer = buffer.defined() ? buffer.clone() : zeros(m.shape, m.dtype, m.device);
+  owned = true;
+  node.op->accumulate(ctx, buffer);
+}
+
+// Leaves' part buffers, in the order they were first reached (deterministic).
+struct LeafParts {
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, Tensor>> parts;
+  std::unordered_map<TensorImpl*, size_t> index;
+  Tensor& of(const std::shared_ptr<TensorImpl>& leaf) {
+    auto [it, inserted] = index.try_emplace(leaf.get(), parts.size());
+    if (inserted) parts.emplace_back(leaf, Tensor());
+    return parts[it->second].second;
+  }
+};
+
 }  // namespace
 
 void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
@@ -105,6 +128,10 @@ void backward(const Tensor& root, const Tensor& grad) {
   auto later = [](const Node* a, const Node* b) { return a->seq < b->seq; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
   std::unordered_map<Node*, std::array<Tensor, kMaxOutputs>> buffers;
+  // Which buffers the engine made itself (sums, accumulate_part's), so it may add into them in
+  // place.
+  std::unordered_map<Node*, std::array<bool, kMaxOutputs>> owned;
+  LeafParts leaf_parts;
   buffers[root.impl()->grad_fn.get()][root.impl()->output_nr] = grad;
   ready.push(root.impl()->grad_fn.get());
   // Keep nodes alive while running: releasing a node's saved tensors can drop the last
@@ -118,6 +145,7 @@ void backward(const Tensor& root, const Tensor& grad) {
                  " was already used by a previous backward() and its saved tensors freed");
     std::array<Tensor, kMaxOutputs> grads = std::move(buffers[node]);
     buffers.erase(node);
+    owned.erase(node);
     bool any = false;
     for (int i = 0; i < node->num_outputs; ++i) any |= grads[i].defined();
     std::vector<Tensor> grad_in(node->next.size());
@@ -132,7 +160,16 @@ void backward(const Tensor& root, const Tensor& grad) {
       const BackwardCtx ctx{node->saved_inputs, node->saved_outputs,
                             {grads.data(), static_cast<size_t>(node->num_outputs)},
                             node->input_metas, node->attrs, needs};
-      def.backward(ctx, grad_in.data());
+      const Edge& e = node->next[0];
+      if (def.accumulate && e.leaf) {
+        Tensor& parts = leaf_parts.of(e.leaf);
+        bool mine = parts.defined();
+        accumulate_part(*node, ctx, parts, mine);
+      } else if (def.accumulate && e.node) {
+        accumulate_part(*node, ctx, buffers[e.node.get()][e.output_nr], owned[e.node.get()][e.output_nr]);
+      } else {
+        def.backward(ctx, grad_in.data());
+      }
     }
     node->saved_inputs.clear();
     node->saved_outputs.clear();
@@ -151,13 +188,19 @@ void backward(const Tensor& root, const Tensor& grad) {
         continue;
       }
       Tensor& acc = buffers[e.node.get()][e.output_nr];
-      if (g.defined()) acc = acc.defined() ? add(acc, g) : std::move(g);
+      if (g.defined()) {
+        bool& mine = owned[e.node.get()][e.output_nr];
+        if (!acc.defined()) acc = std::move(g);
+        else if (mine) acc.add_(g);
+        else acc = add(acc, g), mine = true;
+      }
       if (--deps[e.node.get()] == 0) {
         keep_alive.push_back(e.node);
         ready.push(e.node.get());
       }
     }
   }
+  for (auto& [leaf, g] : leaf_parts.parts) accumulate_leaf(leaf, std::move(g));
 }
 
 }  // namespace encore::autograd

@@ -20,12 +20,12 @@ py::list named(const nn::NamedTensors& v) {
   return out;
 }
 
-nn::LSTMImplementation to_implementation(const std::string& s) {
-  if (s == "auto") return nn::LSTMImplementation::Auto;
-  if (s == "composed") return nn::LSTMImplementation::Composed;
-  if (s == "cudnn") return nn::LSTMImplementation::Cudnn;
-  throw encore::ValueError("[lstm] implementation must be 'auto', 'composed' or 'cudnn', got '" +
-                           s + "'");
+nn::RecurrentImplementation to_implementation(const std::string& s, const char* layer) {
+  if (s == "auto") return nn::RecurrentImplementation::Auto;
+  if (s == "composed") return nn::RecurrentImplementation::Composed;
+  if (s == "cudnn") return nn::RecurrentImplementation::Cudnn;
+  throw encore::ValueError(std::string("[") + layer +
+                           "] implementation must be 'auto', 'composed' or 'cudnn', got '" + s + "'");
 }
 
 // Module.to(device), .to(dtype), .to("cuda"), .to("float64"): in place, returns the module.
@@ -135,7 +135,10 @@ void init_nn(py::module_& m) {
            py::arg("padding") = "valid", py::arg("dilation_rate") = 1,
            py::arg("activation") = "linear", py::arg("use_bias") = true);
 
-  py::class_<nn::LSTM, nn::Module, std::shared_ptr<nn::LSTM>>(
+  py::class_<nn::Recurrent, nn::Module, std::shared_ptr<nn::Recurrent>>(
+      m, "Recurrent", "A recurrent layer (LSTM, GRU): what Bidirectional wraps.");
+
+  py::class_<nn::LSTM, nn::Recurrent, std::shared_ptr<nn::LSTM>>(
       m, "LSTM", "LSTM with Keras semantics (gates i, f, c, o).")
       .def(py::init([](int64_t units, const std::string& activation,
                        const std::string& recurrent_activation, bool return_sequences, bool reverse,
@@ -146,7 +149,7 @@ void init_nn(py::module_& m) {
              o.return_sequences = return_sequences;
              o.reverse = reverse;
              o.unit_forget_bias = unit_forget_bias;
-             o.implementation = to_implementation(implementation);
+             o.implementation = to_implementation(implementation, "lstm");
              return std::make_shared<nn::LSTM>(units, o);
            }),
            py::arg("units"), py::arg("activation") = "tanh",
@@ -157,12 +160,40 @@ void init_nn(py::module_& m) {
       .def("uses_cudnn", &nn::LSTM::uses_cudnn, py::arg("x"),
            "Whether a forward on `x` takes the cuDNN path.");
 
+  py::class_<nn::GRU, nn::Recurrent, std::shared_ptr<nn::GRU>>(
+      m, "GRU", "GRU with Keras semantics (gates z, r, h; reset_after=True by default).")
+      .def(py::init([](int64_t units, const std::string& activation,
+                       const std::string& recurrent_activation, bool return_sequences,
+                       bool return_state, bool go_backwards, bool reset_after,
+                       const std::string& implementation) {
+             return std::make_shared<nn::GRU>(
+                 units, nn::GRUOptions{activation, recurrent_activation, return_sequences,
+                                       return_state, go_backwards, reset_after,
+                                       to_implementation(implementation, "gru")});
+           }),
+           py::arg("units"), py::arg("activation") = "tanh",
+           py::arg("recurrent_activation") = "sigmoid", py::arg("return_sequences") = false,
+           py::arg("return_state") = false, py::arg("go_backwards") = false,
+           py::arg("reset_after") = true, py::arg("implementation") = "auto")
+      .def(
+          "__call__",
+          [](nn::GRU& layer, const Tensor& x) -> py::object {
+            if (!layer.options().return_state) return py::cast(layer(x));
+            auto [y, h] = layer.call_with_state(x);
+            return py::make_tuple(y, h);
+          },
+          py::arg("x"), "The output; with return_state, (output, last state).")
+      .def_property_readonly("units", &nn::GRU::units)
+      .def("uses_cudnn", &nn::GRU::uses_cudnn, py::arg("x"),
+           "Whether a forward on `x` takes the cuDNN path.");
+
   py::class_<nn::Bidirectional, nn::Module, std::shared_ptr<nn::Bidirectional>>(
       m, "Bidirectional",
-      "A forward and a reversed copy of an LSTM, merged ('concat', 'sum', 'mul' or 'ave').")
-      .def(py::init([](std::shared_ptr<nn::LSTM> layer, const std::string& merge_mode) {
+      "A forward and a reversed copy of an LSTM or GRU, merged ('concat', 'sum', 'mul' or "
+      "'ave').")
+      .def(py::init([](std::shared_ptr<nn::Recurrent> layer, const std::string& merge_mode) {
              ENCORE_CHECK(layer != nullptr, encore::ValueError,
-                          "[bidirectional] needs an LSTM layer");
+                          "[bidirectional] needs an LSTM or GRU layer");
              return std::make_shared<nn::Bidirectional>(std::move(layer), merge_mode);
            }),
            py::arg("layer"), py::arg("merge_mode") = "concat");

@@ -1,5 +1,6 @@
-// Raw memory per device. The CPU allocator is 64-byte aligned malloc; the CUDA allocator
-// (core/cuda/) takes memory from a stream-ordered pool. Every allocation is counted in the
+// Raw memory per device. The CPU allocator is 64-byte aligned malloc that keeps freed large
+// blocks (>= 1 MiB, up to 2 GiB in all) for the next allocation of that size; the CUDA
+// allocator (core/cuda/) takes memory from a stream-ordered pool. Every allocation is counted in the
 // ledger; failure throws OutOfMemoryError and leaves the runtime usable.
 #pragma once
 

@@ -34,6 +34,7 @@ enum class Counter : int {
   Allocations,
   BytesAllocated,
   CopyInNs,         // replays: padding (bucketing) and copying arguments in (measured only while profiling)
+  AllocationsReused,  // large host blocks handed out again from the CPU allocator's cache
   Count
 };
 

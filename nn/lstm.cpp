@@ -52,20 +52,13 @@ Tensor LSTM::forward_impl(const Tensor& x) {
 }
 
 Tensor LSTM::forward_composed(const Tensor& x) {
-  const int64_t batch = x.shape()[0], steps = x.shape()[1];
-  // All input projections in one GEMM: (batch * steps, features) @ (features, 4 units).
-  const Tensor xw = matmul(x, kernel_) + bias_;
-  Tensor h;
-  Tensor c = zeros({batch, units_}, x.dtype(), x.device());
-  std::vector<Tensor> outputs(options_.return_sequences ? steps : 0);
-  for (int64_t s = 0; s < steps; ++s) {
-    const int64_t t = options_.reverse ? steps - 1 - s : s;
-    Tensor z = xw.slice(1, t, t + 1).squeeze(1);
-    if (h.defined()) z = z + matmul(h, recurrent_kernel_);
-    std::tie(h, c) = lstm_cell(z, c, activation_, recurrent_activation_);
-    if (options_.return_sequences) outputs[t] = h;
-  }
-  return options_.return_sequences ? stack(outputs, 1) : h;
+  // All input projections in one GEMM: (batch * steps, features) @ (features, 4 units); then
+  // the recurrence in one op.
+  const Tensor y = lstm_sequence(matmul(x, kernel_) + bias_, recurrent_kernel_, activation_,
+                                 recurrent_activation_, options_.reverse);
+  if (options_.return_sequences) return y;
+  const int64_t last = options_.reverse ? 0 : x.shape()[1] - 1;
+  return y.slice(1, last, last + 1).squeeze(1);
 }
 
 Tensor LSTM::forward_cudnn(const Tensor& x) {
@@ -78,33 +71,10 @@ Tensor LSTM::forward_cudnn(const Tensor& x) {
   return options_.reverse ? flip(out[0], 1) : out[0];
 }
 
-Bidirectional::Bidirectional(std::shared_ptr<LSTM> layer, std::string merge_mode)
-    : forward_(std::move(layer)), merge_mode_(std::move(merge_mode)) {
-  ENCORE_CHECK(forward_, ValueError, "[bidirectional] needs a layer");
-  ENCORE_CHECK(merge_mode_ == "concat" || merge_mode_ == "sum" || merge_mode_ == "mul" ||
-                   merge_mode_ == "ave",
-               ValueError, "[bidirectional] unknown merge_mode '", merge_mode_,
-               "' (expected concat, sum, mul or ave)");
-  LSTMOptions reversed = forward_->options();
-  reversed.reverse = !reversed.reverse;
-  backward_ = std::make_shared<LSTM>(forward_->units(), reversed);
-  add_child("forward_lstm", forward_);
-  add_child("backward_lstm", backward_);
-}
-
-Shape Bidirectional::build_impl(const Shape& s) {
-  Shape out = forward_->build(s);
-  backward_->build(s);
-  if (merge_mode_ == "concat") out[out.size() - 1] *= 2;
-  return out;
-}
-
-Tensor Bidirectional::forward_impl(const Tensor& x) {
-  const Tensor f = forward_->forward(x), b = backward_->forward(x);
-  if (merge_mode_ == "concat") return concat({f, b}, -1);
-  if (merge_mode_ == "sum") return f + b;
-  if (merge_mode_ == "mul") return f * b;
-  return (f + b) * 0.5;
+std::shared_ptr<Recurrent> LSTM::reversed() const {
+  LSTMOptions o = options_;
+  o.reverse = !o.reverse;
+  return std::make_shared<LSTM>(units_, o);
 }
 
 }  // namespace encore::nn

@@ -14,12 +14,16 @@ Shape Module::build(const Shape& input_shape) {
   return output_shape_;
 }
 
-Tensor Module::forward(const Tensor& x) {
+void Module::prepare_forward(const Tensor& x) {
   ENCORE_CHECK(x.defined(), ValueError, "[", type_name(), "] input is undefined");
   if (!built_) {
     build(x.shape());
     to(x.device());
   }
+}
+
+Tensor Module::forward(const Tensor& x) {
+  prepare_forward(x);
   return forward_impl(x);
 }
 

@@ -49,6 +49,8 @@ class Module {
  protected:
   virtual Shape build_impl(const Shape& input_shape) = 0;
   virtual Tensor forward_impl(const Tensor& x) = 0;
+  /// What forward() does before forward_impl: checks `x` and builds the module on first use.
+  void prepare_forward(const Tensor& x);
   /// Registers a parameter (requires_grad set).
   Tensor& add_parameter(const std::string& name, Tensor value);
   void add_child(const std::string& name, std::shared_ptr<Module> child);

@@ -1,5 +1,6 @@
 // Neural-network building blocks: the attributes of dropout, scatter_last and the fused LSTM
-// cell, shared by the CPU and CUDA kernels (softmax takes AxisAttrs, ops/data.h).
+// and GRU cells (LstmAttrs: their two activations), shared by the CPU and CUDA kernels
+// (softmax takes AxisAttrs, ops/data.h).
 #pragma once
 
 #include <string>
@@ -25,6 +26,16 @@ struct LstmAttrs {
     return detail::cat("activation=", name(activation), ", recurrent_activation=", name(recurrent_activation));
   }
   bool operator==(const LstmAttrs&) const = default;
+};
+/// A whole recurrent sequence (lstm_sequence): the activations and the direction.
+struct SequenceAttrs {
+  Activation activation, recurrent_activation;
+  bool reverse;
+  std::string str() const {
+    return detail::cat("activation=", name(activation), ", recurrent_activation=", name(recurrent_activation),
+                       ", reverse=", reverse);
+  }
+  bool operator==(const SequenceAttrs&) const = default;
 };
 
 }  // namespace encore

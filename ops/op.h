@@ -149,6 +149,10 @@ using PrepareFn = std::shared_ptr<void> (*)(const KernelCtx& ctx);
 /// Writes the gradient of each input into `grad_in` (left undefined where not needed),
 /// using ordinary ops so that a traced step records its own backward pass.
 using BackwardFn = void (*)(const BackwardCtx& ctx, Tensor* grad_in);
+/// For a view of a part of its input (slice): adds the gradient of its output into `into`, a
+/// buffer of input 0's shape that the engine owns, in place. Many parts of one tensor (the
+/// steps of a sequence) then cost the size of each part, not a full-size gradient per part.
+using AccumulateFn = void (*)(const BackwardCtx& ctx, Tensor& into);
 /// Calls the public function with arguments bound to its signature.
 using Outputs = std::vector<Tensor>;
 using InvokeFn = Outputs (*)(const CallArgs& args);
@@ -215,6 +219,7 @@ struct OpDef {
   const AttrType* attrs = nullptr;  // &attrs_of<...>; null: the op takes none
   InferFn infer = nullptr;
   BackwardFn backward = nullptr;  // null: not differentiable
+  AccumulateFn accumulate = nullptr;  // the backward of a part-view, in place (see AccumulateFn)
   Kernel cpu = {};
   /// The public function (Python-style, see ops/signature.h); null for internal ops.
   const char* signature = nullptr;

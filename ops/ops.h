@@ -107,6 +107,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // ---- data movement ---------------------------------------------------------------------
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis);
+/// The entries along `axis` as views without that axis (x[..., i, ...] for each i).
+std::vector<Tensor> unbind(const Tensor& x, int64_t axis = 0);
+/// `sections` equal views along `axis` (a ValueError unless it divides the axis), as numpy.split.
+std::vector<Tensor> split(const Tensor& x, int64_t sections, int64_t axis = 0);
 /// Reverses the order of entries along `axis` (a copy).
 Tensor flip(const Tensor& x, int64_t axis);
 /// `x` with `before` and `after` entries of `value` added along `axis`.
@@ -147,5 +151,23 @@ Tensor scatter_last(const Tensor& g, const Tensor& index, int64_t n);
 /// c_prev: (batch, units). Returns {h, c}.
 std::pair<Tensor, Tensor> lstm_cell(const Tensor& z, const Tensor& c_prev, Activation activation,
                                     Activation recurrent_activation);
+/// A whole LSTM sequence from a zero state, in one op (one recurrent GEMM and one fused gate
+/// pass per step; the recurrent kernel's gradient as one GEMM over all steps). xw: (batch,
+/// steps, 4*units) input projections x W + b in Keras gate order (i, f, c, o); recurrent_kernel:
+/// (units, 4*units). Returns the states h (batch, steps, units), aligned with the input steps
+/// also when `reverse` processes them last to first.
+Tensor lstm_sequence(const Tensor& xw, const Tensor& recurrent_kernel, Activation activation,
+                     Activation recurrent_activation, bool reverse = false);
+/// A whole GRU sequence in Keras' reset_after form from a zero state, in one op (as
+/// lstm_sequence). xw: (batch, steps, 3*units) input projections x W + b_input in Keras gate
+/// order (z, r, h); recurrent_kernel (units, 3*units), recurrent_bias (3*units). Returns the
+/// states h (batch, steps, units), aligned with the input steps also when `reverse`.
+Tensor gru_sequence(const Tensor& xw, const Tensor& recurrent_kernel, const Tensor& recurrent_bias,
+                    Activation activation, Activation recurrent_activation, bool reverse = false);
+/// One fused GRU step in Keras' reset_after form. xz = x_t W + b_input and hz = h_prev R +
+/// b_recurrent: (batch, 3*units) in Keras gate order (z, r, h); h_prev: (batch, units).
+/// Returns the new state z * h_prev + (1 - z) * activation(xz_h + r * hz_h).
+Tensor gru_cell(const Tensor& xz, const Tensor& hz, const Tensor& h_prev, Activation activation,
+                Activation recurrent_activation);
 
 }  // namespace encore

@@ -86,6 +86,10 @@ void bw_permute(const BackwardCtx& c, Tensor* g) {
 void bw_slice(const BackwardCtx& c, Tensor* g) {
   g[0] = call(slice_grad_op(), {c.grads[0]}, c.attrs);
 }
+void accumulate_slice(const BackwardCtx& c, Tensor& into) {
+  const auto& s = c.attrs.as<SliceAttrs>();
+  into.slice(s.axis, s.start, s.stop, s.step).add_(c.grads[0]);
+}
 void bw_expand(const BackwardCtx& c, Tensor* g) { g[0] = sum_to(c.grads[0], c.input_shape(0)); }
 
 int infer_same(const OpDef&, std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
@@ -310,6 +314,7 @@ OpDef& slice_op = define_op({
     .attrs = &attrs_of<SliceAttrs>,
     .infer = infer_slice,
     .backward = bw_slice,
+    .accumulate = accumulate_slice,
     .example = {.inputs = {{{3, 7}}},
                 .call = [](std::span<const Tensor> x) { return one(x[0].slice(1, 1, 6, 2)); }},
 });

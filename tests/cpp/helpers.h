@@ -8,7 +8,9 @@
 #include <cstring>
 #include <string>
 
+#include "core/modes.h"
 #include "core/tensor.h"
+#include "nn/module.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 
@@ -69,6 +71,32 @@ inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   if (!(a.shape() == b.shape()) || a.dtype() != b.dtype()) return false;
   const Tensor x = a.to(Device::cpu()).contiguous(), y = b.to(Device::cpu()).contiguous();
   return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+}
+
+// Finite-difference check of every parameter's gradient of loss(module(x)), in float64.
+inline void check_parameter_gradients(nn::Module& m, const Tensor& x) {
+  m.build(x.shape());
+  m.to(DType::Float64);
+  const Tensor proj = rand64(m(x).shape(), 99);
+  auto loss = [&] { return sum(m(x) * proj); };
+  for (Tensor& p : m.parameters()) p.set_grad(Tensor());
+  loss().backward();
+  NoGradGuard no_grad;
+  for (auto& [name, p] : m.named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    const auto analytic = p.grad().to_vector<double>();
+    double* d = p.data<double>();
+    for (int64_t j = 0; j < p.numel(); ++j) {
+      const double saved = d[j];
+      d[j] = saved + 1e-6;
+      const double plus = loss().item();
+      d[j] = saved - 1e-6;
+      const double minus = loss().item();
+      d[j] = saved;
+      EXPECT_NEAR(analytic[j], (plus - minus) / 2e-6, 1e-5 + 1e-4 * std::fabs(analytic[j]))
+          << name << "[" << j << "]";
+    }
+  }
 }
 
 }  // namespace encore::test

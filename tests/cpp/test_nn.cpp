@@ -12,33 +12,8 @@ namespace {
 
 using test::expect_values;
 using test::max_abs_diff;
+using test::check_parameter_gradients;
 using test::rand64;
-
-// Finite-difference check of every parameter's gradient of loss(module(x)), in float64.
-void check_parameter_gradients(nn::Module& m, const Tensor& x) {
-  m.build(x.shape());
-  m.to(DType::Float64);
-  const Tensor proj = rand64(m(x).shape(), 99);
-  auto loss = [&] { return sum(m(x) * proj); };
-  for (Tensor& p : m.parameters()) p.set_grad(Tensor());
-  loss().backward();
-  NoGradGuard no_grad;
-  for (auto& [name, p] : m.named_parameters()) {
-    ASSERT_TRUE(p.grad().defined()) << name;
-    const auto analytic = p.grad().to_vector<double>();
-    double* d = p.data<double>();
-    for (int64_t j = 0; j < p.numel(); ++j) {
-      const double saved = d[j];
-      d[j] = saved + 1e-6;
-      const double plus = loss().item();
-      d[j] = saved - 1e-6;
-      const double minus = loss().item();
-      d[j] = saved;
-      EXPECT_NEAR(analytic[j], (plus - minus) / 2e-6, 1e-5 + 1e-4 * std::fabs(analytic[j]))
-          << name << "[" << j << "]";
-    }
-  }
-}
 
 TEST(Layers, ShapesAndParameterNames) {
   manual_seed(0);

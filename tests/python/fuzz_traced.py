@@ -4,9 +4,10 @@ step functions wrapped in ``encore.trace``, must agree bit for bit after every a
 A program is a plain dict (so it can be shrunk and printed):
 
 * a model: Sequential (sometimes nested) of Conv1D (valid/same, strides, dilation,
-  activations, with/without bias), LSTM (return_sequences, reverse, activations),
-  Bidirectional (merge modes), Dropout, Dense; reduced by GlobalAverage/GlobalMaxPooling1D,
-  Flatten or a last LSTM; a Dense head. float32, sometimes float64;
+  activations, with/without bias), LSTM (return_sequences, reverse, activations), GRU
+  (return_sequences, go_backwards, reset_after, activations), Bidirectional (of either; merge
+  modes), Dropout, Dense; reduced by GlobalAverage/GlobalMaxPooling1D, Flatten or a last
+  recurrent layer; a Dense head. float32, sometimes float64;
 * a loss (mean_squared_error, binary_crossentropy from logits or probabilities,
   sparse_categorical_crossentropy from logits or softmax) and SGD (momentum, Nesterov, weight
   decay) or Adam; captured buffers and a tensor to pass as an argument;
@@ -76,6 +77,7 @@ FEATURES = {
 }
 
 ACTIVATIONS = ("linear", "tanh", "sigmoid", "relu", "hard_sigmoid")
+RECURRENT = ("LSTM", "GRU", "Bidirectional")
 STATIC_SCALES = (1.0, 0.5, 2.0)
 SPECIAL_SCALES = (0.0, -0.0, math.nan)
 
@@ -142,10 +144,11 @@ class Generator:
         if r.random() < 0.2 and layers:
             cut = r.randrange(len(layers))
             layers = layers[:cut] + [{"kind": "Sequential", "layers": layers[cut:]}]
-        reduce = r.choice(["GlobalAveragePooling1D", "GlobalMaxPooling1D", "Flatten", "LSTM", "Bidirectional", None])
+        reduce = r.choice(["GlobalAveragePooling1D", "GlobalMaxPooling1D", "Flatten", "LSTM", "GRU", "Bidirectional",
+                           None])
         if reduce is None and any(not self.keeps_length(l) for l in flat(layers)):
             reduce = "GlobalAveragePooling1D"
-        if reduce in ("LSTM", "Bidirectional"):
+        if reduce in RECURRENT:
             layers.append(self.recurrent(reduce, return_sequences=False))
         elif reduce is not None:
             layers.append({"kind": reduce})
@@ -156,7 +159,7 @@ class Generator:
 
     def sequence_layer(self) -> dict:
         r = self.r
-        kind = r.choice(["Conv1D", "Conv1D", "LSTM", "Bidirectional", "Dropout", "Dense"])
+        kind = r.choice(["Conv1D", "Conv1D", "LSTM", "GRU", "Bidirectional", "Dropout", "Dense"])
         if kind == "Conv1D":
             layer = {"kind": "Conv1D", "filters": r.randint(1, 3), "kernel_size": r.randint(1, 3),
                      "strides": 1, "padding": r.choice(["valid", "same"]), "dilation_rate": 1,
@@ -164,7 +167,7 @@ class Generator:
             if r.random() < 0.5:
                 layer[r.choice(["strides", "dilation_rate"])] = 2
             return layer
-        if kind in ("LSTM", "Bidirectional"):
+        if kind in RECURRENT:
             return self.recurrent(kind, return_sequences=True)
         if kind == "Dropout":
             return {"kind": "Dropout", "rate": r.choice([0.0, 0.25, 0.5])}
@@ -176,20 +179,25 @@ class Generator:
 
     def recurrent(self, kind: str, return_sequences: bool) -> dict:
         r = self.r
-        lstm = {"kind": "LSTM", "units": r.randint(1, 3), "activation": r.choice(["tanh", "tanh", "relu", "sigmoid"]),
-                "recurrent_activation": r.choice(["sigmoid", "hard_sigmoid"]),
-                "return_sequences": return_sequences, "reverse": r.random() < 0.2,
-                "unit_forget_bias": r.random() < 0.8}
-        if kind == "LSTM":
-            return lstm
-        lstm["reverse"] = False
-        return {"kind": "Bidirectional", "layer": lstm, "merge_mode": r.choice(["concat", "sum", "mul", "ave"])}
+        cell = r.choice(["LSTM", "GRU"]) if kind == "Bidirectional" else kind
+        layer = {"kind": cell, "units": r.randint(1, 3), "activation": r.choice(["tanh", "tanh", "relu", "sigmoid"]),
+                 "recurrent_activation": r.choice(["sigmoid", "hard_sigmoid"]),
+                 "return_sequences": return_sequences}
+        backwards = "reverse" if cell == "LSTM" else "go_backwards"
+        layer[backwards] = kind != "Bidirectional" and r.random() < 0.2
+        if cell == "LSTM":
+            layer["unit_forget_bias"] = r.random() < 0.8
+        else:
+            layer["reset_after"] = r.random() < 0.7
+        if kind != "Bidirectional":
+            return layer
+        return {"kind": "Bidirectional", "layer": layer, "merge_mode": r.choice(["concat", "sum", "mul", "ave"])}
 
     @staticmethod
     def keeps_length(layer: dict) -> bool:
         if layer["kind"] == "Conv1D":
             return layer["padding"] == "same" and layer["strides"] == 1
-        return layer["kind"] in ("Dense", "Dropout", "LSTM", "Bidirectional")
+        return layer["kind"] in ("Dense", "Dropout") + RECURRENT
 
     def shapes(self, layers: list) -> list:
         """(batch, steps) pool: the first shape is the common one (the build shape)."""
@@ -380,7 +388,7 @@ def flat(layers: list):
 
 def reduces(layer: dict) -> bool:
     """Whether `layer` turns (batch, steps, channels) into (batch, channels)."""
-    if layer["kind"] == "LSTM":
+    if layer["kind"] in ("LSTM", "GRU"):
         return not layer["return_sequences"]
     if layer["kind"] == "Bidirectional":
         return not layer["layer"]["return_sequences"]
@@ -418,11 +426,11 @@ def called_functions(prog: dict) -> list:
 
 
 def recurrent_steps(layers: list, t: int) -> int:
-    """The fewest steps an LSTM of `layers` sees on inputs of length `t` (a large number when
+    """The fewest steps a recurrent layer of `layers` sees on inputs of length `t` (a large number when
     there is none)."""
     fewest = 1 << 30
     for i, layer in enumerate(flat(layers)):
-        if layer["kind"] in ("LSTM", "Bidirectional"):
+        if layer["kind"] in RECURRENT:
             steps = steps_after(list(flat(layers))[:i], t)
             fewest = min(fewest, steps if steps is not None else 0)
     return fewest
@@ -462,9 +470,11 @@ LAYER_DEFAULTS = {
     "Conv1D": {"strides": 1, "padding": "valid", "dilation_rate": 1, "activation": "linear", "use_bias": True},
     "LSTM": {"activation": "tanh", "recurrent_activation": "sigmoid", "return_sequences": False,
              "reverse": False, "unit_forget_bias": True},
+    "GRU": {"activation": "tanh", "recurrent_activation": "sigmoid", "return_sequences": False,
+            "go_backwards": False, "reset_after": True},
     "Bidirectional": {"merge_mode": "concat"},
 }
-POSITIONAL = {"Dense": ["units"], "Conv1D": ["filters", "kernel_size"], "LSTM": ["units"], "Dropout": ["rate"],
+POSITIONAL = {"Dense": ["units"], "Conv1D": ["filters", "kernel_size"], "LSTM": ["units"], "GRU": ["units"], "Dropout": ["rate"],
               "Bidirectional": ["layer"], "Sequential": ["layers"]}
 
 
@@ -814,7 +824,7 @@ def signature(found) -> tuple:
 SIMPLER = {
     "units": [1], "filters": [1], "kernel_size": [1], "strides": [1], "dilation_rate": [1],
     "activation": ["linear"], "recurrent_activation": ["sigmoid"], "use_bias": [False],
-    "reverse": [False], "unit_forget_bias": [True], "merge_mode": ["concat"], "rate": [0.0],
+    "reverse": [False], "unit_forget_bias": [True], "go_backwards": [False], "reset_after": [True], "merge_mode": ["concat"], "rate": [0.0],
     "channels": [1], "dtype": ["float32"], "momentum": [0.0], "nesterov": [False], "weight_decay": [0.0],
     "micro": [1], "scale": [False, 1.0], "backward": [False], "if_flag": [False], "set_to_none": [True],
     "mode": ["", "plain"], "view": ["plain"], "layout": ["tensor"], "none": [False],

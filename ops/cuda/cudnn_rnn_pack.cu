@@ -1,4 +1,4 @@
-#include "ops/cuda/cudnn_lstm.h"
+#include "ops/cuda/cudnn_rnn.h"
 #include "ops/cuda/device/vector.cuh"
 #include "ops/cuda/launch.h"
 
@@ -6,7 +6,7 @@ namespace encore::cuda {
 namespace {
 
 template <bool Pack>
-__global__ void move_weights(LstmSlots slots, float* __restrict__ ws, int64_t total) {
+__global__ void move_weights(RnnSlots slots, float* __restrict__ ws, int64_t total) {
   for (int64_t e = thread_index(); e < total; e += thread_count()) {
     int64_t i = e;
     int s = 0;  // e < total, so the slot is found before the table ends
@@ -14,7 +14,7 @@ __global__ void move_weights(LstmSlots slots, float* __restrict__ ws, int64_t to
       i -= slots.slot[s].rows * slots.slot[s].cols;
       ++s;
     }
-    const LstmSlot& sl = slots.slot[s];
+    const RnnSlot& sl = slots.slot[s];
     const int64_t r = i / sl.cols, c = i % sl.cols;
     float& w = ws[sl.offset + r * sl.ws_row + c * sl.ws_col];
     float& t = sl.tensor[r * sl.t_row + c * sl.t_col];
@@ -31,7 +31,7 @@ __global__ void fill(int32_t* p, int64_t n, int32_t v) {
 
 }  // namespace
 
-void move_lstm_weights(const LstmSlots& slots, float* weight_space, bool pack,
+void move_rnn_weights(const RnnSlots& slots, float* weight_space, bool pack,
                        cudaStream_t stream) {
   int64_t total = 0;
   for (int s = 0; s < slots.count; ++s) total += slots.slot[s].rows * slots.slot[s].cols;
@@ -40,13 +40,13 @@ void move_lstm_weights(const LstmSlots& slots, float* weight_space, bool pack,
     move_weights<true><<<grid_for(total), kBlock, 0, stream>>>(slots, weight_space, total);
   else
     move_weights<false><<<grid_for(total), kBlock, 0, stream>>>(slots, weight_space, total);
-  ENCORE_CUDA_LAUNCH_CHECK(pack ? "cudnn_lstm" : "cudnn_lstm_backward");
+  ENCORE_CUDA_LAUNCH_CHECK(pack ? "cudnn_rnn pack" : "cudnn_rnn unpack");
 }
 
 void fill_int32(int32_t* p, int64_t n, int32_t value, cudaStream_t stream) {
   if (n == 0) return;
   fill<<<grid_for(n), kBlock, 0, stream>>>(p, n, value);
-  ENCORE_CUDA_LAUNCH_CHECK("cudnn_lstm");
+  ENCORE_CUDA_LAUNCH_CHECK("cudnn_rnn");
 }
 
 }  // namespace encore::cuda

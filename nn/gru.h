@@ -1,0 +1,65 @@
+// GRU with Keras semantics: gate order z (update), r (reset), h (candidate) in the kernel
+// (features, 3 units), the recurrent kernel (units, 3 units) and the bias, and
+//   z = rec(x W_z + h R_z + b), r = rec(x W_r + h R_r + b), h' = z * h + (1 - z) * hh, with
+//   reset_after=True (default; bias (2, 3 units): input row, recurrent row):
+//     hh = act(x W_h + b_in_h + r * (h R_h + b_rec_h))
+//   reset_after=False (bias (3 units)): hh = act(x W_h + b_h + (r * h) R_h).
+// Two implementations give the same results within float tolerance: composed (one GEMM for
+// all input projections, then gru_sequence, or with reset_after=False per step two GEMMs and
+// elementwise ops; any activation) and cuDNN (one cudnn_gru op over the sequence: CUDA,
+// tanh/sigmoid, reset_after).
+#pragma once
+
+#include <utility>
+
+#include "nn/recurrent.h"
+#include "ops/activation.h"
+
+namespace encore::nn {
+
+struct GRUOptions {
+  std::string activation = "tanh";
+  std::string recurrent_activation = "sigmoid";
+  bool return_sequences = false;
+  /// Also return the last state (call_with_state; Python's call returns [output, state]).
+  bool return_state = false;
+  /// Process the steps last to first; a sequence output is then in processing order
+  /// (reversed), as in Keras.
+  bool go_backwards = false;
+  bool reset_after = true;
+  /// Auto: cuDNN on a CUDA device for tanh/sigmoid with reset_after, else composed.
+  RecurrentImplementation implementation = RecurrentImplementation::Auto;
+};
+
+class GRU : public Recurrent {
+ public:
+  explicit GRU(int64_t units, GRUOptions options = {});
+  std::string type_name() const override { return "gru"; }
+  std::shared_ptr<Recurrent> reversed() const override;
+  bool reverses_sequence_output() const override {
+    return options_.go_backwards && options_.return_sequences;
+  }
+  int64_t units() const { return units_; }
+  const GRUOptions& options() const { return options_; }
+  /// Whether a forward on `x` takes the cuDNN path.
+  bool uses_cudnn(const Tensor& x) const;
+  /// The output (as forward()) and the last state (batch, units).
+  std::pair<Tensor, Tensor> call_with_state(const Tensor& x);
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override;
+  Tensor forward_impl(const Tensor& x) override;
+
+ private:
+  std::pair<Tensor, Tensor> run(const Tensor& x);
+  std::pair<Tensor, Tensor> run_sequence(const Tensor& x);
+  std::pair<Tensor, Tensor> run_steps(const Tensor& x);
+  std::pair<Tensor, Tensor> run_cudnn(const Tensor& x);
+
+  int64_t units_;
+  GRUOptions options_;
+  Activation activation_, recurrent_activation_;
+  Tensor kernel_, recurrent_kernel_, bias_;
+};
+
+}  // namespace encore::nn

@@ -1,0 +1,36 @@
+#include "nn/recurrent.h"
+
+#include "ops/ops.h"
+
+namespace encore::nn {
+
+Bidirectional::Bidirectional(std::shared_ptr<Recurrent> layer, std::string merge_mode)
+    : forward_(std::move(layer)), merge_mode_(std::move(merge_mode)) {
+  ENCORE_CHECK(forward_, ValueError, "[bidirectional] needs a layer");
+  ENCORE_CHECK(merge_mode_ == "concat" || merge_mode_ == "sum" || merge_mode_ == "mul" ||
+                   merge_mode_ == "ave",
+               ValueError, "[bidirectional] unknown merge_mode '", merge_mode_,
+               "' (expected concat, sum, mul or ave)");
+  backward_ = forward_->reversed();
+  add_child("forward_" + forward_->type_name(), forward_);
+  add_child("backward_" + backward_->type_name(), backward_);
+}
+
+Shape Bidirectional::build_impl(const Shape& s) {
+  Shape out = forward_->build(s);
+  backward_->build(s);
+  if (merge_mode_ == "concat") out[out.size() - 1] *= 2;
+  return out;
+}
+
+Tensor Bidirectional::forward_impl(const Tensor& x) {
+  const Tensor f = forward_->forward(x);
+  Tensor b = backward_->forward(x);
+  if (backward_->reverses_sequence_output()) b = flip(b, 1);
+  if (merge_mode_ == "concat") return concat({f, b}, -1);
+  if (merge_mode_ == "sum") return f + b;
+  if (merge_mode_ == "mul") return f * b;
+  return (f + b) * 0.5;
+}
+
+}  // namespace encore::nn

@@ -1,0 +1,42 @@
+// What the recurrent layers (LSTM, GRU) share: the choice between the composed and the cuDNN
+// implementation, the interface Bidirectional needs, and Bidirectional itself.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "nn/module.h"
+
+namespace encore::nn {
+
+/// Auto: cuDNN on a CUDA device where it computes the layer's configuration, else composed.
+enum class RecurrentImplementation { Auto, Composed, Cudnn };
+
+/// A recurrent layer over (batch, steps, features) that Bidirectional can wrap.
+class Recurrent : public Module {
+ public:
+  /// A new, unbuilt layer with the same configuration that runs over the steps in the other
+  /// direction.
+  virtual std::shared_ptr<Recurrent> reversed() const = 0;
+  /// Whether its sequence output lists the steps last to first (Keras' go_backwards);
+  /// Bidirectional flips such an output back into input order.
+  virtual bool reverses_sequence_output() const { return false; }
+};
+
+/// Runs a recurrent layer and a reversed copy of it and merges their outputs
+/// ("concat" on the feature axis, "sum", "mul" or "ave").
+class Bidirectional : public Module {
+ public:
+  explicit Bidirectional(std::shared_ptr<Recurrent> layer, std::string merge_mode = "concat");
+  std::string type_name() const override { return "bidirectional"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override;
+  Tensor forward_impl(const Tensor& x) override;
+
+ private:
+  std::shared_ptr<Recurrent> forward_, backward_;
+  std::string merge_mode_;
+};
+
+}  // namespace encore::nn
