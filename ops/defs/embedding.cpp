@@ -125,8 +125,7 @@ OpDef& embedding_op = define_op({
     .signature = "embedding(table: Tensor, indices: Tensor) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {embedding(a.tensor(0), a.tensor(1))}; },
     .doc = "The rows of `table` (input_dim, output_dim) at int32/int64 `indices` of any shape: "
-           "(..., output_dim). "
-           "An index outside [0, input_dim) is a ValueError",
+           "(..., output_dim). An index outside [0, input_dim) is a ValueError",
     .example = {.inputs = {{{5, 3}}, {{2, 4}, ExampleInput::Index, 5}}},
 });
 OpDef& embedding_backward_row = define_op({
