@@ -26,9 +26,9 @@ ENCORE_HD double m_sqrt(double x) { return ::sqrt(x); }
 ENCORE_HD float m_tanh(float x) { return ::tanhf(x); }
 ENCORE_HD double m_tanh(double x) { return ::tanh(x); }
 ENCORE_HD float m_pow(float x, float p) { return ::powf(x, p); }
+ENCORE_HD double m_pow(double x, double p) { return ::pow(x, p); }
 ENCORE_HD float m_erf(float x) { return ::erff(x); }
 ENCORE_HD double m_erf(double x) { return ::erf(x); }
-ENCORE_HD double m_pow(double x, double p) { return ::pow(x, p); }
 // Integer arithmetic wraps modulo 2^bits, as in NumPy: it goes through the unsigned type,
 // because signed overflow is undefined behaviour in C++ (and CUDA). Floats are unchanged.
 template <class T> ENCORE_HD T wrap_add(T a, T b) {
@@ -82,9 +82,12 @@ template <class T> ENCORE_HD T m_hard_sigmoid(T x) {
 }
 // Exact GELU, x * Phi(x) (Keras' default, approximate=False), and its derivative
 // Phi(x) + x * phi(x).
-template <class T> ENCORE_HD T m_gelu(T x) { return T(0.5) * x * (T(1) + m_erf(x * T(0.70710678118654752440))); }
+template <class T> ENCORE_HD T m_gelu(T x) {
+  return T(0.5) * x * (T(1) + m_erf(x * T(0.70710678118654752440)));  // 1 / sqrt(2)
+}
 template <class T> ENCORE_HD T m_gelu_grad(T x) {
-  return T(0.5) * (T(1) + m_erf(x * T(0.70710678118654752440))) + x * T(0.39894228040143267794) * m_exp(T(-0.5) * x * x);
+  const T pdf = T(0.39894228040143267794) * m_exp(T(-0.5) * x * x);  // 1 / sqrt(2 pi)
+  return T(0.5) * (T(1) + m_erf(x * T(0.70710678118654752440))) + x * pdf;
 }
 // log(1 + e^x) without overflow for large x.
 template <class T> ENCORE_HD T m_softplus(T x) {
