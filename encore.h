@@ -13,6 +13,7 @@
 #include "nn/losses.h"
 #include "nn/lstm.h"
 #include "nn/module.h"
+#include "nn/normalization.h"
 #include "nn/optim.h"
 #include "ops/build_info.h"
 #include "ops/ops.h"

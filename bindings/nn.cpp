@@ -100,6 +100,14 @@ void init_nn(py::module_& m) {
           "A list of (name, Tensor) pairs.")
       .def("num_parameters", &nn::Module::num_parameters)
       .def(
+          "named_buffers",
+          [](const nn::Module& module) { return named(module.named_buffers()); },
+          "Non-trainable state (BatchNormalization's moving statistics) as (name, Tensor) pairs.")
+      .def(
+          "named_weights",
+          [](const nn::Module& module) { return named(module.named_weights()); },
+          "Parameters, then buffers, as (name, Tensor) pairs: what save() writes.")
+      .def(
           "to",
           [](ModulePtr module, py::object target) {
             module_to(*module, target);
@@ -217,6 +225,41 @@ void init_nn(py::module_& m) {
              return std::make_shared<nn::MaxPooling1D>(pool_size, nn::Pooling1DOptions{strides, padding});
            }),
            py::arg("pool_size") = 2, py::arg("strides") = py::none(), py::arg("padding") = "valid");
+  py::class_<nn::AveragePooling1D, nn::Module, std::shared_ptr<nn::AveragePooling1D>>(
+      m, "AveragePooling1D",
+      "Keras AveragePooling1D: the mean of each window of `pool_size` steps, `strides` apart (default "
+      "pool_size); padding 'valid' or 'same' (a window averages its real steps only).")
+      .def(py::init([](int64_t pool_size, std::optional<int64_t> strides, const std::string& padding) {
+             return std::make_shared<nn::AveragePooling1D>(pool_size, nn::Pooling1DOptions{strides, padding});
+           }),
+           py::arg("pool_size") = 2, py::arg("strides") = py::none(), py::arg("padding") = "valid");
+  py::class_<nn::BatchNormalization, nn::Module, std::shared_ptr<nn::BatchNormalization>>(
+      m, "BatchNormalization",
+      "Keras BatchNormalization: batch statistics (biased variance) in training mode, which also\n"
+      "update the buffers moving_mean and moving_variance; the moving statistics in inference mode.")
+      .def(py::init([](int64_t axis, double momentum, double epsilon, bool center, bool scale) {
+             return std::make_shared<nn::BatchNormalization>(
+                 nn::BatchNormalizationOptions{axis, momentum, epsilon, center, scale});
+           }),
+           py::arg("axis") = -1, py::arg("momentum") = 0.99, py::arg("epsilon") = 1e-3,
+           py::arg("center") = true, py::arg("scale") = true)
+      .def_property_readonly("moving_mean", &nn::BatchNormalization::moving_mean)
+      .def_property_readonly("moving_variance", &nn::BatchNormalization::moving_variance);
+  py::class_<nn::LayerNormalization, nn::Module, std::shared_ptr<nn::LayerNormalization>>(
+      m, "LayerNormalization", "Keras LayerNormalization: each sample normalized along `axis`.")
+      .def(py::init([](int64_t axis, double epsilon, bool center, bool scale) {
+             return std::make_shared<nn::LayerNormalization>(
+                 nn::LayerNormalizationOptions{axis, epsilon, center, scale});
+           }),
+           py::arg("axis") = -1, py::arg("epsilon") = 1e-3, py::arg("center") = true,
+           py::arg("scale") = true);
+  py::class_<nn::Embedding, nn::Module, std::shared_ptr<nn::Embedding>>(
+      m, "Embedding",
+      "Keras Embedding: int32/int64 indices of any shape -> (..., output_dim) rows of the table.")
+      .def(py::init<int64_t, int64_t>(), py::arg("input_dim"), py::arg("output_dim"));
+  py::class_<nn::ActivationLayer, nn::Module, std::shared_ptr<nn::ActivationLayer>>(
+      m, "Activation", "Keras Activation: applies an activation by name ('relu', 'gelu', 'softmax', ...).")
+      .def(py::init<const std::string&>(), py::arg("activation"));
   py::class_<nn::Flatten, nn::Module, std::shared_ptr<nn::Flatten>>(
       m, "Flatten", "(batch, ...) -> (batch, product of the rest).")
       .def(py::init<>());
@@ -285,8 +328,15 @@ void init_nn(py::module_& m) {
         "as in Keras 3: stable, and saturated outputs keep their gradient. Other probabilities\n"
         "are clipped to [1e-7, 1 - 1e-7].");
   m.def("mean_squared_error", &nn::mean_squared_error, py::arg("y_true"), py::arg("y_pred"));
+  m.def("categorical_crossentropy", &nn::categorical_crossentropy, py::arg("y_true"), py::arg("y_pred"),
+        py::arg("from_logits") = false,
+        "Keras categorical_crossentropy: one-hot or probability targets (..., classes), averaged over\n"
+        "the rows. Probabilities are scaled to sum to 1 and clipped to [1e-7, 1 - 1e-7] as in Keras;\n"
+        "from_logits=True computes log_softmax (stable).");
   m.def("sparse_categorical_crossentropy", &nn::sparse_categorical_crossentropy, py::arg("labels"),
-        py::arg("y_pred"), py::arg("from_logits") = true);
+        py::arg("y_pred"), py::arg("from_logits") = false,
+        "Keras sparse_categorical_crossentropy: integer class ids (...,) and predictions (..., classes),\n"
+        "probabilities (as in categorical_crossentropy) or, with from_logits=True, logits.");
   m.def("binary_accuracy", &nn::binary_accuracy, py::arg("y_true"), py::arg("y_pred"),
         py::arg("threshold") = 0.5);
 }

@@ -123,6 +123,10 @@ GradSlot* Tracer::slot(const std::shared_ptr<TensorImpl>& leaf) {
   return &grad_slots_.back();
 }
 
+void Tracer::on_view(const Tensor& base) {
+  if (!base.storage()->is_symbolic()) value(base, "view");
+}
+
 void Tracer::on_grad_read(const std::shared_ptr<TensorImpl>& leaf) {
   GradSlot* s = slot(leaf);
   if (s && !s->written) s->read_first = true;

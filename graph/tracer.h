@@ -48,6 +48,7 @@ class Tracer final : public Recorder, public GradObserver {
 
   // Recorder
   Tensor make_output(const TensorMeta& meta) override;
+  void on_view(const Tensor& base) override;
   void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
               std::span<const Tensor> out) override;
   // GradObserver

@@ -438,14 +438,14 @@ TensorFile load_tensors(const std::string& path) {
 }
 
 void save(const Module& module, const std::string& path) {
-  save_tensors(path, module.named_parameters());
+  save_tensors(path, module.named_weights());
 }
 
 void load(Module& module, const std::string& path) {
   const TensorFile file = load_tensors(path);
   std::map<std::string, const Tensor*> in_file;
   for (const auto& [name, t] : file.tensors) in_file.emplace(name, &t);
-  const NamedTensors params = module.named_parameters();
+  const NamedTensors params = module.named_weights();
   std::set<std::string> names;
   for (const auto& [name, p] : params) {
     ENCORE_CHECK(names.insert(name).second, ValueError,

@@ -37,10 +37,11 @@ void save_tensors(const std::string& path, const NamedTensors& tensors,
 /// where there is one, for a missing, truncated, corrupt or unsupported file.
 TensorFile load_tensors(const std::string& path);
 
-/// Writes every parameter of `module` to `path` with save_tensors.
+/// Writes every parameter and buffer (Module::named_weights) of `module` to `path` with
+/// save_tensors.
 void save(const Module& module, const std::string& path);
-/// Loads `path` into `module`'s parameters, all or nothing: the file must hold every parameter
-/// exactly once with its shape (else ShapeError) and dtype, and nothing else; on any error the
+/// Loads `path` into `module`'s parameters and buffers, all or nothing: the file must hold
+/// every one exactly once with its shape (else ShapeError) and dtype, and nothing else; on any error the
 /// module is left untouched.
 void load(Module& module, const std::string& path);
 

@@ -109,6 +109,42 @@ Tensor MaxPooling1D::forward_impl(const Tensor& x) {
   return max_pool1d(x, pool_size_, options_.strides, Padding::parse(options_.padding, "max_pooling1d"));
 }
 
+AveragePooling1D::AveragePooling1D(int64_t pool_size, Pooling1DOptions options)
+    : pool_size_(pool_size), options_(std::move(options)) {
+  ENCORE_CHECK(pool_size >= 1 && options_.strides.value_or(1) >= 1, ValueError,
+               "[average_pooling1d] pool_size and strides must be >= 1, got ", pool_size, " and ",
+               options_.strides.value_or(pool_size));
+  const Padding p = Padding::parse(options_.padding, "average_pooling1d");
+  ENCORE_CHECK(p.kind != Padding::Causal, ValueError, "[average_pooling1d] padding must be 'valid' or 'same'");
+}
+Shape AveragePooling1D::build_impl(const Shape& s) {
+  require_rank("average_pooling1d", s, 3, "(batch, steps, channels)");
+  const int64_t stride = options_.strides.value_or(pool_size_);
+  const auto [l, r] = window_padding("average_pooling1d", s[1], pool_size_, stride, 1,
+                                     Padding::parse(options_.padding, "average_pooling1d"));
+  return {s[0], window_out_length("average_pooling1d", s[1], pool_size_, stride, 1, l, r), s[2]};
+}
+Tensor AveragePooling1D::forward_impl(const Tensor& x) {
+  return avg_pool1d(x, pool_size_, options_.strides, Padding::parse(options_.padding, "average_pooling1d"));
+}
+
+Embedding::Embedding(int64_t input_dim, int64_t output_dim) : input_dim_(input_dim), output_dim_(output_dim) {
+  ENCORE_CHECK(input_dim >= 1 && output_dim >= 1, ValueError,
+               "[embedding] input_dim and output_dim must be >= 1, got ", input_dim, " and ", output_dim);
+}
+Shape Embedding::build_impl(const Shape& s) {
+  ENCORE_CHECK(s.size() < kMaxDims, ShapeError, "[embedding] indices ", s.str(), " have too many axes for one more");
+  checked_numel({input_dim_, output_dim_}, "embedding");
+  embeddings_ = add_parameter("embeddings", uniform({input_dim_, output_dim_}, -0.05, 0.05));
+  Shape out = s;
+  out.push_back(output_dim_);
+  return out;
+}
+Tensor Embedding::forward_impl(const Tensor& x) { return embedding(embeddings_, x); }
+
+ActivationLayer::ActivationLayer(const std::string& activation) : activation_(parse_activation(activation)) {}
+Tensor ActivationLayer::forward_impl(const Tensor& x) { return encore::activation(x, activation_); }
+
 Shape Flatten::build_impl(const Shape& s) {
   ENCORE_CHECK(s.size() >= 1, ShapeError, "[flatten] expects a batch axis, got ", s.str());
   Shape features = s;

@@ -110,6 +110,54 @@ class MaxPooling1D : public Module {
   Pooling1DOptions options_;
 };
 
+/// Keras AveragePooling1D: the mean of each window of steps, (batch, steps, channels) ->
+/// (batch, windows, channels); with 'same' padding a window averages its real steps only.
+class AveragePooling1D : public Module {
+ public:
+  explicit AveragePooling1D(int64_t pool_size = 2, Pooling1DOptions options = {});
+  std::string type_name() const override { return "average_pooling1d"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override;
+  Tensor forward_impl(const Tensor& x) override;
+
+ private:
+  int64_t pool_size_;
+  Pooling1DOptions options_;
+};
+
+/// Keras Embedding: int32/int64 indices of any shape (...) -> (..., output_dim), the rows of
+/// an (input_dim, output_dim) table initialized uniform in [-0.05, 0.05] as in Keras. An
+/// index outside [0, input_dim) is a ValueError (see encore::embedding).
+class Embedding : public Module {
+ public:
+  Embedding(int64_t input_dim, int64_t output_dim);
+  std::string type_name() const override { return "embedding"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override;
+  Tensor forward_impl(const Tensor& x) override;
+
+ private:
+  int64_t input_dim_, output_dim_;
+  Tensor embeddings_;
+};
+
+/// Keras Activation (encore.nn.Activation in Python; here ActivationLayer, as the name
+/// Activation is the enum): applies an activation by name ("relu", "gelu", "softmax", ...).
+class ActivationLayer : public Module {
+ public:
+  explicit ActivationLayer(const std::string& activation);
+  std::string type_name() const override { return "activation"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override { return input_shape; }
+  Tensor forward_impl(const Tensor& x) override;
+
+ private:
+  Activation activation_;
+};
+
 /// (batch, ...) -> (batch, product of the rest).
 class Flatten : public Module {
  public:

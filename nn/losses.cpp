@@ -47,6 +47,14 @@ Tensor binary_crossentropy_of_logits(const Tensor& y_true, const Tensor& z) {
   return mean(softplus(z) - z * y_true);
 }
 
+// Probabilities as Keras 3 takes them when not from_logits: scaled to sum to 1 over the class
+// axis, then clipped to [1e-7, 1 - 1e-7] (its NumPy and JAX backends; TensorFlow's also reads
+// the logits behind a softmax output, which encore does not record).
+Tensor keras_log_probabilities(const Tensor& p) {
+  constexpr double kEps = 1e-7;
+  return log(clip(p / sum(p, {-1}, true), kEps, 1.0 - kEps));
+}
+
 // The first label outside [0, classes), for the message of a failed gather (read on the host:
 // this only runs after the kernel has rejected the labels).
 std::string bad_label(const Tensor& labels, int64_t classes) {
@@ -76,6 +84,15 @@ Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred) {
   return mean(d * d);
 }
 
+Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits) {
+  const char* loss = "categorical_crossentropy";
+  check_pair(loss, y_true, y_pred);
+  ENCORE_CHECK(y_pred.dim() >= 1, ShapeError, "[", loss, "] predictions ", describe(y_pred),
+               " need a class axis (the last)");
+  const Tensor logp = from_logits ? log_softmax(y_pred, -1) : keras_log_probabilities(y_pred);
+  return neg(mean(sum(y_true * logp, {-1})));
+}
+
 Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pred, bool from_logits) {
   const char* loss = "sparse_categorical_crossentropy";
   ENCORE_CHECK(labels.defined() && y_pred.defined(), ValueError, "[", loss, "] undefined input");
@@ -90,7 +107,7 @@ Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pre
   ENCORE_CHECK(labels.device() == y_pred.device(), DeviceError, "[", loss, "] labels ",
                describe(labels), " and predictions ", describe(y_pred),
                " are on different devices");
-  const Tensor logp = from_logits ? log_softmax(y_pred, -1) : log(clip(y_pred, 1e-7, 1.0));
+  const Tensor logp = from_logits ? log_softmax(y_pred, -1) : keras_log_probabilities(y_pred);
   Tensor picked;
   try {
     picked = gather_last(logp, labels);

@@ -14,11 +14,19 @@ namespace encore::nn {
 /// are clipped to [1e-7, 1 - 1e-7] as in Keras.
 Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits = false);
 Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred);
-/// labels: integer class ids (...,); y_pred: (..., classes) logits or probabilities. A label
-/// outside [0, classes) is a ValueError that names the loss and the label (a traced step
-/// reports it when it replays, as an error of the gather inside the loss).
+/// Keras categorical_crossentropy: y_true one-hot or probabilities (..., classes), y_pred
+/// (..., classes); -sum(y_true * log p) over the class axis, averaged over the rest.
+/// from_logits: p = softmax(y_pred), computed as log_softmax (stable). Else y_pred are
+/// probabilities, taken as Keras 3 does: scaled to sum to 1 over the classes, then clipped to
+/// [1e-7, 1 - 1e-7].
+Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits = false);
+/// Keras sparse_categorical_crossentropy: labels are integer class ids (...,), y_pred
+/// (..., classes) probabilities (normalized and clipped as in categorical_crossentropy) or,
+/// with from_logits, logits. A label outside [0, classes) is a ValueError that names the loss
+/// and the label (a traced step reports it when it replays, as an error of the gather inside
+/// the loss).
 Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pred,
-                                       bool from_logits = true);
+                                       bool from_logits = false);
 
 /// Fraction of predictions on the right side of `threshold` (probabilities) — not differentiable.
 double binary_accuracy(const Tensor& y_true, const Tensor& y_pred, double threshold = 0.5);

@@ -12,6 +12,8 @@ LSTM::LSTM(int64_t units, LSTMOptions options)
       activation_(parse_activation(options_.activation)),
       recurrent_activation_(parse_activation(options_.recurrent_activation)) {
   ENCORE_CHECK(units >= 1, ValueError, "[lstm] units must be >= 1, got ", units);
+  require_elementwise(activation_, "lstm");
+  require_elementwise(recurrent_activation_, "lstm");
 }
 
 Shape LSTM::build_impl(const Shape& s) {

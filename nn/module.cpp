@@ -33,6 +33,11 @@ Tensor& Module::add_parameter(const std::string& name, Tensor value) {
   return params_.back().second;
 }
 
+Tensor& Module::add_buffer(const std::string& name, Tensor value) {
+  buffers_.emplace_back(name, std::move(value));
+  return buffers_.back().second;
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
   children_.emplace_back(name, std::move(child));
 }
@@ -41,6 +46,19 @@ NamedTensors Module::named_parameters() const {
   NamedTensors out = params_;
   for (const auto& [name, child] : children_)
     for (auto& [n, t] : child->named_parameters()) out.emplace_back(name + "." + n, t);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out = buffers_;
+  for (const auto& [name, child] : children_)
+    for (auto& [n, t] : child->named_buffers()) out.emplace_back(name + "." + n, t);
+  return out;
+}
+
+NamedTensors Module::named_weights() const {
+  NamedTensors out = named_parameters();
+  for (auto& named : named_buffers()) out.push_back(std::move(named));
   return out;
 }
 
@@ -57,12 +75,12 @@ int64_t Module::num_parameters() const {
 }
 
 void Module::to(Device device) {
-  for (auto& [n, t] : named_parameters())
+  for (auto& [n, t] : named_weights())
     if (t.device() != device) t.set_data(t.detach().to(device));
 }
 
 void Module::to(DType dtype) {
-  for (auto& [n, t] : named_parameters())
+  for (auto& [n, t] : named_weights())
     if (t.dtype() != dtype) t.set_data(t.detach().to(dtype));
 }
 
@@ -70,6 +88,7 @@ void Module::set_name(const std::string& prefix) {
   name_ = prefix;
   const std::string p = prefix.empty() ? "" : prefix + ".";
   for (auto& [n, t] : params_) t.set_name(p + n);
+  for (auto& [n, t] : buffers_) t.set_name(p + n);
   for (auto& [n, child] : children_) child->set_name(p + n);
 }
 

@@ -33,6 +33,12 @@ class Module {
 
   /// Parameters with names relative to this module ("kernel", "forward_lstm.kernel", ...).
   NamedTensors named_parameters() const;
+  /// State that is not trained (Keras' non-trainable weights, e.g. BatchNormalization's
+  /// moving statistics): moved and converted with the parameters and saved in checkpoints,
+  /// but no gradient and no optimizer.
+  NamedTensors named_buffers() const;
+  /// Parameters, then buffers: what a checkpoint holds.
+  NamedTensors named_weights() const;
   std::vector<Tensor> parameters() const;
   int64_t num_parameters() const;
 
@@ -53,12 +59,14 @@ class Module {
   void prepare_forward(const Tensor& x);
   /// Registers a parameter (requires_grad set).
   Tensor& add_parameter(const std::string& name, Tensor value);
+  /// Registers a buffer (see named_buffers).
+  Tensor& add_buffer(const std::string& name, Tensor value);
   void add_child(const std::string& name, std::shared_ptr<Module> child);
 
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 
  private:
-  NamedTensors params_;
+  NamedTensors params_, buffers_;
   std::string name_;
   Shape output_shape_;
   bool built_ = false;

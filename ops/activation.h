@@ -8,9 +8,13 @@
 
 namespace encore {
 
-enum class Activation : uint8_t { Linear, Tanh, Sigmoid, Relu, HardSigmoid };
+enum class Activation : uint8_t { Linear, Tanh, Sigmoid, Relu, HardSigmoid, Gelu, Softmax };
 std::string_view name(Activation a);
-/// "linear" (also "" and "none"), "tanh", "sigmoid", "relu", "hard_sigmoid"; ValueError otherwise.
+/// "linear" (also "" and "none"), "tanh", "sigmoid", "relu", "hard_sigmoid", "gelu" (exact, as
+/// Keras' default), "softmax" (over the last axis); ValueError otherwise.
 Activation parse_activation(const std::string& s);
+/// A ValueError naming `op` for softmax, which needs a whole axis: the fused recurrent cells
+/// apply activations one element at a time.
+void require_elementwise(Activation a, const char* op);
 
 }  // namespace encore

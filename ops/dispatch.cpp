@@ -115,6 +115,7 @@ OutList dispatch(const OpDef& def, std::span<const Tensor> in, const Attrs& attr
   if (def.kind == OpKind::View) {
     const TensorMeta& m = metas[0];
     out[0] = Tensor::make_view(in[0].storage(), m.shape, m.strides, m.offset, m.dtype);
+    if (rec) rec->on_view(in[0]);
   } else if (rec) {
     for (int i = 0; i < out.n; ++i) out[i] = rec->make_output(metas[i]);
     rec->record(def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});

@@ -40,6 +40,9 @@ class Recorder {
   virtual Tensor make_output(const TensorMeta& meta) = 0;
   virtual void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> in,
                       std::span<const Tensor> out) = 0;
+  /// A view of `base` was made: views run nothing and are not recorded, but a captured tensor
+  /// that reaches the graph only through its views must still be guarded (set_data).
+  virtual void on_view(const Tensor& base) = 0;
 };
 /// The recorder of this thread (null: ops run eagerly).
 Recorder* recorder();

@@ -27,6 +27,8 @@ ENCORE_HD float m_tanh(float x) { return ::tanhf(x); }
 ENCORE_HD double m_tanh(double x) { return ::tanh(x); }
 ENCORE_HD float m_pow(float x, float p) { return ::powf(x, p); }
 ENCORE_HD double m_pow(double x, double p) { return ::pow(x, p); }
+ENCORE_HD float m_erf(float x) { return ::erff(x); }
+ENCORE_HD double m_erf(double x) { return ::erf(x); }
 // Integer arithmetic wraps modulo 2^bits, as in NumPy: it goes through the unsigned type,
 // because signed overflow is undefined behaviour in C++ (and CUDA). Floats are unchanged.
 template <class T> ENCORE_HD T wrap_add(T a, T b) {
@@ -78,6 +80,15 @@ template <class T> ENCORE_HD T m_sigmoid(T x) { return T(1) / (T(1) + m_exp(-x))
 template <class T> ENCORE_HD T m_hard_sigmoid(T x) {
   return m_min(T(1), m_max(T(0), T(0.2) * x + T(0.5)));
 }
+// Exact GELU, x * Phi(x) (Keras' default, approximate=False), and its derivative
+// Phi(x) + x * phi(x).
+template <class T> ENCORE_HD T m_gelu(T x) {
+  return T(0.5) * x * (T(1) + m_erf(x * T(0.70710678118654752440)));  // 1 / sqrt(2)
+}
+template <class T> ENCORE_HD T m_gelu_grad(T x) {
+  const T pdf = T(0.39894228040143267794) * m_exp(T(-0.5) * x * x);  // 1 / sqrt(2 pi)
+  return T(0.5) * (T(1) + m_erf(x * T(0.70710678118654752440))) + x * pdf;
+}
 // log(1 + e^x) without overflow for large x.
 template <class T> ENCORE_HD T m_softplus(T x) {
   return m_max(x, T(0)) + m_log1p(m_exp(-m_abs(x)));
@@ -111,7 +122,9 @@ template <class T> ENCORE_HD T activate(Activation a, T x) {
     case Activation::Sigmoid: return m_sigmoid(x);
     case Activation::Relu: return m_max(x, T(0));
     case Activation::HardSigmoid: return m_hard_sigmoid(x);
-    case Activation::Linear: break;
+    case Activation::Gelu: return m_gelu(x);
+    case Activation::Linear:
+    case Activation::Softmax: break;  // not elementwise: the recurrent cells reject it
   }
   return x;
 }
@@ -122,7 +135,9 @@ template <class T> ENCORE_HD T activate_grad(Activation a, T x, T y) {
     case Activation::Sigmoid: return y * (T(1) - y);
     case Activation::Relu: return x > T(0) ? T(1) : T(0);
     case Activation::HardSigmoid: return (x > T(-2.5) && x < T(2.5)) ? T(0.2) : T(0);
-    case Activation::Linear: break;
+    case Activation::Gelu: return m_gelu_grad(x);
+    case Activation::Linear:
+    case Activation::Softmax: break;
   }
   return T(1);
 }
@@ -139,6 +154,7 @@ struct Neg { template <class T> ENCORE_HD T operator()(T x) const { return wrap_
 struct Exp { template <class T> ENCORE_HD T operator()(T x) const { return m_exp(x); } };
 struct Log { template <class T> ENCORE_HD T operator()(T x) const { return m_log(x); } };
 struct Sqrt { template <class T> ENCORE_HD T operator()(T x) const { return m_sqrt(x); } };
+struct Erf { template <class T> ENCORE_HD T operator()(T x) const { return m_erf(x); } };
 struct Tanh { template <class T> ENCORE_HD T operator()(T x) const { return m_tanh(x); } };
 struct Sigmoid { template <class T> ENCORE_HD T operator()(T x) const { return m_sigmoid(x); } };
 struct Relu { template <class T> ENCORE_HD T operator()(T x) const { return m_max(x, T(0)); } };

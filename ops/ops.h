@@ -48,6 +48,11 @@ Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor tanh(const Tensor& x);
+/// The error function (a primitive: gelu is composed from it).
+Tensor erf(const Tensor& x);
+/// Keras gelu: x * Phi(x), Phi the standard normal CDF (exact, through erf), or with
+/// `approximate` its tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor gelu(const Tensor& x, bool approximate = false);
 /// The result remembers `x` (TensorImpl::sigmoid_origin): binary_crossentropy then computes
 /// from the logits.
 Tensor sigmoid(const Tensor& x);
@@ -57,7 +62,8 @@ Tensor softplus(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double alpha = 0.3);
 Tensor pow(const Tensor& x, double p);
 Tensor clip(const Tensor& x, Scalar lo, Scalar hi);
-/// Applies a Keras activation by name or enum ("linear" returns x).
+/// Applies a Keras activation by name or enum ("linear" returns x, "softmax" normalizes the
+/// last axis).
 Tensor activation(const Tensor& x, Activation a);
 
 Tensor add(const Tensor& a, const Tensor& b);
@@ -124,6 +130,11 @@ Tensor unfold(const Tensor& x, int64_t axis, int64_t size, int64_t step = 1);
 /// never the max). Ties in a window share its gradient equally, as in max().
 Tensor max_pool1d(const Tensor& x, int64_t pool_size = 2, std::optional<int64_t> strides = std::nullopt,
                   Padding padding = {});
+/// Keras AveragePooling1D on floating x (batch, steps, channels): the mean of each window, as
+/// max_pool1d's windows. With 'same' padding a window divides by the real steps it covers,
+/// not by pool_size (the padding is not averaged in), as in Keras.
+Tensor avg_pool1d(const Tensor& x, int64_t pool_size = 2, std::optional<int64_t> strides = std::nullopt,
+                  Padding padding = {});
 
 // ---- linear algebra and convolution --------------------------------------------------
 /// (..., M, K) @ (..., K, N) with broadcast batch dims; 1-D operands as in NumPy.
@@ -147,6 +158,25 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullpt
 Tensor gather_last(const Tensor& x, const Tensor& index);
 /// The adjoint of gather_last: zeros of (..., n) with g scattered at index.
 Tensor scatter_last(const Tensor& g, const Tensor& index, int64_t n);
+/// The mean and the biased variance (divided by the count) of x over `axes`, as Keras'
+/// ops.moments; computed in two passes (the squares around the mean).
+std::pair<Tensor, Tensor> moments(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims = false);
+/// (x - mean) / sqrt(variance + epsilon) * gamma + beta, with per-channel mean, variance,
+/// gamma and beta of shape (channels,) broadcast along `axis` (gamma and beta may be undefined:
+/// no scale, no offset). What BatchNormalization applies with the batch's or the moving
+/// statistics.
+Tensor batch_norm(const Tensor& x, const Tensor& mean, const Tensor& variance, const Tensor& gamma = {},
+                  const Tensor& beta = {}, int64_t axis = -1, double epsilon = 1e-3);
+/// Keras LayerNormalization over one axis: each sample normalized by its own moments along
+/// `axis`, then scaled by gamma and offset by beta (channels,), either may be undefined.
+Tensor layer_norm(const Tensor& x, const Tensor& gamma = {}, const Tensor& beta = {}, int64_t axis = -1,
+                  double epsilon = 1e-3);
+/// Keras Embedding's lookup: the rows of `table` (input_dim, output_dim) at int32/int64
+/// `indices` of any shape, (..., output_dim). Its gradient is a deterministic scatter-add into
+/// the table. An index outside [0, input_dim) is a ValueError naming it on the CPU; a CUDA
+/// kernel cannot throw, so there the row is left zero and the ValueError is raised at the next
+/// synchronization (as for gather_last).
+Tensor embedding(const Tensor& table, const Tensor& indices);
 /// One fused LSTM step. z: (batch, 4*units) pre-activations in Keras gate order (i, f, c, o),
 /// c_prev: (batch, units). Returns {h, c}.
 std::pair<Tensor, Tensor> lstm_cell(const Tensor& z, const Tensor& c_prev, Activation activation,

@@ -78,6 +78,7 @@ const bool kRegistered = register_cuda_kernels({
     {"exp", unary_kernel<fn::Exp, DTypeClass::Float>},
     {"log", unary_kernel<fn::Log, DTypeClass::Float>},
     {"sqrt", unary_kernel<fn::Sqrt, DTypeClass::Float>},
+    {"erf", unary_kernel<fn::Erf, DTypeClass::Float>},
     {"tanh", unary_kernel<fn::Tanh, DTypeClass::Float>},
     {"sigmoid", unary_kernel<fn::Sigmoid, DTypeClass::Float>},
     {"relu", unary_kernel<fn::Relu, DTypeClass::Numeric>},

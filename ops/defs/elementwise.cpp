@@ -222,6 +222,12 @@ OpDef& log_op = define_op(unary("log", Float, unary_kernel<fn::Log, Float>,
 OpDef& sqrt_op = define_op(unary("sqrt", Float, unary_kernel<fn::Sqrt, Float>,
     [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] / (c.outputs[0] * 2.0); }, Save::Outputs,
     "sqrt(x: Tensor) -> Tensor", invoke1<sqrt>, Positive));
+OpDef& erf_op = define_op(unary("erf", Float, unary_kernel<fn::Erf, Float>,
+    [](const BackwardCtx& c, Tensor* g) {
+      const Tensor& x = c.inputs[0];
+      g[0] = c.grads[0] * (exp(neg(x * x)) * 1.12837916709551257390);  // 2 / sqrt(pi)
+    },
+    Save::Inputs, "erf(x: Tensor) -> Tensor", invoke1<erf>, Uniform));
 OpDef& tanh_op = define_op(unary("tanh", Float, unary_kernel<fn::Tanh, Float>,
     [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * (1.0 - c.outputs[0] * c.outputs[0]); },
     Save::Outputs, "tanh(x: Tensor) -> Tensor", invoke1<tanh>, Uniform));
@@ -305,12 +311,22 @@ OpDef& pow_op = define_op({
     .method = true,
     .example = {.inputs = {{{3, 4}, Positive}}, .args = "p=1.5"},
 });
+OpDef& gelu_op = define_op({
+    .name = "gelu",
+    .kind = OpKind::Composite,
+    .signature = "gelu(x: Tensor, approximate: bool = False) -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs { return {gelu(a.tensor(0), a.boolean(1))}; },
+    .method = true,
+    .doc = "Keras gelu: x * Phi(x) with the normal CDF Phi through erf, or its tanh approximation",
+    .example = {.inputs = {{{3, 4}}}},
+});
 OpDef& activation_op = define_op({
     .name = "activation",
     .kind = OpKind::Composite,
     .signature = "activation(x: Tensor, name: str) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {activation(a.tensor(0), parse_activation(a.string(1)))}; },
-    .doc = "Applies a Keras activation by name ('linear', 'relu', 'tanh', 'sigmoid', 'hard_sigmoid')",
+    .doc = "Applies a Keras activation by name ('linear', 'relu', 'tanh', 'sigmoid', 'hard_sigmoid', 'gelu', "
+           "'softmax' over the last axis)",
     .example = {.inputs = {{{3, 4}}}, .args = "name='hard_sigmoid'"},
 });
 
@@ -323,17 +339,25 @@ std::string_view name(Activation a) {
     case Activation::Sigmoid: return "sigmoid";
     case Activation::Relu: return "relu";
     case Activation::HardSigmoid: return "hard_sigmoid";
+    case Activation::Gelu: return "gelu";
+    case Activation::Softmax: return "softmax";
   }
   return "?";
 }
 
 Activation parse_activation(const std::string& s) {
   for (Activation a : {Activation::Linear, Activation::Tanh, Activation::Sigmoid, Activation::Relu,
-                       Activation::HardSigmoid})
+                       Activation::HardSigmoid, Activation::Gelu, Activation::Softmax})
     if (s == name(a)) return a;
   if (s.empty() || s == "none") return Activation::Linear;
   throw ValueError("[activation] unknown activation '" + s +
-                   "' (expected linear, tanh, sigmoid, relu or hard_sigmoid)");
+                   "' (expected linear, tanh, sigmoid, relu, hard_sigmoid, gelu or softmax)");
+}
+
+void require_elementwise(Activation a, const char* op) {
+  ENCORE_CHECK(a != Activation::Softmax, ValueError, "[", op,
+               "] activation 'softmax' is not elementwise (it normalizes a whole axis); a recurrent cell "
+               "takes linear, tanh, sigmoid, relu, hard_sigmoid or gelu");
 }
 
 Tensor neg(const Tensor& x) { return call(neg_op, {x}); }
@@ -341,6 +365,12 @@ Tensor exp(const Tensor& x) { return call(exp_op, {x}); }
 Tensor log(const Tensor& x) { return call(log_op, {x}); }
 Tensor sqrt(const Tensor& x) { return call(sqrt_op, {x}); }
 Tensor tanh(const Tensor& x) { return call(tanh_op, {x}); }
+Tensor erf(const Tensor& x) { return call(erf_op, {x}); }
+Tensor gelu(const Tensor& x, bool approximate) {
+  if (!approximate) return x * (erf(x * 0.70710678118654752440) + 1.0) * 0.5;
+  // Keras' approximate=True: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+  return x * (tanh((x + x * x * x * 0.044715) * 0.79788456080286535588) + 1.0) * 0.5;
+}
 Tensor sigmoid(const Tensor& x) {
   Tensor p = call(sigmoid_op, {x});
   p.impl()->sigmoid_origin =
@@ -364,6 +394,8 @@ Tensor activation(const Tensor& x, Activation a) {
     case Activation::Sigmoid: return sigmoid(x);
     case Activation::Relu: return relu(x);
     case Activation::HardSigmoid: return clip(x * 0.2 + 0.5, 0.0, 1.0);
+    case Activation::Gelu: return gelu(x);
+    case Activation::Softmax: return softmax(x, -1);
     case Activation::Linear: break;
   }
   return x;

@@ -371,6 +371,8 @@ Tensor scatter_last(const Tensor& g, const Tensor& index, int64_t n) {
 
 std::pair<Tensor, Tensor> lstm_cell(const Tensor& z, const Tensor& c_prev, Activation activation,
                                     Activation recurrent_activation) {
+  require_elementwise(activation, "lstm_cell");
+  require_elementwise(recurrent_activation, "lstm_cell");
   const Tensor in[] = {z, c_prev};
   const OutList r = dispatch(lstm_cell_op, in, LstmAttrs{activation, recurrent_activation});
   return {r[0], r[1]};

@@ -122,6 +122,18 @@ OpDef& max_pool1d_op = define_op({
     .example = {.inputs = {{{2, 8, 3}, ExampleInput::Distinct}}, .args = "pool_size=3, strides=2, padding='same'"},
 });
 
+OpDef& avg_pool1d_op = define_op({
+    .name = "avg_pool1d",
+    .kind = OpKind::Composite,
+    .signature = "avg_pool1d(x: Tensor, pool_size: int = 2, strides: int | None = None, padding: str = 'valid') -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {avg_pool1d(a.tensor(0), a.integer(1), a.optional_integer(2), Padding::parse(a.string(3), "avg_pool1d"))};
+    },
+    .doc = "Keras AveragePooling1D on (batch, steps, channels); with 'same' padding a window averages its real "
+           "steps only",
+    .example = {.inputs = {{{2, 8, 3}}}, .args = "pool_size=3, strides=2, padding='same'"},
+});
+
 const OpDef& unfold_backward_op() { return unfold_backward_row; }
 
 // The lowest value of a dtype: what padding for a max adds.
@@ -207,6 +219,17 @@ Tensor unfold(const Tensor& x, int64_t axis, int64_t size, int64_t step) {
 Tensor max_pool1d(const Tensor& x, int64_t pool_size, std::optional<int64_t> strides, Padding padding) {
   const auto [stride, l, r] = pool_geometry("max_pool1d", x, pool_size, strides, padding);
   return max(unfold(pad(x, 1, l, r, lowest(x.dtype())), 1, pool_size, stride), {-1});
+}
+
+Tensor avg_pool1d(const Tensor& x, int64_t pool_size, std::optional<int64_t> strides, Padding padding) {
+  const auto [stride, l, r] = pool_geometry("avg_pool1d", x, pool_size, strides, padding);
+  ENCORE_CHECK(is_floating(x.dtype()), DTypeError, "[avg_pool1d] expects a floating tensor, got ", describe(x));
+  const Tensor sums = sum(unfold(pad(x, 1, l, r), 1, pool_size, stride), {-1});
+  if (l == 0 && r == 0) return sums / pool_size;
+  // As in Keras (TensorFlow), the padding is not averaged in: each window divides by the number
+  // of real steps it covers, counted by pooling ones the same way.
+  const Tensor steps = ones({1, x.shape()[1], 1}, x.dtype(), x.device());
+  return sums / sum(unfold(pad(steps, 1, l, r), 1, pool_size, stride), {-1});
 }
 
 Tensor pad(const Tensor& x, int64_t axis, int64_t before, int64_t after, Scalar value) {

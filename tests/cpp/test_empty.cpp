@@ -134,7 +134,7 @@ TEST(Empty, LossesOfAnEmptyBatchAreNaN) {
   EXPECT_TRUE(std::isnan(nn::mean_squared_error(zeros({0, 3}), zeros({0, 3})).item()));
   Tensor logits = zeros({0, 5});
   logits.set_requires_grad();
-  const Tensor sce = nn::sparse_categorical_crossentropy(zeros({0}, DType::Int64), logits);
+  const Tensor sce = nn::sparse_categorical_crossentropy(zeros({0}, DType::Int64), logits, true);
   EXPECT_TRUE(std::isnan(sce.item()));
   sce.backward();
   EXPECT_EQ(logits.grad().shape(), (Shape{0, 5}));

@@ -4,8 +4,8 @@ A program is a function ``program(run)`` that builds its model from a seed, wrap
 functions with ``run.trace`` (``encore.trace`` in the traced run, nothing in the eager run)
 and performs each top-level action inside ``with run.action(label):``. After every action
 the run records the observable state: the watched parameters and their ``.grad`` (None or
-values), optimizer state and learning rate, watched tensors, the value the action returned,
-the default generator's state and the grad/training modes. An exception inside an action is
+values), the modules' buffers, optimizer state and learning rate, watched tensors, the value
+the action returned, the default generator's state and the grad/training modes. An exception inside an action is
 recorded (its type) and the program goes on.
 
 The fuzzer (fuzz_traced.py) pastes this file above a program to make a standalone reproduction,
@@ -161,6 +161,8 @@ class Run:
                 for pname, p in obj.named_parameters():
                     s[f"{name}.{pname}"] = snapshot(p)
                     s[f"{name}.{pname}.grad"] = snapshot(p.grad)
+                for bname, b in obj.named_buffers():  # BatchNormalization's moving statistics
+                    s[f"{name}.{bname}"] = snapshot(b)
             elif isinstance(obj, optim.Optimizer):
                 s[f"{name}.lr"] = obj.lr
                 for k, t in obj.state().items():

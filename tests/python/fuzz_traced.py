@@ -3,14 +3,18 @@ step functions wrapped in ``encore.trace``, must agree bit for bit after every a
 
 A program is a plain dict (so it can be shrunk and printed):
 
-* a model: Sequential (sometimes nested) of Conv1D (valid/same, strides, dilation,
-  activations, with/without bias), LSTM (return_sequences, reverse, activations), GRU
-  (return_sequences, go_backwards, reset_after, activations), Bidirectional (of either; merge
-  modes), Dropout, Dense; reduced by GlobalAverage/GlobalMaxPooling1D, Flatten or a last
-  recurrent layer; a Dense head. float32, sometimes float64;
+* a model: Sequential (sometimes nested), sometimes starting with an Embedding of integer
+  inputs, of Conv1D (valid/same, strides, dilation, activations, with/without bias), LSTM
+  (return_sequences, reverse, activations), GRU (return_sequences, go_backwards, reset_after,
+  activations), Bidirectional (of either; merge modes), Dropout, Dense,
+  Average/MaxPooling1D (valid/same, strides), BatchNormalization (momentum, center, scale),
+  LayerNormalization, Activation (gelu, softmax, ...); reduced by
+  GlobalAverage/GlobalMaxPooling1D, Flatten or a last recurrent layer; a Dense head. float32,
+  sometimes float64;
 * a loss (mean_squared_error, binary_crossentropy from logits or probabilities,
-  sparse_categorical_crossentropy from logits or softmax) and SGD (momentum, Nesterov, weight
-  decay) or Adam; captured buffers and a tensor to pass as an argument;
+  sparse_categorical_crossentropy or categorical_crossentropy (one-hot) from logits or softmax)
+  and SGD (momentum, Nesterov, weight decay) or Adam; captured buffers and a tensor to pass as
+  an argument;
 * 1-3 step functions made of statements: zero_grad (set_to_none or not, maybe under a static
   bool), forward/backward over 1, 2 or a static-int number of micro-batches with the loss
   scaled by a static float, step (maybe under the bool), inference (no_grad / training off),
@@ -76,7 +80,7 @@ FEATURES = {
     "unoptimized": "trace(optimize=False)",
 }
 
-ACTIVATIONS = ("linear", "tanh", "sigmoid", "relu", "hard_sigmoid")
+ACTIVATIONS = ("linear", "tanh", "sigmoid", "relu", "hard_sigmoid", "gelu", "softmax")
 RECURRENT = ("LSTM", "GRU", "Bidirectional")
 STATIC_SCALES = (1.0, 0.5, 2.0)
 SPECIAL_SCALES = (0.0, -0.0, math.nan)
@@ -139,6 +143,8 @@ class Generator:
     def model(self) -> list:
         r = self.r
         layers = []
+        if r.random() < 0.15:
+            layers.append({"kind": "Embedding", "input_dim": r.randint(2, 6), "output_dim": r.randint(1, 3)})
         for _ in range(r.choice([0, 1, 1, 2, 2, 3])):
             layers.append(self.sequence_layer())
         if r.random() < 0.2 and layers:
@@ -154,12 +160,29 @@ class Generator:
             layers.append({"kind": reduce})
         if reduce is not None:
             for _ in range(r.choice([0, 0, 1, 2])):
-                layers.append(r.choice([self.dense(), {"kind": "Dropout", "rate": r.choice([0.2, 0.5])}]))
+                layers.append(r.choice([self.dense(), {"kind": "Dropout", "rate": r.choice([0.2, 0.5])},
+                                        self.normalization()]))
         return layers
+
+    def normalization(self) -> dict:
+        r = self.r
+        layer = {"kind": r.choice(["BatchNormalization", "LayerNormalization"]), "center": r.random() < 0.8,
+                 "scale": r.random() < 0.8}
+        if layer["kind"] == "BatchNormalization":
+            layer["momentum"] = r.choice([0.99, 0.9, 0.5])
+        return layer
 
     def sequence_layer(self) -> dict:
         r = self.r
-        kind = r.choice(["Conv1D", "Conv1D", "LSTM", "GRU", "Bidirectional", "Dropout", "Dense"])
+        kind = r.choice(["Conv1D", "Conv1D", "LSTM", "GRU", "Bidirectional", "Dropout", "Dense", "Pooling", "Normalization",
+                         "Activation"])
+        if kind == "Pooling":
+            return {"kind": r.choice(["AveragePooling1D", "MaxPooling1D"]), "pool_size": r.randint(1, 3),
+                    "strides": r.choice([None, 1, 2]), "padding": r.choice(["valid", "same"])}
+        if kind == "Normalization":
+            return self.normalization()
+        if kind == "Activation":
+            return {"kind": "Activation", "activation": r.choice(["gelu", "softmax", "relu", "tanh"])}
         if kind == "Conv1D":
             layer = {"kind": "Conv1D", "filters": r.randint(1, 3), "kernel_size": r.randint(1, 3),
                      "strides": 1, "padding": r.choice(["valid", "same"]), "dilation_rate": 1,
@@ -197,7 +220,9 @@ class Generator:
     def keeps_length(layer: dict) -> bool:
         if layer["kind"] == "Conv1D":
             return layer["padding"] == "same" and layer["strides"] == 1
-        return layer["kind"] in ("Dense", "Dropout") + RECURRENT
+        if layer["kind"] in POOLS:
+            return layer["padding"] == "same" and (layer["strides"] or layer["pool_size"]) == 1
+        return layer["kind"] in ("Dense", "Dropout", "Embedding", "Activation") + RECURRENT + NORMS
 
     def shapes(self, layers: list) -> list:
         """(batch, steps) pool: the first shape is the common one (the build shape)."""
@@ -218,7 +243,7 @@ class Generator:
         return shapes
 
     def loss(self) -> dict:
-        kind = self.r.choice(["mse", "bce", "scce"])
+        kind = self.r.choice(["mse", "bce", "scce", "cce"])
         return {"kind": kind, "from_logits": self.r.random() < 0.5}
 
     def optimizer(self) -> dict:
@@ -283,7 +308,8 @@ class Generator:
             targets.append("a")
         if not targets:
             return self.inference()
-        sources = ["const"] + (["loss"] if has_loss else []) + (["x"] if has_x else [])
+        # x.mean() of integer ids (an Embedding model) is no value for a float buffer.
+        sources = ["const"] + (["loss"] if has_loss else []) + (["x"] if has_x and not embedded(prog) else [])
         return {"op": "write", "target": r.choice(targets),
                 "how": r.choice(["fill", "copy", "iadd", "isub", "imul", "zero"]),
                 "source": r.choice(sources), "value": r.choice([2.0, -1.5, 0.5])}
@@ -378,6 +404,16 @@ class Generator:
         return {"do": "training", "on": r.random() < 0.5}
 
 
+POOLS = ("AveragePooling1D", "MaxPooling1D")
+NORMS = ("BatchNormalization", "LayerNormalization")
+
+
+def embedded(prog: dict) -> bool:
+    """Whether the model starts with an Embedding: its inputs are integer ids (B, T)."""
+    first = next(flat(prog["layers"]), None)
+    return first is not None and first["kind"] == "Embedding"
+
+
 def flat(layers: list):
     for layer in layers:
         if layer["kind"] == "Sequential":
@@ -411,6 +447,14 @@ def steps_after(layers: list, t: int):
                 t = (t - span) // layer["strides"] + 1 if t >= span else 0
             else:
                 t = -(-t // layer["strides"])
+            if t < 1:
+                return None
+        elif layer["kind"] in POOLS:
+            stride = layer["strides"] or layer["pool_size"]
+            if layer["padding"] == "valid":
+                t = (t - layer["pool_size"]) // stride + 1 if t >= layer["pool_size"] else 0
+            else:
+                t = -(-t // stride)
             if t < 1:
                 return None
     return t
@@ -466,6 +510,10 @@ def literal(v) -> str:
 
 
 LAYER_DEFAULTS = {
+    "AveragePooling1D": {"strides": None, "padding": "valid"},
+    "MaxPooling1D": {"strides": None, "padding": "valid"},
+    "BatchNormalization": {"momentum": 0.99, "center": True, "scale": True},
+    "LayerNormalization": {"center": True, "scale": True},
     "Dense": {"activation": "linear", "use_bias": True},
     "Conv1D": {"strides": 1, "padding": "valid", "dilation_rate": 1, "activation": "linear", "use_bias": True},
     "LSTM": {"activation": "tanh", "recurrent_activation": "sigmoid", "return_sequences": False,
@@ -474,8 +522,10 @@ LAYER_DEFAULTS = {
             "go_backwards": False, "reset_after": True},
     "Bidirectional": {"merge_mode": "concat"},
 }
-POSITIONAL = {"Dense": ["units"], "Conv1D": ["filters", "kernel_size"], "LSTM": ["units"], "GRU": ["units"], "Dropout": ["rate"],
-              "Bidirectional": ["layer"], "Sequential": ["layers"]}
+POSITIONAL = {"Dense": ["units"], "Conv1D": ["filters", "kernel_size"], "LSTM": ["units"], "GRU": ["units"],
+              "Dropout": ["rate"], "Bidirectional": ["layer"], "Sequential": ["layers"],
+              "AveragePooling1D": ["pool_size"], "MaxPooling1D": ["pool_size"],
+              "Embedding": ["input_dim", "output_dim"], "Activation": ["activation"]}
 
 
 def render_layer(layer: dict) -> str:
@@ -501,9 +551,10 @@ def render_loss(loss: dict) -> str:
     if loss["kind"] == "bce":
         return "nn.binary_crossentropy(y, out, from_logits=True)" if loss["from_logits"] else \
             "nn.binary_crossentropy(y, out)"
+    name = "sparse_categorical_crossentropy" if loss["kind"] == "scce" else "categorical_crossentropy"
     if loss["from_logits"]:
-        return "nn.sparse_categorical_crossentropy(y, out)"
-    return "nn.sparse_categorical_crossentropy(y, encore.softmax(out), from_logits=False)"
+        return f"nn.{name}(y, out, from_logits=True)"
+    return f"nn.{name}(y, encore.softmax(out))"
 
 
 def render_statement(s: dict, prog: dict) -> list:
@@ -661,6 +712,8 @@ def render(prog: dict) -> str:
     rows = "(B,)" if any(reduces(l) for l in flat(layers)) else "(B, T)"
     if prog["loss"]["kind"] == "scce":
         target = f"r.integers(0, {head_units}, {rows})"
+    elif prog["loss"]["kind"] == "cce":
+        target = f"np.eye({head_units}, dtype=np.{dt})[r.integers(0, {head_units}, {rows})]"
     elif prog["loss"]["kind"] == "bce":
         target = f"r.integers(0, 2, {rows} + ({head_units},)).astype(np.{dt})"
     else:
@@ -679,7 +732,7 @@ def render(prog: dict) -> str:
     lines = [
         f"encore.manual_seed({prog['seed']})",
         "model = nn.Sequential([" + ", ".join(render_layer(l) for l in layers) + "])",
-        f"model.build(({b0}, {t0}, {prog['channels']}))",
+        f"model.build(({b0}, {t0}))" if embedded(prog) else f"model.build(({b0}, {t0}, {prog['channels']}))",
     ]
     if dt == "float64":
         lines.append('model.to("float64")')
@@ -694,6 +747,7 @@ def render(prog: dict) -> str:
               "def loss_fn(y, out):", f"    return {render_loss(prog['loss'])}", "",
               "def data(B, T, seed, layout='tensor'):",
               "    r = np.random.default_rng(seed)",
+              f"    x = r.integers(0, {next(flat(layers))['input_dim']}, (B, T))" if embedded(prog) else
               f"    x = r.standard_normal((B, T, {prog['channels']})).astype(np.{dt})",
               f"    y = {target}"]
     layouts = {a.get("layout", "tensor") for a in prog["actions"]}
@@ -701,7 +755,7 @@ def render(prog: dict) -> str:
         lines += ["    if layout == 'numpy':", "        return x, y"]
     if "strided" in layouts:
         lines += ["    if layout == 'strided':  # the same values, not contiguous",
-                  "        return encore.tensor(np.ascontiguousarray(x.transpose(1, 0, 2))).transpose(0, 1), "
+                  "        return encore.tensor(np.ascontiguousarray(np.swapaxes(x, 0, 1))).transpose(0, 1), "
                   "encore.tensor(y)"]
     lines += ["    return encore.tensor(x), encore.tensor(y)", ""]
     for fn in called:
@@ -831,6 +885,7 @@ SIMPLER = {
     "returns": ["none", "single"], "optimize": [True],
     "alias_outputs": [False], "max_cached": [32], "from_logits": [True], "n": [1], "flag": [True],
     "step": [False], "zero_first": [False], "padding": ["valid"], "index": [-1, 0], "seed": [0], "data": [0],
+    "pool_size": [1], "center": [True], "input_dim": [2], "output_dim": [1],
 }
 
 

@@ -332,6 +332,23 @@ def test_parameters_are_captured_by_reference():
     assert "was replaced" in f.explain()
 
 
+def test_a_tensor_used_only_through_a_view_is_guarded_too():
+    # Views run no kernel and are not recorded: the tracer still has to learn of the tensor
+    # behind them, or set_data on it would leave replays reading its old storage (found by the
+    # fuzzer through the normalization layers' reshaped gamma and beta).
+    beta = encore.zeros(1)
+
+    @encore.trace
+    def f(x):
+        return x + beta.reshape(1, 1)
+
+    x = encore.ones(2, 1)
+    assert f(x).tolist() == [[1], [1]]
+    beta.set_data(encore.full((1,), 2.0))
+    assert f(x).tolist() == [[3], [3]] and f.stats["traces"] == 2
+    assert "was replaced" in f.explain()
+
+
 def test_ledger_counts_traces_and_replays():
     encore.ledger.reset()
 

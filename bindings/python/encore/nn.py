@@ -12,6 +12,7 @@ from ._C import (
     Module,
     binary_accuracy,
     binary_crossentropy,
+    categorical_crossentropy,
     mean_squared_error,
     sparse_categorical_crossentropy,
 )
@@ -25,12 +26,13 @@ _LAYERS = sorted(name for name, value in vars(_C).items() if isinstance(value, t
 globals().update({name: getattr(_C, name) for name in _LAYERS})
 
 __all__ = _LAYERS + [
-    "save", "load", "binary_crossentropy", "mean_squared_error", "sparse_categorical_crossentropy", "binary_accuracy",
+    "save", "load", "binary_crossentropy", "categorical_crossentropy", "mean_squared_error",
+    "sparse_categorical_crossentropy", "binary_accuracy",
 ]
 
 
 def save(model: Module, path: Union[str, "os.PathLike[str]"]) -> None:
-    """Writes every parameter of ``model`` to ``path`` as a safetensors file that other tools
+    """Writes every parameter and buffer (``named_weights()``) of ``model`` to ``path`` as a safetensors file that other tools
     read (``safetensors.numpy.load_file``). The write is atomic: a temporary file
     ``<path>.<pid>-<n>.tmp`` in the same folder is synced and renamed over ``path``, so an
     interrupted save leaves the previous file. Raises ValueError when the file cannot be written
@@ -39,7 +41,7 @@ def save(model: Module, path: Union[str, "os.PathLike[str]"]) -> None:
 
 
 def load(model: Module, path: Union[str, "os.PathLike[str]"]) -> Module:
-    """Loads the safetensors file ``path`` into ``model``'s parameters in place and returns the
+    """Loads the safetensors file ``path`` into ``model``'s parameters and buffers in place and returns the
     model. All or nothing: the file must hold every parameter exactly once with its shape and
     dtype, and nothing else; files encore wrote are checked against their checksums; on any
     error (ValueError, or encore.ShapeError for a shape mismatch) the model is unchanged.
