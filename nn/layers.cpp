@@ -64,7 +64,7 @@ Tensor Conv1D::forward_impl(const Tensor& x) {
   const Padding padding = Padding::parse(options_.padding, "conv1d");
   // Bias and activation as the convolution's epilogue; sigmoid stays its own op, whose result
   // remembers its logits for binary_crossentropy.
-  if (options_.use_bias && activation_ != Activation::Sigmoid)
+  if (options_.use_bias && activation_ != Activation::Sigmoid && fusable_activation(activation_))
     return conv1d_fused(x, kernel_, bias_, options_.strides, padding, options_.dilation_rate,
                         activation_);
   Tensor y = conv1d(x, kernel_, options_.strides, padding, options_.dilation_rate);

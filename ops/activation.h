@@ -16,5 +16,10 @@ Activation parse_activation(const std::string& s);
 /// A ValueError naming `op` for softmax, which needs a whole axis: the fused recurrent cells
 /// apply activations one element at a time.
 void require_elementwise(Activation a, const char* op);
+/// Whether conv1d_fused can apply `a`: its backward takes the activation's derivative from the
+/// output, which gelu's and softmax's are not a function of.
+constexpr bool fusable_activation(Activation a) {
+  return a != Activation::Gelu && a != Activation::Softmax;
+}
 
 }  // namespace encore

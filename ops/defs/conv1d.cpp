@@ -74,6 +74,10 @@ int infer_conv1d_fused(const OpDef& def, std::span<const Tensor> in, const Attrs
   defs::require_same_dtype("conv1d_fused", in[0], b);
   ENCORE_CHECK(b.dim() == 1 && b.shape()[0] == w.shape()[2], ShapeError, "[conv1d_fused] bias ",
                b.shape().str(), " does not match the kernel's ", w.shape()[2], " filters");
+  const Activation a = attrs.as<ConvAttrs>().activation;
+  ENCORE_CHECK(fusable_activation(a), ValueError, "[conv1d_fused] activation ", name(a),
+               " cannot be fused: its gradient is not a function of its output; apply it after "
+               "conv1d");
   return 1;
 }
 
@@ -85,6 +89,8 @@ Tensor activation_backward(Activation a, const Tensor& gy, const Tensor& y) {
     case Activation::Sigmoid: return gy * (y * (1.0 - y));
     case Activation::HardSigmoid: return gy * (gt(y, 0.0) * lt(y, 1.0) * 0.2);
     case Activation::Linear: break;
+    case Activation::Gelu:
+    case Activation::Softmax: break;  // refused by infer_conv1d_fused
   }
   return gy;
 }
@@ -222,6 +228,8 @@ void append_activation(dnnl::post_ops& ops, Activation a) {
       ops.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
       break;
     case Activation::Linear: break;
+    case Activation::Gelu:
+    case Activation::Softmax: break;  // refused by infer_conv1d_fused
   }
 }
 

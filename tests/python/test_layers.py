@@ -431,3 +431,37 @@ def test_normalization_layers_name_a_dtype_mismatch():
         bn(encore.zeros(2, 3, dtype=encore.float64))
     with pytest.raises(encore.DTypeError, match=r"^\[layer_normalization\] input"):
         nn.LayerNormalization()(encore.zeros(2, 3, dtype=encore.float64))
+
+
+@pytest.mark.parametrize("activation", ["gelu", "softmax", "relu", "tanh"])
+def test_conv1d_layer_activation_is_applied_after_the_bias(activation):
+    # gelu and softmax cannot ride in conv1d_fused's epilogue (their gradients are not functions
+    # of the output): the layer applies them after the convolution, with the right gradient.
+    encore.manual_seed(3)
+    layer = nn.Conv1D(4, 3, padding="same", activation=activation)
+    x = encore.randn(2, 7, 3, dtype=encore.float64)
+    layer.build(x.shape)
+    layer.to(encore.float64)
+    kernel, bias = layer.parameters()
+    weights = encore.randn(2, 7, 4, dtype=encore.float64)
+
+    def reference():
+        y = encore.conv1d(x, kernel, padding="same") + bias
+        return encore.gelu(y) if activation == "gelu" else (
+            encore.softmax(y) if activation == "softmax" else getattr(encore, activation)(y))
+
+    grads = []
+    for f in (lambda: layer(x), reference):
+        kernel.grad = None
+        y = f()
+        (y * weights).sum().backward()
+        grads.append((y.numpy(), kernel.grad.numpy()))
+    np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "softmax"])
+def test_conv1d_fused_refuses_activations_it_cannot_differentiate(activation):
+    x, w, b = encore.zeros(1, 4, 2), encore.zeros(3, 2, 5), encore.zeros(5)
+    with pytest.raises(encore.ValueError, match=r"\[conv1d_fused\] activation " + activation):
+        encore.conv1d_fused(x, w, b, activation=activation)
