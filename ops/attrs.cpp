@@ -61,7 +61,11 @@ std::string SgdAttrs::str() const {
   return cat("momentum=", momentum, ", weight_decay=", weight_decay, nesterov ? ", nesterov" : "");
 }
 std::string AdamAttrs::str() const {
-  return cat("beta1=", beta1, ", beta2=", beta2, ", eps=", eps, ", weight_decay=", weight_decay);
+  return cat("beta1=", beta1, ", beta2=", beta2, ", eps=", eps, ", weight_decay=", weight_decay,
+             decoupled_weight_decay ? ", decoupled" : "", epsilon_hat ? ", epsilon_hat" : "");
+}
+std::string RmspropAttrs::str() const {
+  return cat("rho=", rho, ", momentum=", momentum, ", eps=", eps, centered ? ", centered" : "");
 }
 std::string FullAttrs::str() const {
   return cat("shape=", shape.str(), ", dtype=", name(dtype), ", a=", value.str(), ", b=", step.str());

@@ -84,6 +84,13 @@ struct SgdAttrs {
 };
 struct AdamAttrs {
   double beta1, beta2, eps, weight_decay;
+  bool decoupled_weight_decay = false;  // AdamW: w *= 1 - lr * weight_decay, not g += wd * w
+  bool epsilon_hat = false;             // Keras' placement: eps added before bias correction
+  std::string str() const;
+};
+struct RmspropAttrs {
+  double rho, momentum, eps;
+  bool centered;
   std::string str() const;
 };
 struct FullAttrs {  // full, arange (start = value, step), uniform (low, high), normal (mean, std)
@@ -100,7 +107,8 @@ struct ScatterAttrs {
 
 using Attrs = std::variant<NoAttrs, ScalarAttrs, ClipAttrs, ReduceAttrs, AxisAttrs, ReshapeAttrs,
                            PermuteAttrs, SliceAttrs, ExpandAttrs, CastAttrs, DeviceAttrs, ConvAttrs,
-                           DropoutAttrs, LstmAttrs, SgdAttrs, AdamAttrs, FullAttrs, ScatterAttrs>;
+                           DropoutAttrs, LstmAttrs, SgdAttrs, AdamAttrs, RmspropAttrs, FullAttrs,
+                           ScatterAttrs>;
 
 std::string str(const Attrs& a);
 

@@ -29,7 +29,7 @@
   /* creation */                                                                            \
   X(full) X(arange) X(uniform) X(normal)                                                    \
   /* in place: write their first input(s), return nothing */                                \
-  X(copy_) X(add_) X(fill_) X(add_scalar_) X(sgd_update) X(adam_update)
+  X(copy_) X(add_) X(fill_) X(add_scalar_) X(sgd_update) X(adam_update) X(rmsprop_update)
 // clang-format on
 
 namespace encore {

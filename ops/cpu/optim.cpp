@@ -1,4 +1,4 @@
-// Fused SGD and Adam updates (input layout: ops/defs/optim.cpp). Per-step scalars (bias
+// Fused SGD, Adam and RMSprop updates (input layout: ops/defs/optim.cpp). Per-step scalars (bias
 // corrections, learning rate) are computed in double, the elementwise update in the
 // parameter dtype — the same split as the CUDA kernels.
 #include <cmath>
@@ -52,11 +52,33 @@ void adam_kernel(const KernelCtx& c) {
   }
 }
 
+void rmsprop_kernel(const KernelCtx& c) {
+  const auto& a = std::get<RmspropAttrs>(c.attrs);
+  const bool momentum = a.momentum > 0;
+  const int groups = 3 + momentum + a.centered;
+  const int n = (static_cast<int>(c.in.size()) - 1) / groups;
+  const double lr = *c.in.back().ptr<const double>();
+  for (int p = 0; p < n; ++p) {
+    visit_float(c.in[p].dtype, [&]<class T>() {
+      T* w = c.in[p].ptr<T>();
+      T* v = c.in[n + p].ptr<T>();
+      T* buf = momentum ? c.in[2 * n + p].ptr<T>() : w;
+      T* mg = a.centered ? c.in[(2 + momentum) * n + p].ptr<T>() : w;
+      const T* g = c.in[(groups - 1) * n + p].ptr<const T>();
+      const RmspropStep<T> step(a, lr);
+      const int64_t count = c.in[p].numel();
+      for (int64_t i = 0; i < count; ++i)
+        step(w[i], v[i], momentum ? buf[i] : w[i], a.centered ? mg[i] : w[i], g[i], momentum, a.centered);
+    });
+  }
+}
+
 }  // namespace
 
 void register_optim() {
   set_kernel(OpId::sgd_update, sgd_kernel);
   set_kernel(OpId::adam_update, adam_kernel);
+  set_kernel(OpId::rmsprop_update, rmsprop_kernel);
 }
 
 }  // namespace encore::cpu

@@ -2,6 +2,8 @@
 // GPU backend can update every tensor in a single launch). Inputs, in order:
 //   sgd_update:  params[n], momentum_buffers[n] (only if momentum > 0), grads[n], lr
 //   adam_update: params[n], m[n], v[n], grads[n], step, lr
+//   rmsprop_update: params[n], v[n], momentum_buffers[n] (only if momentum > 0),
+//                   mean_grads[n] (only if centered), grads[n], lr
 // The leading tensors are updated in place. `lr` (float64) and `step` (int64, already
 // incremented for this update) are scalar tensors on the parameters' device, so a replayed
 // step sees learning-rate changes and the advancing bias correction without retracing.
@@ -12,6 +14,8 @@ namespace {
 
 int sgd_params(int num_inputs, const SgdAttrs& a) { return (num_inputs - 1) / (a.momentum > 0 ? 3 : 2); }
 int adam_params(int num_inputs) { return (num_inputs - 2) / 4; }
+int rmsprop_groups(const RmspropAttrs& a) { return 3 + (a.momentum > 0) + a.centered; }
+int rmsprop_params(int num_inputs, const RmspropAttrs& a) { return (num_inputs - 1) / rmsprop_groups(a); }
 
 void check_scalar(const char* op, const Tensor& t, DType dtype, const char* what) {
   ENCORE_CHECK(t.numel() == 1 && t.dtype() == dtype, DTypeError, "[", op, "] ", what, " must be a ",
@@ -54,6 +58,17 @@ int infer_adam(std::span<const Tensor> in, const Attrs&, TensorMeta*) {
   return 0;
 }
 
+int infer_rmsprop(std::span<const Tensor> in, const Attrs& attrs, TensorMeta*) {
+  const auto& a = std::get<RmspropAttrs>(attrs);
+  const int groups = rmsprop_groups(a);
+  ENCORE_CHECK((static_cast<int>(in.size()) - 1) % groups == 0, ValueError, "[rmsprop_update] expects ",
+               groups, " tensors per parameter plus lr, got ", in.size());
+  const int n = rmsprop_params(static_cast<int>(in.size()), a);
+  check_groups("rmsprop_update", in, n, groups);
+  check_scalar("rmsprop_update", in.back(), DType::Float64, "lr");
+  return 0;
+}
+
 }  // namespace
 
 void define_optim_ops() {
@@ -73,6 +88,16 @@ void define_optim_ops() {
   adam.max_inputs = -1;
   adam.mutated_prefix = [](int num_inputs, const Attrs&) { return 3 * adam_params(num_inputs); };
   adam.infer = infer_adam;
+
+  OpDef& rmsprop = defs::define(OpId::rmsprop_update);
+  rmsprop.kind = OpKind::InPlace;
+  rmsprop.min_inputs = 4;
+  rmsprop.max_inputs = -1;
+  rmsprop.mutated_prefix = [](int num_inputs, const Attrs& attrs) {
+    const auto& a = std::get<RmspropAttrs>(attrs);
+    return (rmsprop_groups(a) - 1) * rmsprop_params(num_inputs, a);
+  };
+  rmsprop.infer = infer_rmsprop;
 }
 
 }  // namespace encore
