@@ -114,6 +114,28 @@ class GradUndoLog final : public GradObserver {
   std::vector<std::pair<std::shared_ptr<TensorImpl>, std::shared_ptr<TensorImpl>>> slots_;
 };
 
+// Records the value of every mode flag read while the function traces (passing reads on to an
+// outer observer): each becomes a guard of the cache entry.
+class FlagLog final : public ModeFlagObserver {
+ public:
+  explicit FlagLog(std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>>& reads)
+      : previous_(mode_flag_observer()), reads_(reads) {
+    set_mode_flag_observer(this);
+  }
+  ~FlagLog() override { set_mode_flag_observer(previous_); }
+  FlagLog(const FlagLog&) = delete;
+  FlagLog& operator=(const FlagLog&) = delete;
+  void on_flag_read(const std::shared_ptr<const ModeFlag>& flag, bool value) override {
+    if (previous_) previous_->on_flag_read(flag, value);
+    if (std::none_of(reads_.begin(), reads_.end(), [&](const auto& r) { return r.first == flag; }))
+      reads_.emplace_back(flag, value);
+  }
+
+ private:
+  ModeFlagObserver* previous_;
+  std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>>& reads_;
+};
+
 std::string grad_label(const TensorImpl& leaf) {
   return leaf.name.empty() ? "a tensor " + leaf.shape.str() : "'" + leaf.name + "'";
 }
@@ -213,13 +235,21 @@ std::string TracedFunction::guard_reason(const Entry& e) const {
     if (!now) return what + " was set when traced and is None now";
     return what + " is another tensor than when traced";
   }
+  for (const FlagGuard& f : e.flag_guards) {
+    const std::shared_ptr<const ModeFlag> flag = f.flag.lock();
+    if (flag && flag->peek() != f.value)
+      return "'" + flag->label() + "' is in " + (flag->peek() ? "training" : "inference") + " mode now (" +
+             (f.value ? "training" : "inference") + " when traced)";
+  }
   return {};
 }
 
 void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry) {
   graph::Tracer tracer(g);
+  std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>> flags_read;
   try {
     {
+      const FlagLog flag_log(flags_read);
       std::vector<Arg> symbolic = args;
       int k = 0;
       for (size_t i = 0; i < args.size(); ++i) {
@@ -234,6 +264,7 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
         g.outputs.push_back(tracer.value(out[i], "trace"));
       }
     }  // the function's symbolic tensors die here, unless something outside keeps them
+    for (const auto& [flag, value] : flags_read) entry.flag_guards.push_back({flag, value});
     for (const graph::GradSlot& slot : tracer.grad_slots()) {
       const std::shared_ptr<TensorImpl> leaf = slot.leaf.lock();
       if (!leaf) continue;

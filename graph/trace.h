@@ -22,6 +22,8 @@
 //  - Tensors the function reads from outside (parameters, optimizer state, generator state)
 //    are captured by reference: replays read and update them in place. Replacing one's
 //    storage (set_data, Module::to) is detected on the next call, which retraces.
+//  - Mode flags the function reads (a module's training flag, nn::Module::is_training) are
+//    guards too: after model.eval(), a call replays a graph traced in eval mode, or traces one.
 //  - Gradients behave as in eager mode: backward() accumulates into an existing .grad and
 //    assigns a missing one. Whether each .grad the function read existed (and which tensor
 //    it was) is part of the cache key, so accumulation over several calls, zero_grad inside
@@ -53,6 +55,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/modes.h"
 #include "graph/plan.h"
 #include "graph/signature.h"
 
@@ -163,12 +166,18 @@ class TracedFunction {
     TensorImpl* raw;
     std::shared_ptr<TensorImpl> grad;
   };
+  // A mode flag (a module's training flag) the function read: the value it saw.
+  struct FlagGuard {
+    std::weak_ptr<const ModeFlag> flag;
+    bool value;
+  };
   struct Entry {
     graph::Signature signature;
     std::unique_ptr<graph::Plan> plan;
     std::vector<Captured> captured;
     std::vector<GradGuard> grad_guards;
     std::vector<GradWrite> grad_writes;
+    std::vector<FlagGuard> flag_guards;
   };
 
   std::string stale_reason(const Entry& e) const;
