@@ -27,6 +27,7 @@ Tensor Module::forward(const Tensor& x) {
 
 Tensor& Module::add_parameter(const std::string& name, Tensor value) {
   value.set_requires_grad(true);
+  std::erase_if(params_, [&](const auto& p) { return p.second.same(value) && p.first != name; });
   for (auto& [n, t] : params_)
     if (n == name) return t = std::move(value);
   params_.emplace_back(name, std::move(value));

@@ -69,7 +69,8 @@ class Module {
  protected:
   virtual Shape build_impl(const Shape& input_shape) = 0;
   virtual Tensor forward_impl(const Tensor& x) = 0;
-  /// Registers a parameter (requires_grad set); one of the same name is replaced in place.
+  /// Registers a parameter (requires_grad set); one of the same name is replaced in place, and
+  /// the same tensor registered under another name is renamed.
   Tensor& add_parameter(const std::string& name, Tensor value);
   /// Registers a child module; one of the same name is replaced in place.
   void add_child(const std::string& name, std::shared_ptr<Module> child);

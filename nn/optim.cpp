@@ -52,7 +52,8 @@ double Optimizer::lr() const {
 }
 
 void Optimizer::set_lr(double lr) {
-  ENCORE_CHECK(lr > 0, ValueError, "[", name_, "] learning rate must be positive, got ", lr);
+  // 0 is a rate schedules reach (the start of a warm-up, the end of a cosine decay).
+  ENCORE_CHECK(lr >= 0, ValueError, "[", name_, "] learning rate must be >= 0, got ", lr);
   // Every device the parameters live on gets its scalar now, so the write is a graph node when
   // set_lr runs inside a traced function and every replay repeats it.
   for (const Tensor& p : params_) lr_tensor(p.device());
@@ -157,7 +158,7 @@ void Optimizer::load_state(const NamedTensors& state) {
   ENCORE_CHECK(given.count("lr"), ValueError, "[", name_, "] the state has no 'lr'");
   ENCORE_CHECK(!refs.steps || given.count("step"), ValueError, "[", name_, "] the state has no 'step'");
   const double lr = given.at("lr")->item();
-  ENCORE_CHECK(lr > 0, ValueError, "[", name_, "] learning rate must be positive, got ", lr);
+  ENCORE_CHECK(lr >= 0, ValueError, "[", name_, "] learning rate must be >= 0, got ", lr);
 
   NoGradGuard no_grad;
   for (const auto& [name, where] : expected) {

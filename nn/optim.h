@@ -27,6 +27,7 @@ class Optimizer {
   /// The learning rate in effect: the value of its device scalar (which a traced step may set
   /// on every replay). Reading it inside a traced function is an error, as for any value.
   double lr() const;
+  /// Sets the rate (>= 0; a new optimizer needs one > 0).
   void set_lr(double lr);
   const std::vector<Tensor>& params() const { return params_; }
 

@@ -105,8 +105,9 @@ from ._C import (
 )
 from ._modes import enable_grad, no_grad, set_grad_enabled, training
 from ._trace import RetraceWarning, trace
-from . import autotune, cuda, ledger, nn, optim  # noqa: E402  (submodules use the names above)
+from . import autotune, callbacks, cuda, data, ledger, nn, optim  # noqa: E402  (submodules use the names above)
 from . import _tensor  # noqa: F401  (adds the Python-level Tensor methods)
+from . import _training  # noqa: F401  (adds compile / fit / evaluate / predict to nn.Module)
 
 float32 = DType.float32
 float64 = DType.float64
@@ -117,7 +118,7 @@ __version__ = "0.1.0"
 
 # `from encore import *` leaves Python's abs/max/pow/sum alone (encore.sum etc. stay available).
 __all__ = [
-    "BackendError", "DType", "DTypeError", "Device", "DeviceError", "Error", "Generator",
+    "BackendError", "DType", "DTypeError", "Device", "DeviceError", "Error", "Generator", "callbacks", "data",
     "InvalidValueError", "OutOfMemoryError", "RetraceWarning", "ShapeError", "ShapePolicy", "Tensor",
     "UnsupportedError",
     "activation", "add", "allow_tf32", "arange", "as_tensor", "autotune", "bucket", "clip",
