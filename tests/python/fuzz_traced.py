@@ -5,8 +5,10 @@ A program is a plain dict (so it can be shrunk and printed):
 
 * a model: Sequential (sometimes nested) of Conv1D (valid/same, strides, dilation,
   activations, with/without bias), LSTM (return_sequences, reverse, activations),
-  Bidirectional (merge modes), Dropout, Dense; reduced by GlobalAverage/GlobalMaxPooling1D,
-  Flatten or a last LSTM; a Dense head. float32, sometimes float64;
+  Bidirectional (merge modes), Dropout, Dense, and Custom — a Python subclass of nn.Module with a
+  weight made in its build hook, a Dense and maybe a Dropout inside, and a forward that reads
+  self.training; reduced by GlobalAverage/GlobalMaxPooling1D, Flatten or a last LSTM; a Dense
+  head. float32, sometimes float64;
 * a loss (mean_squared_error, binary_crossentropy from logits or probabilities,
   sparse_categorical_crossentropy from logits or softmax) and SGD (momentum, Nesterov, weight
   decay) or Adam; captured buffers and a tensor to pass as an argument;
@@ -20,8 +22,9 @@ A program is a plain dict (so it can be shrunk and printed):
 * 3-14 top-level actions: calls (batches of a few shapes; contiguous, transposed or NumPy
   inputs; contiguous or strided argument views; static 0.0 / -0.0 / NaN among the floats; under
   no_grad or training off), lr changes, zero_grad / step / an eager training step outside,
-  buffer writes, re-reading an earlier result, training mode, freezing a parameter, set_data,
-  assigning .grad, clearing a traced function's cache.
+  buffer writes, re-reading an earlier result, training mode (global, or train()/eval() of the
+  model or one of its layers), freezing a parameter, set_data, assigning .grad, clearing a traced
+  function's cache.
 
 ``render`` turns it into the source of ``program(run)``; differential_harness.py runs it
 eagerly and traced and compares parameters, gradients (None or bits), optimizer state, buffers,
@@ -73,6 +76,8 @@ FEATURES = {
     "nested": "a step function calling another traced step function",
     "alias_outputs": "trace(alias_outputs=True)",
     "unoptimized": "trace(optimize=False)",
+    "custom_module": "a Python subclass of nn.Module among the layers",
+    "module_modes": "train()/eval() of the model or a layer between calls",
 }
 
 ACTIVATIONS = ("linear", "tanh", "sigmoid", "relu", "hard_sigmoid")
@@ -151,12 +156,20 @@ class Generator:
             layers.append({"kind": reduce})
         if reduce is not None:
             for _ in range(r.choice([0, 0, 1, 2])):
-                layers.append(r.choice([self.dense(), {"kind": "Dropout", "rate": r.choice([0.2, 0.5])}]))
+                extra = [self.dense(), {"kind": "Dropout", "rate": r.choice([0.2, 0.5])}]
+                if self.on("custom_module", 0.5):
+                    extra.append(self.custom())
+                layers.append(r.choice(extra))
         return layers
 
     def sequence_layer(self) -> dict:
         r = self.r
-        kind = r.choice(["Conv1D", "Conv1D", "LSTM", "Bidirectional", "Dropout", "Dense"])
+        kinds = ["Conv1D", "Conv1D", "LSTM", "Bidirectional", "Dropout", "Dense"]
+        if self.on("custom_module", 1):
+            kinds.append("Custom")
+        kind = r.choice(kinds)
+        if kind == "Custom":
+            return self.custom()
         if kind == "Conv1D":
             layer = {"kind": "Conv1D", "filters": r.randint(1, 3), "kernel_size": r.randint(1, 3),
                      "strides": 1, "padding": r.choice(["valid", "same"]), "dilation_rate": 1,
@@ -169,6 +182,11 @@ class Generator:
         if kind == "Dropout":
             return {"kind": "Dropout", "rate": r.choice([0.0, 0.25, 0.5])}
         return self.dense()
+
+    def custom(self) -> dict:
+        """A Python nn.Module subclass (rendered by CUSTOM_CLASS): per-step, keeps the length."""
+        return {"kind": "Custom", "units": self.r.randint(1, 3), "activation": self.r.choice(ACTIVATIONS),
+                "rate": self.r.choice([0.0, 0.0, 0.5]), "scaled": self.r.random() < 0.5}
 
     def dense(self) -> dict:
         return {"kind": "Dense", "units": self.r.randint(1, 3), "activation": self.r.choice(ACTIVATIONS),
@@ -189,7 +207,7 @@ class Generator:
     def keeps_length(layer: dict) -> bool:
         if layer["kind"] == "Conv1D":
             return layer["padding"] == "same" and layer["strides"] == 1
-        return layer["kind"] in ("Dense", "Dropout", "LSTM", "Bidirectional")
+        return layer["kind"] in ("Dense", "Dropout", "LSTM", "Bidirectional", "Custom")
 
     def shapes(self, layers: list) -> list:
         """(batch, steps) pool: the first shape is the common one (the build shape)."""
@@ -316,8 +334,8 @@ class Generator:
     def action(self, prog: dict, pools: dict, calls: int) -> dict:
         r = self.r
         kind = r.choices(["call", "lr", "zero_grad", "step", "eager", "write", "reread", "training", "freeze",
-                          "set_data", "set_grad", "clear"],
-                         weights=[64, 7, 7, 4, 6, 4, 4, 4, 2, 2, 2, 2])[0]
+                          "set_data", "set_grad", "clear", "module_mode"],
+                         weights=[64, 7, 7, 4, 6, 4, 4, 4, 2, 2, 2, 2, 5])[0]
         if kind == "call":
             fn = r.choice(prog["functions"])
             params = function_params(fn)
@@ -329,7 +347,7 @@ class Generator:
                 if "strided_inputs" not in self.disabled:
                     layouts.append("strided")
                 # x.mean() of a NumPy array is NumPy's, not encore's: a difference by design.
-                if "numpy_inputs" not in self.disabled and not any(s.get("source") == "x" for s in fn["body"]):
+                if "numpy_inputs" not in self.disabled and not reads_x(fn, prog):
                     layouts.append("numpy")
                 act["layout"] = r.choice(layouts)
             if "a" in params:
@@ -367,7 +385,20 @@ class Generator:
             return {"do": "set_grad", "index": r.randint(-2, 1), "none": self.on("grads_none", 0.5)}
         if kind == "clear" and self.on("clear", 1):
             return {"do": "clear", "fn": r.choice(prog["functions"])["name"]}
+        if kind == "module_mode" and self.on("module_modes", 1):
+            target = r.choice(["model", "model", r.randrange(len(prog["layers"]))])
+            return {"do": "module_mode", "target": target, "on": r.random() < 0.5}
         return {"do": "training", "on": r.random() < 0.5}
+
+
+def reads_x(fn: dict, prog: dict) -> bool:
+    """Whether `fn`, or a function it calls, computes with the values of its input x."""
+    for s in fn["body"]:
+        if s.get("source") == "x":
+            return True
+        if s["op"] == "nested" and reads_x(next(f for f in prog["functions"] if f["name"] == s["fn"]), prog):
+            return True
+    return False
 
 
 def flat(layers: list):
@@ -457,15 +488,35 @@ def literal(v) -> str:
     return repr(v)
 
 
+CUSTOM_CLASS = [
+    "class Custom(nn.Module):",
+    "    def __init__(self, units, activation='linear', rate=0.0, scaled=False):",
+    "        super().__init__()",
+    "        self.inner = nn.Dense(units, activation=activation)",
+    "        self.drop = nn.Dropout(rate) if rate else None",
+    "        self.scaled = scaled",
+    "",
+    "    def build(self, input_shape):",
+    "        self.gain = self.add_weight((input_shape[-1],), initializer='ones')",
+    "",
+    "    def forward(self, x):",
+    "        h = self.inner(x * self.gain)",
+    "        if self.drop is not None:",
+    "            h = self.drop(h)",
+    "        return h * 0.5 if self.scaled and self.training else h",
+    "",
+]
+
 LAYER_DEFAULTS = {
     "Dense": {"activation": "linear", "use_bias": True},
     "Conv1D": {"strides": 1, "padding": "valid", "dilation_rate": 1, "activation": "linear", "use_bias": True},
     "LSTM": {"activation": "tanh", "recurrent_activation": "sigmoid", "return_sequences": False,
              "reverse": False, "unit_forget_bias": True},
     "Bidirectional": {"merge_mode": "concat"},
+    "Custom": {"activation": "linear", "rate": 0.0, "scaled": False},
 }
 POSITIONAL = {"Dense": ["units"], "Conv1D": ["filters", "kernel_size"], "LSTM": ["units"], "Dropout": ["rate"],
-              "Bidirectional": ["layer"], "Sequential": ["layers"]}
+              "Bidirectional": ["layer"], "Sequential": ["layers"], "Custom": ["units"]}
 
 
 def render_layer(layer: dict) -> str:
@@ -482,7 +533,7 @@ def render_layer(layer: dict) -> str:
     for key, default in LAYER_DEFAULTS.get(kind, {}).items():
         if layer.get(key, default) != default:
             args.append(f"{key}={literal(layer[key])}")
-    return f"nn.{kind}({', '.join(args)})"
+    return f"{'' if kind == 'Custom' else 'nn.'}{kind}({', '.join(args)})"
 
 
 def render_loss(loss: dict) -> str:
@@ -626,6 +677,9 @@ def render_action(i: int, act: dict, prog: dict) -> list:
         body = [f"run.out = run.kept[{act['index']}]"]
     elif do == "training":
         body = [f"encore.set_training({act['on']})"]
+    elif do == "module_mode":
+        module = "model" if act["target"] == "model" else f"model[{act['target']} % len(model)]"
+        body = [f"{module}.train({act['on']})" if act["on"] else f"{module}.eval()"]
     elif do == "freeze":
         body = [f"{param(act['index'])}.requires_grad = {act['on']}"]
     elif do == "set_data":
@@ -666,7 +720,7 @@ def render(prog: dict) -> str:
     used = {s.get("target") for s in statements} | {a.get("target") for a in prog["actions"]}
     buffers = {b: shape for b, shape in prog["buffers"].items() if b in used}
     watch = ["model=model", "opt=opt"] + [f"{b}={b}" for b in buffers]
-    lines = [
+    lines = (CUSTOM_CLASS if any(l["kind"] == "Custom" for l in flat(layers)) else []) + [
         f"encore.manual_seed({prog['seed']})",
         "model = nn.Sequential([" + ", ".join(render_layer(l) for l in layers) + "])",
         f"model.build(({b0}, {t0}, {prog['channels']}))",
@@ -774,6 +828,10 @@ def features_used(prog: dict, raised: bool) -> set:
             used.add(feature)
     if any(a["do"] == "set_grad" and a["none"] for a in prog["actions"]):
         used.add("grads_none")
+    if any(layer["kind"] == "Custom" for layer in flat(prog["layers"])):
+        used.add("custom_module")
+    if any(a["do"] == "module_mode" for a in prog["actions"]):
+        used.add("module_modes")
     if raised:
         used.add("error_paths")
     return used
@@ -786,6 +844,8 @@ CATEGORY_ORDER = ("modes", "generator", "grad-none", "grad", "returned", "argume
 def category(key: str, details: str) -> str:
     if key in ("modes", "generator", "returned"):
         return key
+    if key.endswith(".modes"):
+        return "modes"
     if key == "argbuf":
         return "argument"
     if key.startswith("buf"):
@@ -821,6 +881,7 @@ SIMPLER = {
     "returns": ["none", "single"], "optimize": [True],
     "alias_outputs": [False], "max_cached": [32], "from_logits": [True], "n": [1], "flag": [True],
     "step": [False], "zero_first": [False], "padding": ["valid"], "index": [-1, 0], "seed": [0], "data": [0],
+    "scaled": [False], "target": ["model"],
 }
 
 
