@@ -38,7 +38,11 @@ std::string snake_case(const std::string& name) {
   return out;
 }
 
-py::tuple shape_tuple(const Shape& s);  // below
+py::tuple shape_tuple(const Shape& s) {
+  py::tuple t(s.size());
+  for (int i = 0; i < s.size(); ++i) t[i] = py::int_(s[i]);
+  return t;
+}
 
 class PyModule : public nn::Module, public py::trampoline_self_life_support {
  public:
@@ -58,15 +62,11 @@ class PyModule : public nn::Module, public py::trampoline_self_life_support {
   Shape build_impl(const Shape& input_shape) override {
     py::gil_scoped_acquire gil;
     if (py::function hook = py::get_override(static_cast<const nn::Module*>(this), "_build_hook")) {
-      building = true;
-      py::object shape;
-      try {
-        shape = hook(shape_tuple(input_shape));
-      } catch (...) {
-        building = false;
-        throw;
-      }
-      building = false;
+      struct Building {
+        bool& on;
+        ~Building() { on = false; }
+      } scope{building = true};
+      const py::object shape = hook(shape_tuple(input_shape));
       if (!shape.is_none()) return to_shape(shape, "build");
     }
     NoGradGuard no_grad;
@@ -126,12 +126,6 @@ Tensor initial_weight(const Shape& shape, py::handle initializer, DType dtype) {
   Tensor t = tensor_from_data(initializer, py::cast(dtype), py::none(), false, false);
   ENCORE_CHECK(t.shape() == shape, ShapeError, "[add_weight] initial values ", describe(t), " do not have the shape ",
                shape.str());
-  return t;
-}
-
-py::tuple shape_tuple(const Shape& s) {
-  py::tuple t(s.size());
-  for (int i = 0; i < s.size(); ++i) t[i] = py::int_(s[i]);
   return t;
 }
 

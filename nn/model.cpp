@@ -90,17 +90,9 @@ struct CostMark {
   }
 };
 
-std::string ms(int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
-  return buf;
-}
+std::string ms(int64_t ns) { return format_duration(static_cast<double>(ns) / 1e9); }
 
-std::string per(int64_t ns, int64_t n) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f us", n ? static_cast<double>(ns) / 1e3 / static_cast<double>(n) : 0.0);
-  return buf;
-}
+std::string per(int64_t ns, int64_t n) { return ms(n ? ns / n : 0); }
 
 }  // namespace
 
@@ -145,9 +137,9 @@ void Model::compile(OptimizerSpec optimizer, Loss loss, CompileOptions options) 
   for (Metric& m : metrics)
     if (!m.fn) m.fn = metric_fn(m.name, loss);
   for (size_t i = 0; i < metrics.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      ENCORE_CHECK(metrics[i].name != metrics[j].name && metrics[i].name != "loss", ValueError,
-                   "[compile] metric name '", metrics[i].name, "' is used twice");
+    for (size_t j = 0; j <= i; ++j)
+      ENCORE_CHECK(metrics[i].name != (j < i ? metrics[j].name : "loss"), ValueError, "[compile] metric name '",
+                   metrics[i].name, "' is used twice (the loss is logged as 'loss')");
   optimizer_ = std::move(optimizer.optimizer);
   optimizer_name_ = std::move(optimizer.name);
   loss_ = std::move(loss);
@@ -253,6 +245,18 @@ void Model::train_step(const Tensor& x, const Tensor& y) {
   accumulate(train_acc_, loss, y, pred);
 }
 
+// One update in training mode, through the traced step or eagerly.
+void Model::run_train_step(const Tensor& x, const Tensor& y) {
+  TrainingGuard training(true);
+  EnableGradGuard grad;
+  const Tensor bx = on_device(x), by = on_device(y);
+  if (train_fn_)
+    (*train_fn_)({bx, by});
+  else
+    train_step(bx, by);
+  ++iterations_;
+}
+
 void Model::test_step(const Tensor& x, const Tensor& y) {
   const Tensor pred = (*module_)(x);
   accumulate(test_acc_, loss_of(y, pred), y, pred);
@@ -334,16 +338,7 @@ History Model::fit(Dataset& data, FitOptions options) {
       if (batch_hooks)
         for (const auto& cb : options.callbacks) cb->on_batch_begin(*this, batch);
       if (batch == 0) reset(train_acc_);
-      {
-        TrainingGuard training(true);
-        EnableGradGuard grad;
-        const Tensor bx = on_device(b->x), by = on_device(b->y);
-        if (train_fn_)
-          (*train_fn_)({bx, by});
-        else
-          train_step(bx, by);
-      }
-      ++iterations_;
+      run_train_step(b->x, b->y);
       ++batch;
       if (batch_hooks)
         for (const auto& cb : options.callbacks) cb->on_batch_end(*this, batch - 1);
@@ -409,15 +404,13 @@ Logs Model::evaluate_pass(Dataset& data, ProgressBar* bar) {
                  b->x.defined() ? "targets" : "inputs");
     prepare(b->x);
     if (batch == 0) reset(test_acc_);
-    {
-      TrainingGuard inference(false);
-      NoGradGuard no_grad;
-      const Tensor bx = on_device(b->x), by = on_device(b->y);
-      if (test_fn_)
-        (*test_fn_)({bx, by});
-      else
-        test_step(bx, by);
-    }
+    TrainingGuard inference(false);
+    NoGradGuard no_grad;
+    const Tensor bx = on_device(b->x), by = on_device(b->y);
+    if (test_fn_)
+      (*test_fn_)({bx, by});
+    else
+      test_step(bx, by);
     ++batch;
     if (bar) bar->update(batch, [&] { return read(test_acc_, ""); });
   }
@@ -463,16 +456,7 @@ Logs Model::train_on_batch(const Tensor& x, const Tensor& y) {
   const ModeRestore modes(*module_);
   module_->train(true);
   reset(train_acc_);
-  {
-    TrainingGuard training(true);
-    EnableGradGuard grad;
-    const Tensor bx = on_device(x), by = on_device(y);
-    if (train_fn_)
-      (*train_fn_)({bx, by});
-    else
-      train_step(bx, by);
-  }
-  ++iterations_;
+  run_train_step(x, y);
   return running_logs();
 }
 

@@ -182,6 +182,7 @@ class Model {
   ProgressBar progress_bar(int verbose) const;
   Tensor loss_of(const Tensor& y, const Tensor& pred) const;
   Tensor on_device(const Tensor& t) const;
+  void run_train_step(const Tensor& x, const Tensor& y);
   void train_step(const Tensor& x, const Tensor& y);
   void test_step(const Tensor& x, const Tensor& y);
   Tensor predict_step(const Tensor& x);

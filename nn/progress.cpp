@@ -15,7 +15,9 @@ namespace {
 constexpr int kWidth = 30;
 constexpr double kRedrawSeconds = 0.1;
 
-std::string seconds(double s) {
+}  // namespace
+
+std::string format_duration(double s) {
   char buf[32];
   if (s < 1e-3)
     std::snprintf(buf, sizeof buf, "%.0fus", s * 1e6);
@@ -27,8 +29,6 @@ std::string seconds(double s) {
     std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
   return buf;
 }
-
-}  // namespace
 
 ProgressBar::ProgressBar(int verbose, std::function<void(const std::string&)> write, bool interactive)
     : verbose_(verbose), write_(std::move(write)), interactive_(interactive) {
@@ -81,15 +81,15 @@ std::string ProgressBar::line(int64_t done, const Logs& logs, bool final) const 
       if (filled < kWidth && filled > 0) bar[filled - 1] = '>';
       s.append(" [").append(bar).append("]");
     }
-    s.append(" ").append(seconds(t));
+    s.append(" ").append(format_duration(t));
   } else {
-    s = seconds(t);
+    s = format_duration(t);
   }
   if (final || total_ < 0 || done >= total_) {
-    if (done > 0) s.append(", ").append(seconds(t / static_cast<double>(done))).append("/step");
+    if (done > 0) s.append(", ").append(format_duration(t / static_cast<double>(done))).append("/step");
   } else {
     const double eta = t / static_cast<double>(std::max<int64_t>(done, 1)) * static_cast<double>(total_ - done);
-    s.append(", ETA ").append(seconds(eta));
+    s.append(", ETA ").append(format_duration(eta));
   }
   auto value = [&](const std::string& name, double v) {
     char buf[64];

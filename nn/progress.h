@@ -17,6 +17,9 @@
 
 namespace encore::nn {
 
+/// "850us", "12.3ms", "4.2s", "3m05s".
+std::string format_duration(double seconds);
+
 class ProgressBar {
  public:
   /// `write` receives the text (default: stdout, flushed); `interactive` allows redrawing in
