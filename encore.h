@@ -1,7 +1,6 @@
 // Everything a training program needs: #include "encore.h".
 #pragma once
 
-#include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "core/ledger.h"
 #include "core/modes.h"
@@ -18,5 +17,6 @@
 #include "nn/optim.h"
 #include "nn/resume.h"
 #include "nn/schedules.h"
+#include "ops/build_info.h"
 #include "ops/ops.h"
 #include "ops/random.h"

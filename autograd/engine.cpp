@@ -4,7 +4,7 @@
 #include <queue>
 #include <unordered_map>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -19,7 +19,7 @@ TensorMeta meta_of(const Tensor& t) { return {t.shape(), {}, 0, t.dtype(), t.dev
 
 void check_saved(const Node& node, const Tensor& t, uint32_t version) {
   ENCORE_CHECK(!t.defined() || t.storage()->version() == version, ValueError, "[backward] a tensor ",
-               describe(t), " saved by ", op_name(node.op),
+               describe(t), " saved by ", node.op->name,
                " for the backward pass was modified in place after it was saved");
 }
 
@@ -30,8 +30,7 @@ void accumulate_leaf(const std::shared_ptr<TensorImpl>& impl, Tensor g) {
   Tensor leaf(impl);
   const Tensor grad = leaf.grad();
   if (grad.defined()) {
-    const Tensor in[] = {grad, g};
-    dispatch(OpId::add_, in);
+    Tensor(grad).add_(g);
     return;
   }
   const bool sole_owner = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1;
@@ -41,10 +40,10 @@ void accumulate_leaf(const std::shared_ptr<TensorImpl>& impl, Tensor g) {
 
 }  // namespace
 
-void record(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
+void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
             std::span<Tensor> out) {
   auto node = std::make_shared<Node>();
-  node->op = op;
+  node->op = &def;
   node->attrs = attrs;
   node->seq = g_next_seq.fetch_add(1, std::memory_order_relaxed);
   node->next.resize(in.size());
@@ -56,11 +55,11 @@ void record(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tenso
     if (t->grad_fn) node->next[i] = {t->grad_fn, t->output_nr, nullptr};
     else node->next[i] = {nullptr, 0, in[i].impl_ptr()};
   }
-  if (def.save_inputs) {
+  if ((def.save & Save::Inputs)) {
     node->saved_inputs.assign(in.begin(), in.end());
     for (const Tensor& t : in) node->saved_versions.push_back(t.storage()->version());
   }
-  if (def.save_outputs) {
+  if ((def.save & Save::Outputs)) {
     // Detached views: an output holding its own node through grad_fn would be a cycle.
     for (const Tensor& t : out) {
       node->saved_outputs.push_back(t.detach());
@@ -115,7 +114,7 @@ void backward(const Tensor& root, const Tensor& grad) {
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
-    ENCORE_CHECK(!node->released, ValueError, "[backward] the graph through ", op_name(node->op),
+    ENCORE_CHECK(!node->released, ValueError, "[backward] the graph through ", node->op->name,
                  " was already used by a previous backward() and its saved tensors freed");
     std::array<Tensor, kMaxOutputs> grads = std::move(buffers[node]);
     buffers.erase(node);
@@ -129,7 +128,7 @@ void backward(const Tensor& root, const Tensor& grad) {
       uint32_t needs = 0;
       for (size_t i = 0; i < node->next.size(); ++i)
         if (node->next[i].valid()) needs |= 1u << i;
-      const OpDef& def = op_def(node->op);
+      const OpDef& def = *node->op;
       const BackwardCtx ctx{node->saved_inputs, node->saved_outputs,
                             {grads.data(), static_cast<size_t>(node->num_outputs)},
                             node->input_metas, node->attrs, needs};
@@ -144,7 +143,7 @@ void backward(const Tensor& root, const Tensor& grad) {
       Tensor& g = grad_in[i];
       if (g.defined()) {
         ENCORE_CHECK(g.shape() == node->input_metas[i].shape, ShapeError, "[backward] ",
-                     op_name(node->op), " produced a gradient ", g.shape().str(), " for input ", i,
+                     node->op->name, " produced a gradient ", g.shape().str(), " for input ", i,
                      " of shape ", node->input_metas[i].shape.str());
       }
       if (e.leaf) {
@@ -162,3 +161,26 @@ void backward(const Tensor& root, const Tensor& grad) {
 }
 
 }  // namespace encore::autograd
+
+namespace encore {
+
+void Tensor::backward(const Tensor& grad) const {
+  ENCORE_CHECK(requires_grad(), ValueError, "[backward] ", describe(*this),
+               " does not require grad: no op that produced it involved a tensor requiring grad");
+  Tensor g = grad;
+  if (!g.defined()) {
+    ENCORE_CHECK(numel() == 1, ShapeError, "[backward] implicit gradient needs a scalar, got ",
+                 describe(*this), "; pass a gradient tensor");
+    g = ones(shape(), dtype(), device());
+  }
+  ENCORE_CHECK(g.shape() == shape(), ShapeError, "[backward] gradient ", describe(g),
+               " does not match ", describe(*this));
+  ENCORE_CHECK(g.dtype() == dtype(), DTypeError, "[backward] gradient ", describe(g),
+               " does not match the dtype of ", describe(*this), "; convert it with .to(",
+               ::encore::name(dtype()), ")");
+  ENCORE_CHECK(g.device() == device(), DeviceError, "[backward] gradient ", describe(g),
+               " is not on the device of ", describe(*this));
+  autograd::backward(*this, g);
+}
+
+}  // namespace encore

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 

@@ -20,7 +20,7 @@ struct Edge {
 };
 
 struct Node {
-  OpId op;
+  const OpDef* op;
   Attrs attrs;
   uint64_t seq;  // creation order; the engine runs later nodes first
   std::vector<Edge> next;
@@ -32,7 +32,7 @@ struct Node {
 };
 
 /// Called by the dispatcher after an op produced `out` from `in`.
-void record(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
+void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
             std::span<Tensor> out);
 
 /// Runs reverse mode from `root` with seed `grad`, accumulating into leaves' `.grad`.

@@ -43,8 +43,6 @@ inline DType to_dtype(py::handle obj, DType fallback) {
 Shape to_shape(py::handle obj, const char* op, bool infer = false);
 /// A shape from `*shape` arguments: f(2, 3) or f((2, 3)).
 Shape shape_from_args(const py::args& args, const char* op, bool infer = false);
-/// Reduction axes: None (all), an int, or a sequence of ints.
-std::vector<int64_t> to_axes(py::handle obj);
 
 /// The Python value of a tensor that may be undefined (None then).
 inline py::object wrap(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }

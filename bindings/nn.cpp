@@ -392,6 +392,14 @@ void init_nn(py::module_& m) {
       m, "GlobalMaxPooling1D", py::dynamic_attr(),
       "Max over the steps axis: (batch, steps, channels) -> (batch, channels).")
       .def(py::init<>());
+  py::class_<nn::MaxPooling1D, nn::Module, py::smart_holder>(
+      m, "MaxPooling1D", py::dynamic_attr(),
+      "Keras MaxPooling1D: the max of each window of `pool_size` steps, `strides` apart (default "
+      "pool_size); padding 'valid' or 'same'.")
+      .def(py::init([](int64_t pool_size, std::optional<int64_t> strides, const std::string& padding) {
+             return std::make_shared<nn::MaxPooling1D>(pool_size, nn::Pooling1DOptions{strides, padding});
+           }),
+           py::arg("pool_size") = 2, py::arg("strides") = py::none(), py::arg("padding") = "valid");
   py::class_<nn::Flatten, nn::Module, py::smart_holder>(
       m, "Flatten", py::dynamic_attr(), "(batch, ...) -> (batch, product of the rest).")
       .def(py::init<>());

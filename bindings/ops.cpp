@@ -1,121 +1,241 @@
-// The free functions of ops/ops.h (encore.exp, encore.matmul, encore.conv1d, ...), creation
-// functions and random generators. Each is one pybind11 call into the C++ op.
+// The op functions of encore._C, bound from the op rows: every row with a public signature
+// becomes `encore.<name>` (and a Tensor method where the row says so), its arguments converted
+// by the parameter types of the signature. Nothing here names an op: a new row is a new Python
+// function, and its stub is generated from the same signature (bindings/stubgen/).
+// Also the random generators, which are objects rather than ops.
 #include "bindings.h"
+#include "ops/examples.h"
+#include "ops/registry.h"
 
 namespace encore::python {
 
 namespace {
 
-Padding to_padding(py::handle p) {
-  if (py::isinstance<py::str>(p)) return Padding::parse(p.cast<std::string>());
-  if (PyIndex_Check(p.ptr())) {
-    const int64_t v = p.cast<int64_t>();
-    return Padding::explicit_(v, v);
-  }
-  if (py::isinstance<py::sequence>(p) && py::len(p) == 2) {
-    auto s = py::reinterpret_borrow<py::sequence>(p);
-    return Padding::explicit_(s[0].cast<int64_t>(), s[1].cast<int64_t>());
-  }
-  throw py::type_error(
-      "[conv1d] padding must be 'valid', 'same', an int or a (left, right) pair, got " +
-      std::string(py::repr(p)));
+const char* type_name(py::handle v) { return v.is_none() ? "None" : Py_TYPE(v.ptr())->tp_name; }
+
+[[noreturn]] void wrong_type(const Signature& s, const Param& p, const char* expected, py::handle v) {
+  throw py::type_error(detail::cat("[", s.name, "] argument '", p.name, "' must be ", expected,
+                                   p.optional ? " or None" : "", ", got ", type_name(v)));
 }
 
-Tensor finish(Tensor t, bool requires_grad) {
-  if (requires_grad) t.set_requires_grad(true);
-  return t;
+// "[matmul] expected a Tensor or NumPy array for argument 'b', got list (convert with ...)":
+// never the value itself (a list of a million numbers makes a message of megabytes).
+[[noreturn]] void tensor_expected(const Signature& s, const Param& p, py::handle v) {
+  throw py::type_error(detail::cat("[", s.name, "] expected a Tensor or NumPy array for argument '", p.name,
+                                   "', got ", type_name(v),
+                                   v.is_none() ? "" : " (convert with encore.tensor(...))"));
 }
 
-Generator* to_generator(py::handle g) { return g.is_none() ? nullptr : &g.cast<Generator&>(); }
+bool is_tensor_like(py::handle v) { return py::isinstance<Tensor>(v) || py::isinstance<py::array>(v); }
+
+// Arrays share their memory where they can, as everywhere in the bindings.
+Tensor as_tensor_arg(py::handle v) {
+  if (py::isinstance<Tensor>(v)) return v.cast<Tensor>();
+  return tensor_from_data(v, py::none(), py::none(), false, /*share=*/true);
+}
+
+// Out of the int64 range: a ShapeError for shapes and axes, a ValueError for other ints.
+int64_t int_arg(const Signature& s, const Param& p, py::handle v) {
+  if (!PyIndex_Check(v.ptr()) || PyBool_Check(v.ptr())) wrong_type(s, p, "an int", v);
+  const auto i = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+  if (!i) throw py::error_already_set();
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow) {
+    const std::string message = detail::cat("[", s.name, "] argument '", p.name, "' = ", std::string(py::str(i)),
+                                            " is out of the int64 range");
+    if (p.type == ParamType::Int && !p.varargs) throw ValueError(message);
+    throw ShapeError(message);
+  }
+  return value;
+}
+
+// An int or a sequence of ints (shapes, axes, orders).
+std::vector<int64_t> ints_arg(const Signature& s, const Param& p, py::handle v) {
+  if (PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr())) return {int_arg(s, p, v)};
+  if (!PySequence_Check(v.ptr()) || py::isinstance<py::str>(v) || is_tensor_like(v))
+    throw py::type_error(detail::cat("[", s.name, "] ", p.name, " entries must be ints, got ", type_name(v)));
+  // A tuple owns its items: sequences that make items on access (ranges) stay valid.
+  const auto items = py::reinterpret_steal<py::tuple>(PySequence_Tuple(v.ptr()));
+  if (!items) throw py::error_already_set();
+  std::vector<int64_t> out;
+  out.reserve(items.size());
+  for (py::handle item : items) {
+    if (!PyIndex_Check(item.ptr()) || PyBool_Check(item.ptr()))
+      throw py::type_error(detail::cat("[", s.name, "] ", p.name, " entries must be ints, got ", type_name(item)));
+    out.push_back(int_arg(s, p, item));
+  }
+  return out;
+}
+
+// A number kept exact where it is an int (int64 fills and bounds).
+ArgValue number_arg(const Signature& s, const Param& p, py::handle v) {
+  py::detail::make_caster<Scalar> caster;
+  if (!caster.load(v, true)) wrong_type(s, p, "a number", v);
+  const Scalar& n = caster;
+  return n.integral ? ArgValue(n.i) : ArgValue(n.d);
+}
+
+bool bool_arg(const Signature& s, const Param& p, py::handle v) {
+  if (PyBool_Check(v.ptr())) return v.ptr() == Py_True;
+  // numpy.bool_ and other bools that are not ints.
+  if (std::string_view(Py_TYPE(v.ptr())->tp_name).starts_with("numpy.bool")) return PyObject_IsTrue(v.ptr()) == 1;
+  wrong_type(s, p, "a bool", v);
+}
+
+std::string str_arg(const Signature& s, const Param& p, py::handle v) {
+  if (!py::isinstance<py::str>(v)) wrong_type(s, p, "a str", v);
+  return v.cast<std::string>();
+}
+
+ArgValue to_arg(const Signature& s, const Param& p, py::handle v) {
+  if (v.is_none()) {
+    if (p.optional) return std::monostate{};
+    if (p.type == ParamType::Tensor || p.type == ParamType::Operand) tensor_expected(s, p, v);
+    wrong_type(s, p, "not None", v);
+  }
+  switch (p.type) {
+    case ParamType::Tensor:
+      if (!is_tensor_like(v)) tensor_expected(s, p, v);
+      return as_tensor_arg(v);
+    case ParamType::Operand:
+      if (is_tensor_like(v)) return as_tensor_arg(v);
+      if (PySequence_Check(v.ptr())) tensor_expected(s, p, v);
+      return number_arg(s, p, v);
+    case ParamType::Tensors: {
+      if (!PySequence_Check(v.ptr()) || is_tensor_like(v)) wrong_type(s, p, "a sequence of tensors", v);
+      std::vector<Tensor> out;
+      for (py::handle item : py::reinterpret_borrow<py::sequence>(v)) {
+        if (!is_tensor_like(item)) tensor_expected(s, p, item);
+        out.push_back(as_tensor_arg(item));
+      }
+      return out;
+    }
+    case ParamType::Int:
+      return int_arg(s, p, v);
+    case ParamType::Float:
+      return number_arg(s, p, v);
+    case ParamType::Bool:
+      return bool_arg(s, p, v);
+    case ParamType::Str:
+      return str_arg(s, p, v);
+    case ParamType::Ints:
+      return ints_arg(s, p, v);
+    case ParamType::DType:
+      return to_dtype(v);
+    case ParamType::Device:
+      return to_device(v);
+    case ParamType::Generator:
+      if (!py::isinstance<Generator>(v)) wrong_type(s, p, "an encore.Generator", v);
+      return &v.cast<Generator&>();
+    case ParamType::Padding:
+      if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+      if (PyIndex_Check(v.ptr())) return int_arg(s, p, v);
+      if (PySequence_Check(v.ptr())) {
+        std::vector<int64_t> pair = ints_arg(s, p, v);
+        if (pair.size() == 2) return pair;
+      }
+      wrong_type(s, p, "a str, an int or a (left, right) pair", v);
+  }
+  wrong_type(s, p, "?", v);
+}
+
+// Binds a Python call (`self` first for a method) to the signature, as Python would: positional
+// parameters in order, a *varargs parameter takes the remaining positionals (or one sequence),
+// keywords by name, defaults for the rest.
+CallArgs bind_call(const Signature& s, py::handle self, const py::args& args, const py::kwargs& kwargs) {
+  const size_t n = s.params.size();
+  std::vector<ArgValue> values(n);
+  std::vector<bool> given(n, false);
+  std::vector<py::handle> positional;
+  positional.reserve(args.size() + 1);
+  if (self) positional.push_back(self);
+  for (py::handle a : args) positional.push_back(a);
+
+  size_t next = 0;
+  for (size_t i = 0; i < positional.size();) {
+    if (next == n || s.params[next].keyword_only) {
+      size_t max = 0;
+      for (const Param& p : s.params) max += !p.keyword_only && !p.varargs;
+      throw py::type_error(detail::cat("[", s.name, "] takes at most ", max - (self ? 1 : 0),
+                                       " positional arguments, got ", positional.size() - (self ? 1 : 0)));
+    }
+    const Param& p = s.params[next];
+    if (p.varargs) {
+      const size_t rest = positional.size() - i;
+      if (rest == 1 && !PyIndex_Check(positional[i].ptr())) {
+        values[next] = ints_arg(s, p, positional[i]);
+      } else {
+        std::vector<int64_t> items;
+        for (; i < positional.size(); ++i) {
+          if (!PyIndex_Check(positional[i].ptr()) || PyBool_Check(positional[i].ptr()))
+            throw py::type_error(detail::cat("[", s.name, "] ", p.name, " entries must be ints, got ",
+                                             type_name(positional[i])));
+          items.push_back(int_arg(s, p, positional[i]));
+        }
+        values[next] = std::move(items);
+      }
+      given[next++] = true;
+      break;
+    }
+    values[next] = to_arg(s, p, positional[i++]);
+    given[next++] = true;
+  }
+  for (auto [key, value] : kwargs) {
+    const std::string name = py::str(key);
+    const int i = s.index_of(name);
+    if (i < 0) throw py::type_error(detail::cat("[", s.name, "] got an unexpected keyword argument '", name, "'"));
+    if (given[i]) throw py::type_error(detail::cat("[", s.name, "] got multiple values for argument '", name, "'"));
+    const Param& p = s.params[i];
+    values[i] = p.varargs ? ArgValue(ints_arg(s, p, value)) : to_arg(s, p, value);
+    given[i] = true;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (given[i]) continue;
+    const Param& p = s.params[i];
+    if (p.default_value) values[i] = *p.default_value;
+    else if (p.varargs) values[i] = std::vector<int64_t>{};
+    else throw py::type_error(detail::cat("[", s.name, "] missing required argument '", p.name, "'"));
+    // Defaults are literals ("float32", "cpu"): the types the op reads.
+    values[i] = check_arg(s, p, std::move(values[i]));
+  }
+  return CallArgs(s, std::move(values));
+}
+
+py::object to_python(const Signature& s, Outputs out) {
+  if (s.returns == "None") return py::none();
+  if (s.returns.starts_with("tuple")) {
+    py::tuple t(out.size());
+    for (size_t i = 0; i < out.size(); ++i) t[i] = wrap(out[i]);
+    return t;
+  }
+  return wrap(out.at(0));
+}
+
+std::string docstring(const OpDef& def, const Signature& s) {
+  std::string doc = s.str();
+  if (def.doc) doc += std::string("\n\n") + def.doc;
+  return doc;
+}
 
 // A seed is an integer in [0, 2**64): a negative one is a mistake, not a value to wrap around.
 uint64_t to_seed(py::handle seed, const char* op) {
   if (!PyIndex_Check(seed.ptr()))
-    throw py::type_error(std::string("[") + op + "] seed must be an int, got " +
-                         Py_TYPE(seed.ptr())->tp_name);
+    throw py::type_error(std::string("[") + op + "] seed must be an int, got " + Py_TYPE(seed.ptr())->tp_name);
   const auto value = py::reinterpret_steal<py::int_>(PyNumber_Index(seed.ptr()));
   if (!value) throw py::error_already_set();
   const unsigned long long s = PyLong_AsUnsignedLongLong(value.ptr());
   if (s == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
     PyErr_Clear();
-    throw ValueError(detail::cat("[", op, "] seed must be an integer in [0, 2**64), got ",
-                                 std::string(py::str(value))));
+    throw ValueError(detail::cat("[", op, "] seed must be an integer in [0, 2**64), got ", std::string(py::str(value))));
   }
   return s;
 }
 
-// arange(stop), arange(start, stop[, step]); integers make int64 unless a dtype is given.
-Tensor arange_py(py::object a, py::object b, py::object step, py::object dtype, py::object device,
-                 bool requires_grad) {
-  const bool ints = PyIndex_Check(a.ptr()) && (b.is_none() || PyIndex_Check(b.ptr())) &&
-                    PyIndex_Check(step.ptr());
-  const Scalar start = b.is_none() ? Scalar(0) : a.cast<Scalar>();
-  const Scalar stop = b.is_none() ? a.cast<Scalar>() : b.cast<Scalar>();
-  const DType dt = to_dtype(dtype, ints ? DType::Int64 : DType::Float32);
-  return finish(arange(start, stop, step.cast<Scalar>(), dt, to_device(device)), requires_grad);
-}
-
-}  // namespace
-
-void init_ops(py::module_& m) {
-  // ---- creation -------------------------------------------------------------------------
-  auto filled = [](Scalar value) {
-    return [value](const py::args& shape, py::object dtype, py::object device, bool requires_grad) {
-      return finish(full(shape_from_args(shape, "full"), value, to_dtype(dtype, DType::Float32),
-                         to_device(device)),
-                    requires_grad);
-    };
-  };
-  m.def("zeros", filled(0), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
-        py::arg("requires_grad") = false,
-        "zeros(*shape, dtype=float32, device='cpu', requires_grad=False)");
-  m.def("ones", filled(1), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
-        py::arg("requires_grad") = false,
-        "ones(*shape, dtype=float32, device='cpu', requires_grad=False)");
-  m.def(
-      "empty",
-      [](const py::args& shape, py::object dtype, py::object device) {
-        return Tensor::empty(shape_from_args(shape, "empty"), to_dtype(dtype, DType::Float32),
-                             to_device(device));
-      },
-      py::arg("dtype") = py::none(), py::arg("device") = py::none(), "An uninitialized tensor.");
-  m.def(
-      "full",
-      [](py::object shape, Scalar value, py::object dtype, py::object device, bool requires_grad) {
-        return finish(full(to_shape(shape, "full"), value, to_dtype(dtype, DType::Float32),
-                           to_device(device)),
-                      requires_grad);
-      },
-      py::arg("shape"), py::arg("fill_value"), py::arg("dtype") = py::none(),
-      py::arg("device") = py::none(), py::arg("requires_grad") = false);
-  auto like = [](Scalar value) {
-    return [value](const Tensor& t, py::object dtype, py::object device) {
-      return full(t.shape(), value, to_dtype(dtype, t.dtype()),
-                  device.is_none() ? t.device() : to_device(device));
-    };
-  };
-  m.def("zeros_like", like(0), py::arg("t"), py::arg("dtype") = py::none(),
-        py::arg("device") = py::none());
-  m.def("ones_like", like(1), py::arg("t"), py::arg("dtype") = py::none(),
-        py::arg("device") = py::none());
-  m.def(
-      "full_like",
-      [](const Tensor& t, Scalar value, py::object dtype, py::object device) {
-        return full(t.shape(), value, to_dtype(dtype, t.dtype()),
-                    device.is_none() ? t.device() : to_device(device));
-      },
-      py::arg("t"), py::arg("fill_value"), py::arg("dtype") = py::none(),
-      py::arg("device") = py::none());
-  m.def("arange", &arange_py, py::arg("start"), py::arg("stop") = py::none(), py::arg("step") = 1,
-        py::arg("dtype") = py::none(), py::arg("device") = py::none(),
-        py::arg("requires_grad") = false,
-        "arange(stop) or arange(start, stop, step=1): int64 for integer bounds, else float32.");
-
-  // ---- random ---------------------------------------------------------------------------
-  py::class_<Generator>(
-      m, "Generator",
-      "A counter-based (Philox) random stream; its state lives on its device, so traced "
-      "steps advance it on every replay.")
+void init_generators(py::module_& m) {
+  py::class_<Generator>(m, "Generator",
+                        "A counter-based (Philox) random stream; its state lives on its device, so traced "
+                        "steps advance it on every replay.")
       .def(py::init([](py::object seed, py::object device) {
              return Generator(to_seed(seed, "Generator"), to_device(device));
            }),
@@ -136,217 +256,52 @@ void init_ops(py::module_& m) {
       [](py::object device) -> Generator& { return Generator::default_for(to_device(device)); },
       py::arg("device") = py::none(), py::return_value_policy::reference);
   m.def(
-      "manual_seed", [](py::object seed) { manual_seed(to_seed(seed, "manual_seed")); },
-      py::arg("seed"), "Seeds the default generator of every device.");
-  auto random = [](bool is_normal) {
-    return [is_normal](const py::args& shape, py::object dtype, py::object device,
-                       py::object generator, bool requires_grad) {
-      const Shape s = shape_from_args(shape, is_normal ? "randn" : "rand");
-      const DType dt = to_dtype(dtype, DType::Float32);
-      const Device d = to_device(device);
-      return finish(is_normal ? normal(s, 0.0, 1.0, dt, d, to_generator(generator))
-                              : uniform(s, 0.0, 1.0, dt, d, to_generator(generator)),
-                    requires_grad);
-    };
-  };
-  m.def("randn", random(true), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
-        py::arg("generator") = py::none(), py::arg("requires_grad") = false,
-        "randn(*shape, dtype=float32, device='cpu', generator=None): standard normal values.");
-  m.def("rand", random(false), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
-        py::arg("generator") = py::none(), py::arg("requires_grad") = false,
-        "rand(*shape, ...): uniform values on [0, 1).");
-  m.def(
-      "normal",
-      [](py::object shape, double mean, double std, py::object dtype, py::object device,
-         py::object generator, bool requires_grad) {
-        return finish(normal(to_shape(shape, "normal"), mean, std, to_dtype(dtype, DType::Float32),
-                             to_device(device), to_generator(generator)),
-                      requires_grad);
-      },
-      py::arg("shape"), py::arg("mean") = 0.0, py::arg("std") = 1.0, py::kw_only(),
-      py::arg("dtype") = py::none(), py::arg("device") = py::none(),
-      py::arg("generator") = py::none(), py::arg("requires_grad") = false);
-  m.def(
-      "uniform",
-      [](py::object shape, double low, double high, py::object dtype, py::object device,
-         py::object generator, bool requires_grad) {
-        return finish(
-            uniform(to_shape(shape, "uniform"), low, high, to_dtype(dtype, DType::Float32),
-                    to_device(device), to_generator(generator)),
-            requires_grad);
-      },
-      py::arg("shape"), py::arg("low") = 0.0, py::arg("high") = 1.0, py::kw_only(),
-      py::arg("dtype") = py::none(), py::arg("device") = py::none(),
-      py::arg("generator") = py::none(), py::arg("requires_grad") = false);
+      "manual_seed", [](py::object seed) { manual_seed(to_seed(seed, "manual_seed")); }, py::arg("seed"),
+      "Seeds the default generator of every device.");
+}
 
-  // ---- elementwise ----------------------------------------------------------------------
-  m.def(
-      "neg", [](const Tensor& x) { return neg(x); }, py::arg("x"));
-  m.def(
-      "exp", [](const Tensor& x) { return exp(x); }, py::arg("x"));
-  m.def(
-      "log", [](const Tensor& x) { return log(x); }, py::arg("x"));
-  m.def(
-      "sqrt", [](const Tensor& x) { return sqrt(x); }, py::arg("x"));
-  m.def(
-      "tanh", [](const Tensor& x) { return tanh(x); }, py::arg("x"));
-  m.def(
-      "sigmoid", [](const Tensor& x) { return sigmoid(x); }, py::arg("x"));
-  m.def(
-      "relu", [](const Tensor& x) { return relu(x); }, py::arg("x"));
-  m.def(
-      "abs", [](const Tensor& x) { return abs(x); }, py::arg("x"));
-  m.def(
-      "softplus", [](const Tensor& x) { return softplus(x); }, py::arg("x"));
-  m.def(
-      "leaky_relu", [](const Tensor& x, double alpha) { return leaky_relu(x, alpha); },
-      py::arg("x"), py::arg("alpha") = 0.3);
-  m.def(
-      "pow", [](const Tensor& x, double p) { return pow(x, p); }, py::arg("x"), py::arg("p"));
-  m.def(
-      "clip", [](const Tensor& x, Scalar lo, Scalar hi) { return clip(x, lo, hi); }, py::arg("x"),
-      py::arg("min"), py::arg("max"));
-  m.def(
-      "activation",
-      [](const Tensor& x, const std::string& name) {
-        return activation(x, parse_activation(name));
-      },
-      py::arg("x"), py::arg("name"),
-      "Applies a Keras activation by name ('linear', 'relu', 'tanh', ...).");
+}  // namespace
 
-  m.def(
-      "add", [](const Tensor& a, Scalar b) { return add(a, b); }, py::arg("a"), py::arg("b"));
-  m.def(
-      "add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, py::arg("a"),
-      py::arg("b"));
-  m.def(
-      "sub", [](const Tensor& a, Scalar b) { return a - b; }, py::arg("a"), py::arg("b"));
-  m.def(
-      "sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, py::arg("a"),
-      py::arg("b"));
-  m.def(
-      "mul", [](const Tensor& a, Scalar b) { return mul(a, b); }, py::arg("a"), py::arg("b"));
-  m.def(
-      "mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, py::arg("a"),
-      py::arg("b"));
-  m.def(
-      "div", [](const Tensor& a, Scalar b) { return a / b; }, py::arg("a"), py::arg("b"));
-  m.def(
-      "div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, py::arg("a"),
-      py::arg("b"));
-  m.def(
-      "maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, py::arg("a"),
-      py::arg("b"));
-  m.def(
-      "minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, py::arg("a"),
-      py::arg("b"));
-  m.def(
-      "eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, py::arg("a"), py::arg("b"));
-  m.def(
-      "ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); }, py::arg("a"), py::arg("b"));
-  m.def(
-      "gt", [](const Tensor& a, Scalar b) { return gt(a, b); }, py::arg("a"), py::arg("b"));
-  m.def(
-      "gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); }, py::arg("a"), py::arg("b"));
-  m.def(
-      "ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); }, py::arg("a"), py::arg("b"));
-  m.def(
-      "lt", [](const Tensor& a, Scalar b) { return lt(a, b); }, py::arg("a"), py::arg("b"));
-  m.def(
-      "lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); }, py::arg("a"), py::arg("b"));
-  m.def(
-      "le", [](const Tensor& a, const Tensor& b) { return le(a, b); }, py::arg("a"), py::arg("b"));
+void init_ops(py::module_& m) {
+  init_generators(m);
+  py::object tensor_class = m.attr("Tensor");
+  py::list names, methods;
+  for (const OpDef* def : all_ops()) {
+    if (!def->signature) continue;
+    const Signature& s = signature_of(*def);
+    const InvokeFn invoke = def->invoke;
+    const std::string doc = docstring(*def, s);
+    m.def(
+        s.name.c_str(),
+        [&s, invoke](const py::args& args, const py::kwargs& kwargs) {
+          return to_python(s, invoke(bind_call(s, py::handle(), args, kwargs)));
+        },
+        doc.c_str());
+    names.append(s.name);
+    if (!def->method) continue;
+    methods.append(s.name);
+    py::cpp_function method(
+        [&s, invoke](py::handle self, const py::args& args, const py::kwargs& kwargs) {
+          return to_python(s, invoke(bind_call(s, self, args, kwargs)));
+        },
+        py::name(s.name.c_str()), py::is_method(tensor_class), doc.c_str());
+    py::setattr(tensor_class, s.name.c_str(), method);
+  }
+  m.attr("_op_functions") = py::tuple(names);
+  m.attr("_op_methods") = py::tuple(methods);
 
-  // ---- reductions -----------------------------------------------------------------------
-  m.def(
-      "sum",
-      [](const Tensor& x, py::object axis, bool keepdims) {
-        return sum(x, to_axes(axis), keepdims);
-      },
-      py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
-  m.def(
-      "mean",
-      [](const Tensor& x, py::object axis, bool keepdims) {
-        return mean(x, to_axes(axis), keepdims);
-      },
-      py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
-  m.def(
-      "max",
-      [](const Tensor& x, py::object axis, bool keepdims) {
-        return max(x, to_axes(axis), keepdims);
-      },
-      py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
-  m.def(
-      "sum_to",
-      [](const Tensor& x, py::object shape) { return sum_to(x, to_shape(shape, "sum_to")); },
-      py::arg("x"), py::arg("shape"));
-
-  // ---- views and data movement ----------------------------------------------------------
-  m.def(
-      "reshape",
-      [](const Tensor& x, py::object shape) { return x.reshape(to_shape(shape, "reshape", true)); },
-      py::arg("x"), py::arg("shape"));
-  m.def(
-      "transpose", [](const Tensor& x, int64_t a, int64_t b) { return x.transpose(a, b); },
-      py::arg("x"), py::arg("axis0"), py::arg("axis1"));
-  m.def(
-      "permute", [](const Tensor& x, std::vector<int64_t> order) { return x.permute(order); },
-      py::arg("x"), py::arg("order"));
-  m.def(
-      "concat", [](const std::vector<Tensor>& xs, int64_t axis) { return concat(xs, axis); },
-      py::arg("tensors"), py::arg("axis") = 0);
-  m.def(
-      "stack", [](const std::vector<Tensor>& xs, int64_t axis) { return stack(xs, axis); },
-      py::arg("tensors"), py::arg("axis") = 0);
-  m.def(
-      "flip", [](const Tensor& x, int64_t axis) { return flip(x, axis); }, py::arg("x"),
-      py::arg("axis"));
-
-  // ---- linear algebra, convolution, nn blocks -------------------------------------------
-  m.def(
-      "matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::arg("a"),
-      py::arg("b"));
-  m.def(
-      "conv1d",
-      [](const Tensor& x, const Tensor& w, int64_t stride, py::object padding, int64_t dilation) {
-        return conv1d(x, w, stride, to_padding(padding), dilation);
-      },
-      py::arg("x"), py::arg("w"), py::arg("stride") = 1, py::arg("padding") = "valid",
-      py::arg("dilation") = 1,
-      "x: (batch, steps, in_channels), w: (kernel_size, in_channels, filters) -> (batch, "
-      "out_steps, filters).\n"
-      "padding: 'valid', 'same', an int or a (left, right) pair.");
-  m.def(
-      "softmax", [](const Tensor& x, int64_t axis) { return softmax(x, axis); }, py::arg("x"),
-      py::arg("axis") = -1);
-  m.def(
-      "log_softmax", [](const Tensor& x, int64_t axis) { return log_softmax(x, axis); },
-      py::arg("x"), py::arg("axis") = -1);
-  m.def(
-      "dropout",
-      [](const Tensor& x, double p, py::object training_flag, py::object generator) {
-        const bool on = training_flag.is_none() ? training() : training_flag.cast<bool>();
-        return dropout(x, p, on, to_generator(generator));
-      },
-      py::arg("x"), py::arg("p"), py::arg("training") = py::none(),
-      py::arg("generator") = py::none(),
-      "Inverted dropout; `training` defaults to encore's training mode.");
-  m.def(
-      "gather_last", [](const Tensor& x, const Tensor& index) { return gather_last(x, index); },
-      py::arg("x"), py::arg("index"));
-  m.def(
-      "scatter_last",
-      [](const Tensor& g, const Tensor& index, int64_t n) { return scatter_last(g, index, n); },
-      py::arg("g"), py::arg("index"), py::arg("n"));
-  m.def(
-      "lstm_cell",
-      [](const Tensor& z, const Tensor& c, const std::string& act, const std::string& rec) {
-        return lstm_cell(z, c, parse_activation(act), parse_activation(rec));
-      },
-      py::arg("z"), py::arg("c_prev"), py::arg("activation") = "tanh",
-      py::arg("recurrent_activation") = "sigmoid",
-      "One fused LSTM step on pre-activations z (batch, 4*units) in gate order i, f, c, o: returns "
-      "(h, c).");
+  // The op's test case for tests/python/test_op_table.py: its inputs (float32, on the CPU, the
+  // same values as the C++ table), its keyword arguments as written, whether the inputs go
+  // into one list argument, and the result of the C++ call.
+  m.def("_op_example", [](const std::string& name) {
+    const OpDef& def = op(name);
+    const Signature& s = signature_of(def);
+    const bool as_list = !s.params.empty() && s.params[0].type == ParamType::Tensors;
+    return py::make_tuple(example_inputs(def, DType::Float32, Device::cpu()), def.example.args, as_list);
+  });
+  m.def("_run_op_example", [](const std::string& name, const std::vector<Tensor>& inputs) {
+    return run_example(op(name), inputs);
+  });
 }
 
 }  // namespace encore::python

@@ -3,7 +3,7 @@
 
 #include "bindings.h"
 #include "ops/autotune.h"
-#include "ops/cpu/conv1d.h"
+#include "ops/conv.h"
 
 namespace encore::python {
 
@@ -92,15 +92,6 @@ Shape shape_from_args(const py::args& args, const char* op, bool infer) {
   return to_shape(args, op, infer);
 }
 
-std::vector<int64_t> to_axes(py::handle obj) {
-  if (obj.is_none()) return {};
-  if (py::isinstance<py::int_>(obj)) return {obj.cast<int64_t>()};
-  std::vector<int64_t> axes = obj.cast<std::vector<int64_t>>();
-  ENCORE_CHECK(!axes.empty(), encore::ValueError,
-               "[reduce] an empty axis list reduces nothing; use axis=None for all");
-  return axes;
-}
-
 namespace {
 
 py::dict ledger_dict() {
@@ -184,6 +175,11 @@ void init_runtime(py::module_& m) {
         "Whether CPU kernels flush subnormal floats to zero (default on).");
   m.def("set_flush_denormal", &set_flush_denormal, py::arg("on"));
 
+  // ---- what this encore is (encore.__version__, encore.show_config()) -------------------
+  m.def("version", &encore::version, "encore's version: that of the C++ library.");
+  m.def("show_config", &encore::show_config,
+        "encore's version and build, its libraries' versions, thread counts and backends.");
+
   // ---- CUDA -----------------------------------------------------------------------------
   m.def("cuda_device_count", &cuda_device_count,
         "CUDA devices present (0 without a GPU or CUDA backend).");
@@ -234,11 +230,11 @@ void init_runtime(py::module_& m) {
   m.def("autotune_clear", &autotune::clear);
   m.def("conv1d_primitives", [] {
     py::list out;
-    for (const cpu::ConvPrimitiveInfo& p : cpu::conv1d_primitives())
+    for (const ConvPrimitiveInfo& p : conv1d_primitives())
       out.append(py::make_tuple(p.key, p.impl));
     return out;
   });
-  m.def("clear_conv1d_primitives", &cpu::clear_conv1d_primitives);
+  m.def("clear_conv1d_primitives", &clear_conv1d_primitives);
 }
 
 }  // namespace encore::python

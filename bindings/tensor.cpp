@@ -87,11 +87,6 @@ Tensor to(const Tensor& t, const py::args& args, const py::kwargs& kwargs) {
   return r;
 }
 
-template <class F>
-auto unary(F f) {
-  return [f](const Tensor& x) { return f(x); };
-}
-
 }  // namespace
 
 void init_tensor(py::module_& m) {
@@ -261,44 +256,8 @@ void init_tensor(py::module_& m) {
           py::arg("grad") = py::none(),
           "Reverse-mode differentiation; `grad` defaults to 1 for a scalar.");
 
-  // ---- reductions -----------------------------------------------------------------------
-  cls.def(
-         "sum",
-         [](const Tensor& t, py::object axis, bool keepdims) {
-           return sum(t, to_axes(axis), keepdims);
-         },
-         py::arg("axis") = py::none(), py::arg("keepdims") = false)
-      .def(
-          "mean",
-          [](const Tensor& t, py::object axis, bool keepdims) {
-            return mean(t, to_axes(axis), keepdims);
-          },
-          py::arg("axis") = py::none(), py::arg("keepdims") = false)
-      .def(
-          "max",
-          [](const Tensor& t, py::object axis, bool keepdims) {
-            return max(t, to_axes(axis), keepdims);
-          },
-          py::arg("axis") = py::none(), py::arg("keepdims") = false);
-
-  // ---- common math as methods -----------------------------------------------------------
-  cls.def("exp", unary([](const Tensor& x) { return exp(x); }))
-      .def("log", unary([](const Tensor& x) { return log(x); }))
-      .def("sqrt", unary([](const Tensor& x) { return sqrt(x); }))
-      .def("tanh", unary([](const Tensor& x) { return tanh(x); }))
-      .def("sigmoid", unary([](const Tensor& x) { return sigmoid(x); }))
-      .def("relu", unary([](const Tensor& x) { return relu(x); }))
-      .def("abs", unary([](const Tensor& x) { return abs(x); }))
-      .def(
-          "softmax", [](const Tensor& x, int64_t axis) { return softmax(x, axis); },
-          py::arg("axis") = -1)
-      .def(
-          "log_softmax", [](const Tensor& x, int64_t axis) { return log_softmax(x, axis); },
-          py::arg("axis") = -1)
-      .def(
-          "clip", [](const Tensor& x, Scalar lo, Scalar hi) { return clip(x, lo, hi); },
-          py::arg("min"), py::arg("max"))
-      .def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
+  // Reductions and math methods (sum, exp, softmax, matmul, ...) come from the op rows
+  // (bindings/ops.cpp).
 
   // ---- operators ------------------------------------------------------------------------
   // One direct call into the C++ op each. The scalar overload comes first: its caster rejects

@@ -327,7 +327,7 @@ void init_trace(py::module_& m) {
             const std::vector<graph::Node> nodes =
                 with_last_plan(t, [](const graph::Plan& p) { return p.graph().nodes; });
             for (const graph::Node& n : nodes) {
-              py::str key(op_name(n.op));
+              py::str key(n.op->name);
               d[key] = (d.contains(key) ? d[key].cast<int>() : 0) + 1;
             }
             return d;

@@ -12,7 +12,7 @@ namespace {
 constexpr std::string_view kNames[] = {
     "ops_dispatched", "dispatch_ns", "kernel_ns",     "kernels_timed", "ops_traced",
     "traces",         "trace_ns",    "optimize_ns",   "plan_ns",       "capture_ns",
-    "instantiate_ns", "autotunes",   "autotune_ns",   "autotune_hits", "replays",
+    "instantiate_ns", "autotunes",   "autotune_ns",   "autotune_hits", "prepared_evictions", "replays",
     "replay_ns",      "allocations", "bytes_allocated"};
 static_assert(std::size(kNames) == static_cast<size_t>(Counter::Count));
 }  // namespace

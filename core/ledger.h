@@ -28,6 +28,7 @@ enum class Counter : int {
   Autotunes,        // per-shape algorithm searches / primitive creations (cache misses)
   AutotuneNs,
   AutotuneHits,     // per-shape cache hits
+  PreparedEvictions,  // per-shape states dropped from the dispatcher's bounded cache
   Replays,
   ReplayNs,
   Allocations,

@@ -6,7 +6,6 @@
 #define ENCORE_HAS_MXCSR 1
 #endif
 
-#include "autograd/grad_mode.h"
 #include "core/device.h"
 #include "core/error.h"
 #if ENCORE_CUDA

@@ -3,6 +3,7 @@
 // full((1,), 2**62 + 1, int64) and t + (2**62 + 1) are exact on int64 tensors.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -47,6 +48,10 @@ struct Scalar {
   Scalar operator-() const;
   /// "3", "-2.5", "nan".
   std::string str() const;
+  /// Same kind and same bits (0.0 and -0.0 differ; a NaN equals itself).
+  friend bool operator==(const Scalar& a, const Scalar& b) {
+    return a.integral == b.integral && a.i == b.i && std::bit_cast<uint64_t>(a.d) == std::bit_cast<uint64_t>(b.d);
+  }
 };
 
 }  // namespace encore

@@ -116,6 +116,8 @@ class Tensor {
   Tensor& copy_(const Tensor& src);
   /// An integer tensor takes a finite value within its range, truncated toward zero.
   Tensor& fill_(Scalar value);
+  Tensor& add_(const Tensor& other);  // `other` broadcasts to this tensor's shape
+  Tensor& add_(Scalar value);
   Tensor& zero_() { return fill_(0); }
   /// Makes this tensor view `other`'s storage, geometry and dtype (shapes must match). Traces
   /// that captured the old storage notice on their next call and retrace.

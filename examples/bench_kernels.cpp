@@ -22,6 +22,7 @@
 #include "encore.h"
 #include "graph/trace.h"
 #include "ops/autotune.h"
+#include "ops/conv.h"
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/dispatch.h"
 #include "ops/matrix_layout.h"
@@ -321,10 +322,10 @@ struct Bench {
     const std::function<Tensor()> ops[3] = {
         [&] { return conv1d(x, w, s.stride, Padding::same()); },
         [&] {
-          return call(OpId::conv1d_backward_data, {gy, w}, attrs);
+          return call(op("conv1d_backward_data"), {gy, w}, attrs);
         },
         [&] {
-          return call(OpId::conv1d_backward_filter, {x, gy}, attrs);
+          return call(op("conv1d_backward_filter"), {x, gy}, attrs);
         }};
     for (int p = 0; p < 3; ++p) {
       const CudnnConv lib(cudnn, static_cast<Pass>(p), s, tf32, find);
@@ -375,7 +376,7 @@ int main(int argc, char** argv) {
 
     // Conv1D(128, kernel 40, strides 4, 'same') on (32, 140, 30). cuDNN pads symmetrically,
     // which 'same' is here (18 each side), so both sides compute the very same convolution.
-    const auto [pad_l, pad_r] = conv1d_padding(140, 40, 4, 1, Padding::same());
+    const auto [pad_l, pad_r] = window_padding("conv1d", 140, 40, 4, 1, Padding::same());
     ENCORE_CHECK(pad_l == pad_r, ValueError, "[", kOp, "] the conv shape needs even padding");
     bench.conv({32, 140, 30, 128, 40, 4, pad_l, (140 + 2 * pad_l - 40) / 4 + 1}, find);
 

@@ -30,7 +30,7 @@
 #include "encore.h"
 #include "graph/trace.h"
 #include "ops/autotune.h"
-#include "ops/cpu/conv1d.h"
+#include "ops/conv.h"
 
 using namespace encore;
 
@@ -108,7 +108,7 @@ struct Result {
 class Runner {
  public:
   Runner(const Model& model, Mode mode, Device device) : model_(model), mode_(mode), device_(device) {
-    cpu::clear_conv1d_primitives();
+    clear_conv1d_primitives();
     autotune::clear();
     manual_seed(0);
     net_ = model.build();

@@ -28,9 +28,9 @@ std::string Graph::str() const {
     s << "  ";
     for (size_t i = 0; i < n.out.size(); ++i) s << (i ? ", " : "") << value_name(*this, n.out[i]);
     if (!n.out.empty()) s << " = ";
-    s << op_name(n.op) << "(";
+    s << n.op->name << "(";
     for (size_t i = 0; i < n.in.size(); ++i) s << (i ? ", " : "") << value_name(*this, n.in[i]);
-    const std::string a = encore::str(n.attrs);
+    const std::string a = n.attrs.str();
     if (!a.empty()) s << (n.in.empty() ? "" : "; ") << a;
     s << ")";
     if (!n.out.empty()) s << "  " << n.out[0].shape.str() << " " << name(n.out[0].dtype);
@@ -55,12 +55,12 @@ std::string Graph::dot() const {
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    s << "  n" << i << " [shape=box, label=\"" << op_name(n.op);
+    s << "  n" << i << " [shape=box, label=\"" << n.op->name;
     if (!n.out.empty()) s << "\\n" << n.out[0].shape.str();
     s << "\"];\n";
     for (const Value& v : n.in) s << "  b" << v.buffer << " -> n" << i << ";\n";
     for (const Value& v : n.out) s << "  n" << i << " -> b" << v.buffer << ";\n";
-    const OpDef& def = op_def(n.op);
+    const OpDef& def = *n.op;
     for (size_t k = 0; k < n.in.size(); ++k)
       if (def.writes(static_cast<int>(k), static_cast<int>(n.in.size()), n.attrs))
         s << "  n" << i << " -> b" << n.in[k].buffer << " [style=dashed, label=\"writes\"];\n";
@@ -69,9 +69,9 @@ std::string Graph::dot() const {
   return s.str();
 }
 
-int Graph::count(OpId op) const {
+int Graph::count(std::string_view op) const {
   int c = 0;
-  for (const Node& n : nodes) c += n.op == op;
+  for (const Node& n : nodes) c += n.op->name == op;
   return c;
 }
 

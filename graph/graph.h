@@ -42,7 +42,7 @@ struct Value {
 };
 
 struct Node {
-  OpId op;
+  const OpDef* op;
   Attrs attrs;
   std::vector<Value> in, out;
 };
@@ -57,8 +57,8 @@ struct Graph {
   std::string str() const;
   /// Graphviz DOT: ops as boxes, buffers as ellipses (captured ones shaded).
   std::string dot() const;
-  /// How many nodes of this op the graph contains (e.g. transposes inserted: see problem 4).
-  int count(OpId op) const;
+  /// How many nodes of the op named `op` the graph contains (e.g. copies: see problem 4).
+  int count(std::string_view op) const;
 };
 
 }  // namespace encore::graph

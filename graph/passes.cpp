@@ -1,5 +1,7 @@
 #include "graph/passes.h"
 
+#include "ops/dispatch.h"
+
 #include <vector>
 
 namespace encore::graph {
@@ -7,7 +9,7 @@ namespace encore::graph {
 namespace {
 
 bool writes(const Node& n, size_t k) {
-  return op_def(n.op).writes(static_cast<int>(k), static_cast<int>(n.in.size()), n.attrs);
+  return n.op->writes(static_cast<int>(k), static_cast<int>(n.in.size()), n.attrs);
 }
 
 bool observable(const Buffer& b) { return b.kind != BufferKind::Internal; }
@@ -50,7 +52,7 @@ int elide_copies_into_captured(Graph& g) {
   int elided = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& copy = g.nodes[i];
-    if (copy.op != OpId::copy_ || !whole(g, copy.in[0]) || !whole(g, copy.in[1])) continue;
+    if (copy.op != &copy_inplace_op_def() || !whole(g, copy.in[0]) || !whole(g, copy.in[1])) continue;
     const uint32_t dst = copy.in[0].buffer, src = copy.in[1].buffer;
     if (g.buffers[dst].kind != BufferKind::External || g.buffers[src].kind != BufferKind::Internal ||
         g.buffers[src].nbytes != g.buffers[dst].nbytes || copy.in[0].dtype != copy.in[1].dtype)

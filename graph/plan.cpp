@@ -6,6 +6,7 @@
 #include "core/modes.h"
 #include "graph/cuda_graph.h"
 #include "ops/dispatch.h"
+#include "ops/prepared.h"
 
 namespace encore::graph {
 
@@ -16,7 +17,7 @@ CudaGraph::~CudaGraph() = default;
 namespace {
 
 Device step_device(const Graph& g, const Node& n) {
-  const OpDef& def = op_def(n.op);
+  const OpDef& def = *n.op;
   Device d = !n.out.empty() ? g.buffers[n.out[0].buffer].device : g.buffers[n.in[0].buffer].device;
   if (def.mixed_devices && d.is_cpu()) d = g.buffers[n.in[0].buffer].device;
   return d;
@@ -55,14 +56,15 @@ Plan::Plan(Graph graph) : graph_(std::move(graph)) {
   bound_inputs_.assign(graph_.inputs.size(), Tensor());
   steps_.reserve(graph_.nodes.size());
   for (const Node& n : graph_.nodes) {
-    const OpDef& def = op_def(n.op);
+    const OpDef& def = *n.op;
     const Device dev = step_device(graph_, n);
-    Step s{n.op, def.kernel[static_cast<int>(dev.type)], dev, {}, {}, n.attrs, nullptr};
+    Step s{n.op, def.kernels[static_cast<int>(dev.type)].run, dev, {}, {}, n.attrs, nullptr};
     ENCORE_CHECK(s.kernel, UnsupportedError, "[trace] ", def.name, " has no kernel for ", dev.str());
     for (const Value& v : n.in) s.in.push_back(resolve(v));
     for (const Value& v : n.out) s.out.push_back(resolve(v));
-    if (const PrepareFn prepare = def.prepare[static_cast<int>(dev.type)])
-      s.state = prepare(KernelCtx{s.in, s.out, s.attrs, nullptr});
+    // The same per-shape state as an eager call of this geometry (the dispatcher's cache), held
+    // by the step: replays and captures never prepare anything.
+    s.state = prepared_state(def, dev, KernelCtx{s.in, s.out, s.attrs, nullptr, def.name});
     steps_.push_back(std::move(s));
   }
   // Record where each input's address goes, now that the step vectors are stable.
@@ -145,7 +147,7 @@ void Plan::bind_inputs(const std::vector<Tensor>& args) {
       // The graph reads fixed addresses: copy each argument into its slot, strides and all.
       if (memory_.offset[graph_.inputs[k].buffer] == MemoryPlan::kUnplaced) continue;  // never read
       const TensorRef in[] = {input_ref(k), ref(args[k])};
-      op_def(OpId::copy_).kernel[static_cast<int>(device_.type)](KernelCtx{in, {}, NoAttrs{}, nullptr});
+      copy_inplace_op_def().kernels[static_cast<int>(device_.type)].run(KernelCtx{in, {}, {}, nullptr});
       continue;
     }
     // The CPU reads and writes the caller's memory where it is.
@@ -167,7 +169,7 @@ void Plan::write_back(const std::vector<Tensor>& args) const {
   if (!device_.is_cuda()) return;  // the CPU wrote into the caller's tensors directly
   for (int k : written_inputs_) {
     const TensorRef in[] = {ref(args[k]), input_ref(k)};
-    op_def(OpId::copy_).kernel[static_cast<int>(device_.type)](KernelCtx{in, {}, NoAttrs{}, nullptr});
+    copy_inplace_op_def().kernels[static_cast<int>(device_.type)].run(KernelCtx{in, {}, {}, nullptr});
   }
 }
 
@@ -184,11 +186,11 @@ void Plan::run(const std::vector<Tensor>& args) {
   const DenormalScope denormals;
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
-    for (const Step& s : steps_) s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get()});
+    for (const Step& s : steps_) s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
   } else {
     for (const Step& s : steps_) {
-      ScopedTimer timer(Counter::KernelNs, "kernel", op_name(s.op));
-      s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get()});
+      ScopedTimer timer(Counter::KernelNs, "kernel", s.op->name);
+      s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
     }
     ledger.add(Counter::KernelsTimed, static_cast<int64_t>(steps_.size()));
   }
@@ -214,7 +216,7 @@ std::vector<Tensor> Plan::outputs(bool alias) const {
     Tensor copy = Tensor::empty(v.shape, v.dtype, b.device);
     const TensorRef src = TensorRef{view.data_ptr(), v.shape, v.strides, v.dtype, b.device};
     const TensorRef dst = TensorRef{copy.data_ptr(), v.shape, copy.strides(), v.dtype, b.device};
-    op_def(OpId::copy).kernel[static_cast<int>(b.device.type)](KernelCtx{{&src, 1}, {&dst, 1}, NoAttrs{}, nullptr});
+    copy_op_def().kernels[static_cast<int>(b.device.type)].run(KernelCtx{{&src, 1}, {&dst, 1}, {}, nullptr});
     out.push_back(copy);
   }
   return out;

@@ -15,7 +15,7 @@ namespace encore::graph {
 class CudaGraph;
 
 struct Step {
-  OpId op;
+  const OpDef* op;
   KernelFn kernel;
   Device device;
   std::vector<TensorRef> in, out;

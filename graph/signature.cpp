@@ -3,7 +3,6 @@
 #include <bit>
 #include <charconv>
 
-#include "autograd/grad_mode.h"
 #include "core/modes.h"
 
 namespace encore::graph {

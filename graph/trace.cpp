@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <mutex>
 
-#include "autograd/grad_mode.h"
 #include "core/ledger.h"
 #include "core/modes.h"
 #include "graph/passes.h"
@@ -177,7 +176,7 @@ void restore_written_constants(graph::Graph& g) {
     const graph::Value dst{b, 0, words, contiguous_strides(words), DType::Int32};
     const graph::Value src{static_cast<uint32_t>(g.buffers.size()), 0, words, contiguous_strides(words), DType::Int32};
     g.buffers.push_back(std::move(snap));
-    restores.push_back({OpId::copy_, NoAttrs{}, {dst, src}, {}});
+    restores.push_back({&copy_inplace_op_def(), {}, {dst, src}, {}});
   }
   g.nodes.insert(g.nodes.begin(), restores.begin(), restores.end());
 }
@@ -276,7 +275,7 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
         // it into the leaf's persistent buffer (copy elision usually removes the copy).
         const Tensor buffer = persistent_grad(*leaf);
         const Tensor in[] = {buffer, Tensor(grad)};
-        tracer.record(OpId::copy_, op_def(OpId::copy_), NoAttrs{}, in, {});
+        tracer.record(copy_inplace_op_def(), {}, in, {});
         grad = buffer.impl_ptr();
       }
       entry.grad_writes.push_back({leaf, leaf.get(), std::move(grad)});
@@ -293,7 +292,7 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
       std::string made_by = "an argument";
       for (const graph::Node& n : g.nodes)
         for (const graph::Value& v : n.out)
-          if (v.buffer == escaped) made_by = std::string("the result of ") + op_name(n.op);
+          if (v.buffer == escaped) made_by = std::string("the result of ") + n.op->name;
       throw ValueError(detail::cat(
           "[trace] '", options_.name, "' keeps a tensor made inside the trace (", made_by, ", buffer ",
           g.buffers[escaped].label, ") alive after returning: stored in an attribute or a list, or state created while "

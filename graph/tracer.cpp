@@ -98,9 +98,9 @@ Value Tracer::value(const Tensor& t, const char* op) {
   return {b, t.offset(), t.shape(), t.strides(), t.dtype()};
 }
 
-void Tracer::record(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
+void Tracer::record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
                     std::span<const Tensor> out) {
-  Node node{op, attrs, {}, {}};
+  Node node{&def, attrs, {}, {}};
   node.in.reserve(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     node.in.push_back(value(in[i], def.name));

@@ -48,7 +48,7 @@ class Tracer final : public Recorder, public GradObserver {
 
   // Recorder
   Tensor make_output(const TensorMeta& meta) override;
-  void record(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
+  void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
               std::span<const Tensor> out) override;
   // GradObserver
   void on_grad_read(const std::shared_ptr<TensorImpl>& leaf) override;

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "nn/checkpoint.h"
 #include "nn/model.h"
 

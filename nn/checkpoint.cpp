@@ -18,7 +18,8 @@
 #include <tuple>
 #include <utility>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
+#include "ops/build_info.h"
 
 namespace encore::nn {
 
@@ -324,7 +325,7 @@ uint32_t verify_encore_header(const json& header, const std::string& text, const
                " but the header gives ", hex32(computed));
   ENCORE_CHECK(metadata.at(kFormatKey) == kFormat, ValueError, "[load] ", path,
                " has encore format ", metadata.at(kFormatKey), " (written by encore ",
-               metadata.at(kVersionKey), "); this encore (" ENCORE_VERSION ") reads format ",
+               metadata.at(kVersionKey), "); this encore (", version(), ") reads format ",
                kFormat);
   const auto data_crc = parse_hex32(metadata.at(kDataCrcKey));
   ENCORE_CHECK(data_crc, ValueError, "[load] ", path, " is corrupt: '", kDataCrcKey,
@@ -360,7 +361,7 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const Me
     meta[key] = value;
   }
   meta[kFormatKey] = kFormat;
-  meta[kVersionKey] = ENCORE_VERSION;
+  meta[kVersionKey] = version();
   meta[kDataCrcKey] = hex32(data_crc);
   // The header checksum covers the header as written, less the checksum itself.
   meta[kHeaderCrcKey] = hex32(crc32_of(dump(header, path)));

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <random>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "ops/ops.h"
 
 namespace encore::nn {

@@ -44,7 +44,7 @@ Conv1D::Conv1D(int64_t filters, int64_t kernel_size, Conv1DOptions options)
   ENCORE_CHECK(filters >= 1 && kernel_size >= 1 && options_.strides >= 1 && options_.dilation_rate >= 1,
                ValueError, "[conv1d] filters, kernel_size, strides and dilation_rate must be >= 1, got ",
                filters, ", ", kernel_size, ", ", options_.strides, " and ", options_.dilation_rate);
-  Padding::parse(options_.padding);
+  Padding::parse(options_.padding, "conv1d");
 }
 
 Shape Conv1D::build_impl(const Shape& s) {
@@ -54,15 +54,14 @@ Shape Conv1D::build_impl(const Shape& s) {
   kernel_ = add_parameter("kernel", init::glorot_uniform({kernel_size_, c, filters_}, kernel_size_ * c,
                                                          kernel_size_ * filters_));
   if (options_.use_bias) bias_ = add_parameter("bias", zeros({filters_}));
-  const auto [pl, pr] = conv1d_padding(s[1], kernel_size_, options_.strides, options_.dilation_rate,
-                                       Padding::parse(options_.padding));
-  const int64_t len =
-      conv1d_output_length(s[1], kernel_size_, options_.strides, options_.dilation_rate, pl, pr);
+  const auto [pl, pr] = window_padding("conv1d", s[1], kernel_size_, options_.strides, options_.dilation_rate,
+                                       Padding::parse(options_.padding, "conv1d"));
+  const int64_t len = window_out_length("conv1d", s[1], kernel_size_, options_.strides, options_.dilation_rate, pl, pr);
   return {s[0], len, filters_};
 }
 
 Tensor Conv1D::forward_impl(const Tensor& x) {
-  Tensor y = conv1d(x, kernel_, options_.strides, Padding::parse(options_.padding), options_.dilation_rate);
+  Tensor y = conv1d(x, kernel_, options_.strides, Padding::parse(options_.padding, "conv1d"), options_.dilation_rate);
   if (options_.use_bias) y = y + bias_;
   return activation(y, activation_);
 }
@@ -84,6 +83,25 @@ Shape GlobalMaxPooling1D::build_impl(const Shape& s) {
   return {s[0], s[2]};
 }
 Tensor GlobalMaxPooling1D::forward_impl(const Tensor& x) { return max(x, {1}); }
+
+MaxPooling1D::MaxPooling1D(int64_t pool_size, Pooling1DOptions options)
+    : pool_size_(pool_size), options_(std::move(options)) {
+  ENCORE_CHECK(pool_size >= 1 && options_.strides.value_or(1) >= 1, ValueError,
+               "[max_pooling1d] pool_size and strides must be >= 1, got ", pool_size, " and ",
+               options_.strides.value_or(pool_size));
+  const Padding p = Padding::parse(options_.padding, "max_pooling1d");
+  ENCORE_CHECK(p.kind != Padding::Causal, ValueError, "[max_pooling1d] padding must be 'valid' or 'same'");
+}
+Shape MaxPooling1D::build_impl(const Shape& s) {
+  require_rank("max_pooling1d", s, 3, "(batch, steps, channels)");
+  const int64_t stride = options_.strides.value_or(pool_size_);
+  const auto [l, r] = window_padding("max_pooling1d", s[1], pool_size_, stride, 1,
+                                     Padding::parse(options_.padding, "max_pooling1d"));
+  return {s[0], window_out_length("max_pooling1d", s[1], pool_size_, stride, 1, l, r), s[2]};
+}
+Tensor MaxPooling1D::forward_impl(const Tensor& x) {
+  return max_pool1d(x, pool_size_, options_.strides, Padding::parse(options_.padding, "max_pooling1d"));
+}
 
 Shape Flatten::build_impl(const Shape& s) {
   ENCORE_CHECK(s.size() >= 1, ShapeError, "[flatten] expects a batch axis, got ", s.str());

@@ -1,8 +1,10 @@
 // Keras-style layers on batch-major, channels-last tensors: (batch, steps, channels).
 #pragma once
 
+#include <optional>
+
 #include "nn/module.h"
-#include "ops/attrs.h"
+#include "ops/activation.h"
 
 namespace encore::nn {
 
@@ -30,7 +32,7 @@ class Dense : public Module {
 
 struct Conv1DOptions {
   int64_t strides = 1;
-  std::string padding = "valid";  // "valid" or "same"
+  std::string padding = "valid";  // "valid", "same" or "causal"
   int64_t dilation_rate = 1;
   std::string activation = "linear";
   bool use_bias = true;
@@ -85,6 +87,27 @@ class GlobalMaxPooling1D : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+};
+
+struct Pooling1DOptions {
+  std::optional<int64_t> strides;  // default: the pool size
+  std::string padding = "valid";   // "valid" or "same"
+};
+
+/// Keras MaxPooling1D: the max of each window of steps, (batch, steps, channels) ->
+/// (batch, windows, channels).
+class MaxPooling1D : public Module {
+ public:
+  explicit MaxPooling1D(int64_t pool_size = 2, Pooling1DOptions options = {});
+  std::string type_name() const override { return "max_pooling1d"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override;
+  Tensor forward_impl(const Tensor& x) override;
+
+ private:
+  int64_t pool_size_;
+  Pooling1DOptions options_;
 };
 
 /// (batch, ...) -> (batch, product of the rest).

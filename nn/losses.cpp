@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <span>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "ops/ops.h"
 
 namespace encore::nn {

@@ -2,6 +2,7 @@
 
 #include "nn/init.h"
 #include "ops/dispatch.h"
+#include "ops/nn.h"
 #include "ops/ops.h"
 
 namespace encore::nn {
@@ -72,7 +73,7 @@ Tensor LSTM::forward_cudnn(const Tensor& x) {
   const Tensor h0 = zeros({batch, units_}, x.dtype(), x.device());
   const Tensor c0 = zeros({batch, units_}, x.dtype(), x.device());
   const Tensor in[] = {options_.reverse ? flip(x, 1) : x, h0, c0, kernel_, recurrent_kernel_, bias_};
-  const OutList out = dispatch(OpId::cudnn_lstm, in, LstmAttrs{activation_, recurrent_activation_});
+  const OutList out = dispatch(op("cudnn_lstm"), in, LstmAttrs{activation_, recurrent_activation_});
   if (!options_.return_sequences) return out[1];
   return options_.reverse ? flip(out[0], 1) : out[0];
 }

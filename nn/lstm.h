@@ -9,7 +9,7 @@
 #pragma once
 
 #include "nn/module.h"
-#include "ops/attrs.h"
+#include "ops/activation.h"
 
 namespace encore::nn {
 

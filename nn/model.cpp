@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <iostream>
 
-#include "autograd/grad_mode.h"
 #include "core/ledger.h"
 #include "core/modes.h"
 #include "nn/losses.h"

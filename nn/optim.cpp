@@ -3,9 +3,9 @@
 #include <set>
 #include <unordered_map>
 
-#include "autograd/grad_mode.h"
-#include "ops/dispatch.h"
+#include "core/modes.h"
 #include "ops/ops.h"
+#include "ops/optim.h"
 
 namespace encore::nn {
 
@@ -205,20 +205,19 @@ void SGD::step() {
   const bool momentum = options_.momentum > 0;
   for (auto& [dev, idx] : groups()) {
     const Device device = params_[idx[0]].device();
-    std::vector<Tensor> in;
-    for (size_t i : idx) in.push_back(params_[i]);
-    if (momentum) {
-      for (size_t i : idx) {
-        if (!momentum_[i].defined()) {
-          momentum_[i] = zeros_like(params_[i]);
-          momentum_[i].set_name(params_[i].name() + ".momentum");
-        }
-        in.push_back(momentum_[i]);
+    std::vector<Tensor> params, buffers, grads;
+    for (size_t i : idx) {
+      params.push_back(params_[i]);
+      grads.push_back(params_[i].grad());
+      if (!momentum) continue;
+      if (!momentum_[i].defined()) {
+        momentum_[i] = zeros_like(params_[i]);
+        momentum_[i].set_name(params_[i].name() + ".momentum");
       }
+      buffers.push_back(momentum_[i]);
     }
-    for (size_t i : idx) in.push_back(params_[i].grad());
-    in.push_back(lr_tensor(device));
-    dispatch(OpId::sgd_update, in, SgdAttrs{options_.momentum, options_.weight_decay, options_.nesterov});
+    sgd_update(params, buffers, grads, lr_tensor(device),
+               SgdAttrs{options_.momentum, options_.weight_decay, options_.nesterov});
   }
 }
 
@@ -259,18 +258,17 @@ void Adam::step() {
         v_[i].set_name(params_[i].name() + ".v");
       }
     }
-    const Tensor counter[] = {step};
-    dispatch(OpId::add_scalar_, counter, ScalarAttrs{1.0});
-    std::vector<Tensor> in;
-    for (size_t i : idx) in.push_back(params_[i]);
-    for (size_t i : idx) in.push_back(m_[i]);
-    for (size_t i : idx) in.push_back(v_[i]);
-    for (size_t i : idx) in.push_back(params_[i].grad());
-    in.push_back(step);
-    in.push_back(lr_tensor(device));
-    dispatch(OpId::adam_update, in,
-             AdamAttrs{options_.beta1, options_.beta2, options_.epsilon, options_.weight_decay, decoupled_,
-                       options_.epsilon_hat});
+    step.add_(1);
+    std::vector<Tensor> params, m, v, grads;
+    for (size_t i : idx) {
+      params.push_back(params_[i]);
+      m.push_back(m_[i]);
+      v.push_back(v_[i]);
+      grads.push_back(params_[i].grad());
+    }
+    adam_update(params, m, v, grads, step, lr_tensor(device),
+                AdamAttrs{options_.beta1, options_.beta2, options_.epsilon, options_.weight_decay, decoupled_,
+                          options_.epsilon_hat});
   }
 }
 
@@ -297,17 +295,16 @@ void RMSprop::step() {
   NoGradGuard no_grad;
   const bool momentum = options_.momentum > 0;
   for (auto& [dev, idx] : groups()) {
-    std::vector<Tensor> in;
-    for (size_t i : idx) in.push_back(params_[i]);
-    for (size_t i : idx) in.push_back(slot(v_, i, "v"));
-    if (momentum)
-      for (size_t i : idx) in.push_back(slot(momentum_, i, "momentum"));
-    if (options_.centered)
-      for (size_t i : idx) in.push_back(slot(mean_grad_, i, "mean_grad"));
-    for (size_t i : idx) in.push_back(params_[i].grad());
-    in.push_back(lr_tensor(params_[idx[0]].device()));
-    dispatch(OpId::rmsprop_update, in,
-             RmspropAttrs{options_.rho, options_.momentum, options_.epsilon, options_.centered});
+    std::vector<Tensor> params, v, buf, mean_grad, grads;
+    for (size_t i : idx) {
+      params.push_back(params_[i]);
+      v.push_back(slot(v_, i, "v"));
+      if (momentum) buf.push_back(slot(momentum_, i, "momentum"));
+      if (options_.centered) mean_grad.push_back(slot(mean_grad_, i, "mean_grad"));
+      grads.push_back(params_[i].grad());
+    }
+    rmsprop_update(params, v, buf, mean_grad, grads, lr_tensor(params_[idx[0]].device()),
+                   RmspropAttrs{options_.rho, options_.momentum, options_.epsilon, options_.centered});
   }
 }
 

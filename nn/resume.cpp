@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "ops/random.h"
 
 namespace encore::nn {

@@ -15,7 +15,7 @@
 #endif
 
 #include "core/error.h"
-#include "ops/cpu/conv1d.h"
+#include "ops/conv.h"
 
 namespace encore::autotune {
 
@@ -60,7 +60,7 @@ std::vector<std::string> split_tabs(const std::string& line) {
 }
 
 // The CPU primitive keys read "forward N=..."; the op is named by the first word.
-Entry cpu_entry(const cpu::ConvPrimitiveInfo& p) {
+Entry cpu_entry(const ConvPrimitiveInfo& p) {
   Entry e;
   const size_t space = p.key.find(' ');
   const std::string kind = p.key.substr(0, space);
@@ -104,7 +104,7 @@ std::vector<Entry> entries() {
     std::lock_guard<std::mutex> lock(g_mutex);
     for (const auto& [k, e] : g_entries) out.push_back(e);
   }
-  for (const cpu::ConvPrimitiveInfo& p : cpu::conv1d_primitives()) out.push_back(cpu_entry(p));
+  for (const ConvPrimitiveInfo& p : conv1d_primitives()) out.push_back(cpu_entry(p));
   return out;
 }
 

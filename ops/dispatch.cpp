@@ -2,9 +2,9 @@
 
 #include <vector>
 
-#include "autograd/grad_mode.h"
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "ops/prepared.h"
 #if ENCORE_CUDA
 #include "core/cuda/runtime.h"
 #endif
@@ -52,7 +52,7 @@ void check_inputs(const OpDef& def, std::span<const Tensor> in, const Attrs& att
 
 void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> out,
                 const Attrs& attrs, Device device) {
-  const KernelFn kernel = def.kernel[static_cast<int>(device.type)];
+  const KernelFn kernel = def.kernels[static_cast<int>(device.type)].run;
   ENCORE_CHECK(kernel, UnsupportedError, "[", def.name, "] has no kernel for ", device.str());
   constexpr int kInline = 8;
   TensorRef in_inline[kInline];
@@ -65,7 +65,11 @@ void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> 
   for (size_t i = 0; i < in.size(); ++i) in_refs[i] = ref(in[i]);
   TensorRef out_refs[kMaxOutputs];
   for (size_t i = 0; i < out.size(); ++i) out_refs[i] = ref(out[i]);
-  const KernelCtx ctx{{in_refs, in.size()}, {out_refs, out.size()}, attrs, nullptr};
+  KernelCtx ctx{{in_refs, in.size()}, {out_refs, out.size()}, attrs, nullptr, def.name};
+  // Per-shape state (a oneDNN primitive, a cuDNN algorithm) from the dispatcher's cache: the
+  // kernel runs exactly as it does in a Plan, which holds the same state.
+  const std::shared_ptr<void> state = prepared_state(def, device, ctx);
+  ctx.state = state.get();
   const DenormalScope denormals;
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
@@ -75,7 +79,7 @@ void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> 
   ledger.add(Counter::KernelsTimed, 1);
 #if ENCORE_CUDA
   if (device.is_cuda()) {
-    cuda::time_kernel(kernel, ctx, def.name, device.index);
+    cuda::time_on_stream(device.index, def.name, [&] { kernel(ctx); });
     return;
   }
 #endif
@@ -89,12 +93,11 @@ Recorder* recorder() { return g_recorder; }
 void set_recorder(Recorder* r) { g_recorder = r; }
 void set_tape_hook(TapeHook hook) { g_tape_hook = hook; }
 
-OutList dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
+OutList dispatch(const OpDef& def, std::span<const Tensor> in, const Attrs& attrs) {
   const int64_t start = now_ns();
-  const OpDef& def = op_def(op);
   Recorder* const rec = g_recorder;
-  ENCORE_CHECK(def.infer, UnsupportedError, "[", def.name, "] is not available in this build",
-               cuda_built() ? "" : " (it needs the CUDA backend)");
+  ENCORE_CHECK(def.kind != OpKind::Composite && def.infer, UnsupportedError, "[", def.name,
+               "] is a composition of other ops and is never dispatched itself");
   check_inputs(def, in, attrs, rec != nullptr);
   if (def.contiguous_inputs) {
     for (const Tensor& t : in) {
@@ -102,13 +105,13 @@ OutList dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
       // Copies are ordinary (differentiable, traceable) ops; then dispatch again.
       std::vector<Tensor> dense(in.begin(), in.end());
       for (Tensor& d : dense) d = d.contiguous();
-      return dispatch(op, dense, attrs);
+      return dispatch(def, dense, attrs);
     }
   }
 
   TensorMeta metas[kMaxOutputs];
   OutList out;
-  out.n = def.infer(in, attrs, metas);
+  out.n = def.infer(def, in, attrs, metas);
   for (int i = 0; i < out.n; ++i) checked_numel(metas[i].shape, def.name);
 
   if (def.kind == OpKind::View) {
@@ -116,7 +119,7 @@ OutList dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
     out[0] = Tensor::make_view(in[0].storage(), m.shape, m.strides, m.offset, m.dtype);
   } else if (rec) {
     for (int i = 0; i < out.n; ++i) out[i] = rec->make_output(metas[i]);
-    rec->record(op, def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
+    rec->record(def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
   } else {
     for (int i = 0; i < out.n; ++i) out[i] = Tensor::empty(metas[i].shape, metas[i].dtype, metas[i].device);
     Device device = out.n ? metas[0].device : in[0].device();
@@ -131,7 +134,7 @@ OutList dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs) {
   if (def.differentiable() && GradMode::enabled() && g_tape_hook) {
     for (size_t i = 0; i < in.size(); ++i) {
       if (!(def.nondiff >> i & 1u) && in[i].requires_grad()) {
-        g_tape_hook(op, def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
+        g_tape_hook(def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
         break;
       }
     }

@@ -17,15 +17,20 @@ struct OutList {
   const Tensor& operator[](int i) const { return t[i]; }
 };
 
-OutList dispatch(OpId op, std::span<const Tensor> in, const Attrs& attrs = NoAttrs{});
+OutList dispatch(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs = {});
 
 /// First output of an op call, for the common single-output case.
-inline Tensor call(OpId op, std::initializer_list<Tensor> in, const Attrs& attrs = NoAttrs{}) {
+inline Tensor call(const OpDef& op, std::initializer_list<Tensor> in, const Attrs& attrs = {}) {
   return dispatch(op, {in.begin(), in.size()}, attrs)[0];
 }
 
 /// The kernel view of a tensor with data.
 TensorRef ref(const Tensor& t);
+
+/// The ops the graph layer emits itself: a copy into a new tensor (Plan outputs), and an
+/// in-place copy (gradients into persistent buffers, argument write-back, copy elision).
+const OpDef& copy_op_def();
+const OpDef& copy_inplace_op_def();
 
 /// Receives op calls instead of running them: the graph layer's tracer installs one on its
 /// thread while it records. No kernel runs; outputs are symbolic tensors it makes.
@@ -33,7 +38,7 @@ class Recorder {
  public:
   virtual ~Recorder() = default;
   virtual Tensor make_output(const TensorMeta& meta) = 0;
-  virtual void record(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
+  virtual void record(const OpDef& op, const Attrs& attrs, std::span<const Tensor> in,
                       std::span<const Tensor> out) = 0;
 };
 /// The recorder of this thread (null: ops run eagerly).
@@ -42,7 +47,7 @@ void set_recorder(Recorder* r);
 
 /// Called for every differentiable op call that has an input requiring grad while grad mode
 /// is on, after its outputs exist; autograd installs it to record its tape.
-using TapeHook = void (*)(OpId op, const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
+using TapeHook = void (*)(const OpDef& op, const Attrs& attrs, std::span<const Tensor> in,
                           std::span<Tensor> out);
 void set_tape_hook(TapeHook hook);
 

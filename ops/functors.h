@@ -9,13 +9,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "ops/attrs.h"
-
-#if defined(__CUDACC__)
-#define ENCORE_HD __host__ __device__ __forceinline__
-#else
-#define ENCORE_HD inline
-#endif
+#include "core/host_device.h"
+#include "core/scalar.h"
+#include "ops/activation.h"
 
 namespace encore::fn {
 

@@ -3,10 +3,13 @@
 // where the math allows. Errors name the op and the shapes.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
-#include "ops/attrs.h"
+#include "core/scalar.h"
+#include "ops/activation.h"
+#include "ops/window.h"
 
 namespace encore {
 
@@ -106,31 +109,26 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis);
 /// Reverses the order of entries along `axis` (a copy).
 Tensor flip(const Tensor& x, int64_t axis);
+/// `x` with `before` and `after` entries of `value` added along `axis`.
+Tensor pad(const Tensor& x, int64_t axis, int64_t before, int64_t after, Scalar value = 0);
+/// The windows of `size` entries, `step` apart, along `axis`, as a view (no copy): `axis`
+/// becomes the window index and a new last axis the position in the window. Windows overlap
+/// when step < size; the gradient sums over them.
+Tensor unfold(const Tensor& x, int64_t axis, int64_t size, int64_t step = 1);
+/// Keras MaxPooling1D on x (batch, steps, channels): the max of each window of `pool_size`
+/// steps, `strides` apart (default pool_size). Padding is 'valid' or 'same' (padded steps are
+/// never the max). Ties in a window share its gradient equally, as in max().
+Tensor max_pool1d(const Tensor& x, int64_t pool_size = 2, std::optional<int64_t> strides = std::nullopt,
+                  Padding padding = {});
 
 // ---- linear algebra and convolution --------------------------------------------------
 /// (..., M, K) @ (..., K, N) with broadcast batch dims; 1-D operands as in NumPy.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
-/// Padding of a 1-D convolution: Keras 'valid' / 'same', or explicit left/right amounts.
-struct Padding {
-  enum Kind { Valid, Same, Explicit } kind = Valid;
-  int64_t left = 0, right = 0;
-  static Padding valid() { return {Valid, 0, 0}; }
-  static Padding same() { return {Same, 0, 0}; }
-  static Padding explicit_(int64_t left, int64_t right) { return {Explicit, left, right}; }
-  static Padding parse(const std::string& s);  // "valid" | "same"
-};
 /// x: (batch, steps, in_channels), w: (kernel_size, in_channels, filters) — channels-last, as
 /// in Keras. Returns (batch, out_steps, filters). Bias is added separately.
 Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride = 1, Padding padding = {},
               int64_t dilation = 1);
-/// Resolves a padding spec to explicit (left, right) amounts for an input length.
-std::pair<int64_t, int64_t> conv1d_padding(int64_t length, int64_t kernel, int64_t stride,
-                                           int64_t dilation, Padding padding);
-/// Output steps of a 1-D convolution: 0 when the padded input is shorter than the kernel's
-/// span; a ShapeError when the sizes overflow int64.
-int64_t conv1d_output_length(int64_t length, int64_t kernel, int64_t stride, int64_t dilation,
-                             int64_t pad_l, int64_t pad_r);
 
 // ---- neural-network building blocks --------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t axis = -1);

@@ -3,9 +3,39 @@
 // corrections folded into the step size and the denominator; RMSprop as Keras writes it).
 #pragma once
 
+#include <string>
+
+#include "core/error.h"
 #include "ops/functors.h"
 
 namespace encore {
+
+struct SgdAttrs {
+  double momentum, weight_decay;
+  bool nesterov;
+  std::string str() const {
+    return detail::cat("momentum=", momentum, ", weight_decay=", weight_decay, nesterov ? ", nesterov" : "");
+  }
+  bool operator==(const SgdAttrs&) const = default;
+};
+struct AdamAttrs {
+  double beta1, beta2, eps, weight_decay;
+  bool decoupled_weight_decay = false;  // AdamW: w *= 1 - lr * weight_decay, not g += wd * w
+  bool epsilon_hat = false;             // Keras' placement: eps added before bias correction
+  std::string str() const {
+    return detail::cat("beta1=", beta1, ", beta2=", beta2, ", eps=", eps, ", weight_decay=", weight_decay,
+                       decoupled_weight_decay ? ", decoupled" : "", epsilon_hat ? ", epsilon_hat" : "");
+  }
+  bool operator==(const AdamAttrs&) const = default;
+};
+struct RmspropAttrs {
+  double rho, momentum, eps;
+  bool centered;
+  std::string str() const {
+    return detail::cat("rho=", rho, ", momentum=", momentum, ", eps=", eps, centered ? ", centered" : "");
+  }
+  bool operator==(const RmspropAttrs&) const = default;
+};
 
 template <class T> struct SgdStep {
   T lr, momentum, weight_decay;

@@ -42,6 +42,13 @@ Generator& Generator::default_for(Device device) {
   return *it->second;
 }
 
+Generator& generator_for(Generator* gen, Device device, const char* op) {
+  Generator& g = gen ? *gen : Generator::default_for(device);
+  ENCORE_CHECK(g.device() == device, DeviceError, "[", op, "] generator is on ", g.device().str(),
+               " but the tensor is requested on ", device.str());
+  return g;
+}
+
 void manual_seed(uint64_t seed) {
   Generator::default_for(Device::cpu());
   std::lock_guard<std::mutex> lock(g_mutex);

@@ -32,4 +32,8 @@ class Generator {
 /// Seeds the default generator of every device.
 void manual_seed(uint64_t seed);
 
+/// `gen`, or the default generator of `device`; a DeviceError naming `op` if `gen` is on another
+/// device.
+Generator& generator_for(Generator* gen, Device device, const char* op);
+
 }  // namespace encore

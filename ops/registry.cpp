@@ -1,63 +1,98 @@
 #include "ops/registry.h"
 
-#include "ops/cpu/kernels.h"
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
 
 namespace encore {
 
-void define_elementwise_ops();
-void define_reduce_ops();
-void define_data_ops();
-void define_linalg_ops();
-void define_nn_ops();
-void define_creation_ops();
-void define_optim_ops();
-#if ENCORE_CUDA
-namespace cuda { void register_kernels(); }
-#endif
-
 namespace {
 
-constexpr const char* kNames[] = {
-#define ENCORE_OP_NAME(name) #name,
-    ENCORE_OPS(ENCORE_OP_NAME)
-#undef ENCORE_OP_NAME
-};
-
-std::array<OpDef, kNumOps>& table() {
-  static std::array<OpDef, kNumOps> defs;
-  return defs;
-}
-
 struct Registry {
-  Registry() {
-    for (int i = 0; i < kNumOps; ++i) table()[i].name = kNames[i];
-    define_elementwise_ops();
-    define_reduce_ops();
-    define_data_ops();
-    define_linalg_ops();
-    define_nn_ops();
-    define_creation_ops();
-    define_optim_ops();
-    cpu::register_kernels();
-#if ENCORE_CUDA
-    cuda::register_kernels();
-#endif
-  }
+  std::recursive_mutex mutex;
+  std::deque<OpDef> defs;  // stable addresses
+  std::vector<OpDef*> order;
+  std::map<std::string, OpDef*, std::less<>> by_name;
+  std::map<const OpDef*, std::unique_ptr<Signature>> signatures;
+  // Kernels registered before their op (static initialization runs in any order).
+  std::multimap<std::string, std::pair<DeviceType, Kernel>, std::less<>> pending;
 };
 
-const std::array<OpDef, kNumOps>& registry() {
-  static const Registry init;
-  return table();
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: ops run during static destruction
+  return *r;
 }
 
 }  // namespace
 
-const OpDef& op_def(OpId op) { return registry()[static_cast<int>(op)]; }
-OpDef& mutable_op_def(OpId op) { return table()[static_cast<int>(op)]; }
-const char* op_name(OpId op) { return kNames[static_cast<int>(op)]; }
-std::span<const OpDef> all_op_defs() { return registry(); }
-OpId op_id(const OpDef& def) { return static_cast<OpId>(&def - registry().data()); }
+OpDef& define_op(OpDef&& def) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  ENCORE_CHECK(def.name && !r.by_name.count(def.name), ValueError, "[registry] op '",
+               def.name ? def.name : "(null)", "' is defined twice");
+  OpDef& d = r.defs.emplace_back(std::move(def));
+  d.id = static_cast<uint16_t>(r.order.size());
+  d.kernels[static_cast<int>(DeviceType::CPU)] = d.cpu;
+  const auto [first, last] = r.pending.equal_range(std::string_view(d.name));
+  for (auto it = first; it != last; ++it) d.kernels[static_cast<int>(it->second.first)] = it->second.second;
+  r.pending.erase(first, last);
+  r.order.push_back(&d);
+  r.by_name.emplace(d.name, &d);
+  if (d.signature) {
+    auto sig = std::make_unique<Signature>(Signature::parse(d.signature));
+    ENCORE_CHECK(sig->name == d.name, ValueError, "[registry] op '", d.name, "' has the signature of '", sig->name, "'");
+    r.signatures.emplace(&d, std::move(sig));
+  }
+  return d;
+}
 
-bool TensorRef::contiguous() const { return is_contiguous(shape, strides); }
+bool register_kernel(const char* op, DeviceType backend, Kernel kernel) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (auto it = r.by_name.find(op); it != r.by_name.end()) it->second->kernels[static_cast<int>(backend)] = kernel;
+  else r.pending.emplace(op, std::make_pair(backend, kernel));
+  return true;
+}
+
+const OpDef* find_op(std::string_view name) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = r.by_name.find(name);
+  return it == r.by_name.end() ? nullptr : it->second;
+}
+
+const OpDef& op(std::string_view name) {
+  const OpDef* d = find_op(name);
+  ENCORE_CHECK(d, UnsupportedError, "[", name, "] is not available in this build",
+               cuda_built() ? "" : " (it needs the CUDA backend)");
+  return *d;
+}
+
+std::span<OpDef* const> all_ops() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  return r.order;
+}
+
+const Signature& signature_of(const OpDef& def) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = r.signatures.find(&def);
+  ENCORE_CHECK(it != r.signatures.end(), ValueError, "[", def.name, "] has no public signature");
+  return *it->second;
+}
+
+std::vector<std::string> orphan_kernels() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, kernel] : r.pending) names.push_back(name);
+  return names;
+}
+
+void Attrs::wrong_type() {
+  throw Error("[attrs] an op was called with attributes of another op (an internal error)");
+}
 
 }  // namespace encore

@@ -16,6 +16,7 @@ struct TypeName {
 constexpr TypeName kTypes[] = {
     {"str | int | tuple[int, int]", ParamType::Padding},
     {"tuple[int, ...]", ParamType::Ints},
+    {"Tensor | float", ParamType::Operand},
     {"list[Tensor]", ParamType::Tensors},
     {"Tensor", ParamType::Tensor},
     {"int", ParamType::Int},
@@ -207,6 +208,11 @@ ArgValue check_arg(const Signature& s, const Param& p, ArgValue v) {
                                  p.optional ? " or None" : "", ", got ", got));
   };
   if (std::holds_alternative<std::monostate>(v)) return p.optional ? v : wrong("None");
+  // *shape: int collects the positionals (or one sequence of them).
+  if (p.varargs && p.type == ParamType::Int) {
+    if (const int64_t* i = std::get_if<int64_t>(&v)) return std::vector<int64_t>{*i};
+    return std::holds_alternative<std::vector<int64_t>>(v) ? v : wrong("something else than ints");
+  }
   switch (p.type) {
     case ParamType::Tensor:
       return std::holds_alternative<Tensor>(v) ? v : wrong("a non-tensor");
@@ -215,8 +221,12 @@ ArgValue check_arg(const Signature& s, const Param& p, ArgValue v) {
     case ParamType::Int:
       return std::holds_alternative<int64_t>(v) ? v : wrong("a non-integer");
     case ParamType::Float:
-      if (const int64_t* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
-      return std::holds_alternative<double>(v) ? v : wrong("a non-number");
+      return std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v) ? v : wrong("a non-number");
+    case ParamType::Operand:
+      return std::holds_alternative<Tensor>(v) || std::holds_alternative<double>(v) ||
+                     std::holds_alternative<int64_t>(v)
+                 ? v
+                 : wrong("something else");
     case ParamType::Bool:
       return std::holds_alternative<bool>(v) ? v : wrong("a non-bool");
     case ParamType::Str:
@@ -248,6 +258,7 @@ CallArgs CallArgs::bind(const Signature& signature, std::span<const Tensor> posi
   size_t next = 0;
   for (const Tensor& t : positional) {
     while (next < slots.size() && signature.params[next].type != ParamType::Tensor &&
+           signature.params[next].type != ParamType::Operand &&
            signature.params[next].type != ParamType::Tensors)
       ++next;
     ENCORE_CHECK(next < slots.size(), ValueError, "[", signature.name, "] takes ", next, " tensor arguments, got ",
@@ -311,6 +322,15 @@ double CallArgs::real(int i) const {
 std::optional<double> CallArgs::optional_real(int i) const {
   if (is_none(i)) return std::nullopt;
   return real(i);
+}
+Scalar CallArgs::scalar(int i) const {
+  if (const int64_t* v = std::get_if<int64_t>(&values_[i])) return *v;
+  if (const double* v = std::get_if<double>(&values_[i])) return *v;
+  wrong(i, "a number");
+}
+std::pair<Tensor, Scalar> CallArgs::operand(int i) const {
+  if (const Tensor* t = std::get_if<Tensor>(&values_[i])) return {*t, Scalar()};
+  return {Tensor(), scalar(i)};
 }
 bool CallArgs::boolean(int i) const {
   if (const bool* v = std::get_if<bool>(&values_[i])) return *v;

@@ -25,9 +25,10 @@ class Generator;
 /// The parameter types a signature may use (their Python spelling in the stubs).
 enum class ParamType : uint8_t {
   Tensor,      // Tensor
+  Operand,     // Tensor | float    (a tensor, or a Python number kept exact if it is an int)
   Tensors,     // list[Tensor]
   Int,         // int
-  Float,       // float
+  Float,       // float             (an int stays exact: int64 fills and bounds)
   Bool,        // bool
   Str,         // str
   Ints,        // tuple[int, ...]   (also accepts a single int)
@@ -87,6 +88,9 @@ class CallArgs {
   std::optional<int64_t> optional_integer(int i) const;
   double real(int i) const;
   std::optional<double> optional_real(int i) const;
+  Scalar scalar(int i) const;
+  /// A Tensor | float parameter: the tensor, or (undefined tensor and) the number.
+  std::pair<Tensor, Scalar> operand(int i) const;
   bool boolean(int i) const;
   const std::string& string(int i) const;
   std::vector<int64_t> integers(int i) const;

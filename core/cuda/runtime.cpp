@@ -7,6 +7,9 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "core/cuda/check.h"
 #include "core/cuda/device_state.h"
@@ -265,24 +268,44 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 int* error_flag(int device) { return device_state(device).error_device; }
 
+namespace {
+std::mutex g_error_names_mutex;
+std::vector<std::string>& error_names() {
+  static std::vector<std::string> names;
+  return names;
+}
+const char* error_name(int code) {
+  std::lock_guard lock(g_error_names_mutex);
+  return code >= 1 && code <= static_cast<int>(error_names().size()) ? error_names()[code - 1].c_str() : "kernel";
+}
+}  // namespace
+
+int error_code(const char* op) {
+  std::lock_guard lock(g_error_names_mutex);
+  std::vector<std::string>& names = error_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == op) return static_cast<int>(i) + 1;
+  names.emplace_back(op);
+  return static_cast<int>(names.size());
+}
+
 void raise_kernel_errors(int device) {
   volatile int* word = device_state(device).error_host;
   const int code = *word;
   if (code == 0) return;
   *word = 0;
-  const int op = code - 1;
-  const char* name = op >= 0 && op < kNumOps ? op_name(static_cast<OpId>(op)) : "kernel";
+  const char* name = error_name(code);
   throw ValueError(detail::cat("[", name, "] an index was out of range on cuda:", device,
                                " (detected by the kernel and reported when the device "
                                "synchronized; the entries with bad indices were left as 0)"));
 }
 
-void time_kernel(KernelFn kernel, const KernelCtx& ctx, const char* name, int device) {
+void time_on_stream(int device, const char* name, const std::function<void()>& launch) {
   DeviceState& s = device_state(device);
   DeviceGuard guard(device);
   Event start = make_event(true), stop = make_event(true);
   ENCORE_CUDA_CHECK(name, cudaEventRecord(start.get(), s.stream.get()));
-  kernel(ctx);
+  launch();
   ENCORE_CUDA_CHECK(name, cudaEventRecord(stop.get(), s.stream.get()));
   ENCORE_CUDA_CHECK(name, cudaEventSynchronize(stop.get()));
   float ms = 0.0f;

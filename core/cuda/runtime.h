@@ -8,7 +8,9 @@
 #include <mutex>
 
 #include "core/allocator.h"
-#include "ops/registry.h"
+#include <functional>
+
+#include "core/tensor.h"
 
 namespace encore::cuda {
 
@@ -53,8 +55,9 @@ class CaptureScope {
   const char* op_ = "capture";
 };
 
-/// Runs `kernel` between two events on the compute stream, waits, and adds the elapsed time
-/// to the ledger's kernel time (and a Chrome-trace event). Used while profiling is on.
-void time_kernel(KernelFn kernel, const KernelCtx& ctx, const char* name, int device);
+/// Runs `launch` (which queues work on the compute stream) between two events, waits, and
+/// adds the elapsed time to the ledger's kernel time (and a Chrome-trace event named `name`).
+/// Used while profiling is on.
+void time_on_stream(int device, const char* name, const std::function<void()>& launch);
 
 }  // namespace encore::cuda

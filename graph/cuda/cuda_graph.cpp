@@ -42,14 +42,14 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const std::vector<Step>& steps, in
     // Thread-local mode: another thread's unrelated CUDA calls cannot invalidate the capture.
     ENCORE_CUDA_CHECK("capture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     for (const Step& s : steps) {
-      scope.set_op(op_name(s.op));
+      scope.set_op(s.op->name);
       // The error keeps its type (out-of-memory stays OutOfMemoryError) and gains the op.
       const auto failed = [&](const std::exception& e) {
         abandon_capture(stream);
-        return detail::cat("[capture] ", op_name(s.op), " failed while being captured into a CUDA Graph: ", e.what());
+        return detail::cat("[capture] ", s.op->name, " failed while being captured into a CUDA Graph: ", e.what());
       };
       try {
-        s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get()});
+        s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
       } catch (const OutOfMemoryError& e) {
         throw OutOfMemoryError(failed(e));
       } catch (const UnsupportedError& e) {
@@ -61,7 +61,7 @@ std::unique_ptr<CudaGraph> CudaGraph::capture(const std::vector<Step>& steps, in
       // an error of its own: find it here, where we still know which op. (Allocations throw.)
       if (capture_invalidated(stream)) {
         abandon_capture(stream);
-        throw BackendError(detail::cat("[capture] ", op_name(s.op),
+        throw BackendError(detail::cat("[capture] ", s.op->name,
                                        " cannot be captured into a CUDA Graph (it synchronized or copied from "
                                        "pageable host memory); the capture was abandoned"));
       }

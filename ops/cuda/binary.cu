@@ -1,4 +1,4 @@
-// CUDA kernels for the two-input elementwise table (ENCORE_BINARY_OPS) with NumPy
+// CUDA kernels for the two-input elementwise ops with NumPy
 // broadcasting. Dense operands (or one operand broadcast from a single element) take 16-byte
 // vector loads; every other broadcast or strided view goes through Geometry.
 #include "ops/cuda/device/vector.cuh"
@@ -92,20 +92,29 @@ void binary(const TensorRef& a, const TensorRef& b, const TensorRef& y, F f, cud
   ENCORE_CUDA_LAUNCH_CHECK(op);
 }
 
-template <OpId Op, class F>
+template <class F>
 void binary_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   visit_dtype(c.in[0].dtype, [&]<class T>() {
-    binary<F, T>(c.in[0], c.in[1], c.out[0], F{}, dev.stream(), op_name(Op));
+    binary<F, T>(c.in[0], c.in[1], c.out[0], F{}, dev.stream(), c.op);
   });
 }
 
 }  // namespace
 
-void register_binary() {
-#define ENCORE_REGISTER_BINARY(op, F, cls) set_kernel(OpId::op, binary_kernel<OpId::op, fn::F>);
-  ENCORE_BINARY_OPS(ENCORE_REGISTER_BINARY)
-#undef ENCORE_REGISTER_BINARY
-}
+const bool kRegistered = register_cuda_kernels({
+    {"add", binary_kernel<fn::Add>},
+    {"sub", binary_kernel<fn::Sub>},
+    {"mul", binary_kernel<fn::Mul>},
+    {"div", binary_kernel<fn::Div>},
+    {"maximum", binary_kernel<fn::Maximum>},
+    {"minimum", binary_kernel<fn::Minimum>},
+    {"eq", binary_kernel<fn::Eq>},
+    {"ne", binary_kernel<fn::Ne>},
+    {"gt", binary_kernel<fn::Gt>},
+    {"ge", binary_kernel<fn::Ge>},
+    {"lt", binary_kernel<fn::Lt>},
+    {"le", binary_kernel<fn::Le>},
+});
 
 }  // namespace encore::cuda

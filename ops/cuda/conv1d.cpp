@@ -20,8 +20,6 @@
 #include <algorithm>
 #include <climits>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
 
 #include "core/ledger.h"
 #include "core/modes.h"
@@ -30,6 +28,7 @@
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
+#include "ops/conv.h"
 
 namespace encore::cuda {
 namespace {
@@ -118,20 +117,11 @@ struct ConvProblem {
   }
   bool explicit_padding() const { return extra_l != 0 || extra_r != 0; }
   int64_t padded_length() const { return length + extra_l + extra_r; }
-  ConvShape shape() const {
+  ConvGeometry shape() const {
     return {n, length, channels, filters, kernel, out_length, stride, dilation, pad_l};
   }
 };
 
-struct ConvProblemHash {
-  size_t operator()(const ConvProblem& p) const {
-    size_t h = static_cast<size_t>(p.kind) * 31 + p.tf32 * 7 + static_cast<size_t>(p.device);
-    for (int64_t v : {p.n, p.length, p.channels, p.filters, p.kernel, p.out_length, p.stride,
-                      p.dilation, p.pad_l, p.pad_r})
-      h = h * 1000003u ^ static_cast<size_t>(v);
-    return h;
-  }
-};
 
 // Tensors of one call by role: x (N, L, C), w (K, C, F), y (N, Lout, F); for the backward ops
 // the gradients take the place of what they are the gradient of.
@@ -152,7 +142,7 @@ Roles roles(ConvKind k, const KernelCtx& c) {
 }
 
 ConvProblem problem_of(ConvKind kind, const KernelCtx& c) {
-  const auto& a = std::get<ConvAttrs>(c.attrs);
+  const auto& a = c.attrs.as<ConvAttrs>();
   const Roles r = roles(kind, c);
   ConvProblem p{kind,          allow_tf32(),  device_of(c),  r.x->shape[0], r.x->shape[1],
                 r.x->shape[2], r.w->shape[2], r.w->shape[0], r.y->shape[1], a.stride,
@@ -172,7 +162,6 @@ struct ConvPlan {
   int algo = 0;
   cudnnMathType_t math = CUDNN_FMA_MATH;
   size_t workspace = 0;
-  uint64_t generation = 0;
 
   size_t filter_bytes() const {
     return static_cast<size_t>(problem.kernel * problem.channels * problem.filters) * sizeof(float);
@@ -366,16 +355,10 @@ void choose_algorithm(ConvPlan& plan) {
   const std::string key = key_of(p);
   const size_t free_bytes = free_memory(p.device);
   const size_t limit = free_bytes > 0 ? free_bytes / 2 : size_t{1} << 30;
-  Ledger& ledger = Ledger::global();
-  plan.generation = autotune::detail::generation();
-  if (const auto e = autotune::detail::find(op, key)) {
-    if (try_algo(plan, parse_algo(p.kind, e->algorithm), parse_math(e->math), SIZE_MAX)) {
-      ledger.add(Counter::AutotuneHits, 1);
-      return;
-    }
-  }
-  ScopedTimer timer(Counter::AutotuneNs, "autotune", std::string(op) + " algorithm search");
-  ledger.add(Counter::Autotunes, 1);
+  // The dispatcher's cache of prepared states counts and times this setup; a choice stored
+  // earlier (this process, or a loaded file) spares the search.
+  if (const auto e = autotune::detail::find(op, key))
+    if (try_algo(plan, parse_algo(p.kind, e->algorithm), parse_math(e->math), SIZE_MAX)) return;
   const autotune::Policy policy = autotune::policy();
   ENCORE_CUDA_CHECK(op, cudnnSetConvolutionMathType(plan.conv.get(),
                                                     p.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
@@ -424,24 +407,6 @@ void choose_algorithm(ConvPlan& plan) {
   autotune::detail::store(std::move(e));
 }
 
-std::mutex g_plans_mutex;
-std::unordered_map<ConvProblem, std::shared_ptr<const ConvPlan>, ConvProblemHash> g_plans;
-
-std::shared_ptr<const ConvPlan> find_plan(const ConvProblem& problem) {
-  std::lock_guard<std::mutex> lock(g_plans_mutex);
-  auto it = g_plans.find(problem);
-  if (it != g_plans.end() && it->second->generation == autotune::detail::generation()) {
-    Ledger::global().add(Counter::AutotuneHits, 1);
-    return it->second;
-  }
-  auto plan = std::make_shared<ConvPlan>();
-  plan->problem = problem;
-  set_descriptors(*plan);
-  choose_algorithm(*plan);
-  g_plans[problem] = plan;
-  return plan;
-}
-
 // What a call needs beyond its tensors; a prepared state owns it for the Plan's lifetime.
 struct ConvState {
   std::shared_ptr<const ConvPlan> plan;
@@ -450,7 +415,11 @@ struct ConvState {
 
 ConvState make_state(const ConvProblem& problem) {
   ConvState s;
-  s.plan = find_plan(problem);
+  auto plan = std::make_shared<ConvPlan>();
+  plan->problem = problem;
+  set_descriptors(*plan);
+  choose_algorithm(*plan);
+  s.plan = std::move(plan);
   const int device = problem.device;
   s.workspace = DeviceBuffer(s.plan->workspace, device);
   s.filter = DeviceBuffer(s.plan->filter_bytes(), device);
@@ -567,7 +536,7 @@ void kernel(const KernelCtx& c) {
   }
   if (c.in[0].dtype == DType::Float64) {
     const Roles r = roles(Kind, c);
-    const ConvShape s = p.shape();
+    const ConvGeometry s = p.shape();
     if constexpr (Kind == ConvKind::Forward)
       conv1d_direct(s, r.x->ptr<const double>(), r.w->ptr<const double>(), r.y->ptr<double>(),
                     dev.stream());
@@ -579,27 +548,20 @@ void kernel(const KernelCtx& c) {
                                     r.w->ptr<double>(), dev.stream());
     return;
   }
-  if (const auto* state = static_cast<const ConvState*>(c.state)) {
-    ConvProblem same = p;
-    same.tf32 = state->plan->problem.tf32;  // a prepared plan keeps the math mode it was built with
-    ENCORE_CHECK(state->plan->problem == same, BackendError, "[", kOpNames[static_cast<int>(Kind)],
-                 "] called with a prepared state made for another shape");
-    run_cudnn(Kind, roles(Kind, c), *state, dev.stream());
-    return;
-  }
-  // Eager: the plan comes from the cache, the buffers from the pool for this call only.
-  const ConvState s = make_state(p);
-  run_cudnn(Kind, roles(Kind, c), s, dev.stream());
+  const auto* state = static_cast<const ConvState*>(c.state);
+  ConvProblem same = p;
+  same.tf32 = state->plan->problem.tf32;  // a prepared plan keeps the math mode it was built with
+  ENCORE_CHECK(state->plan->problem == same, BackendError, "[", kOpNames[static_cast<int>(Kind)],
+               "] called with a prepared state made for another shape");
+  run_cudnn(Kind, roles(Kind, c), *state, dev.stream());
 }
 
 }  // namespace
 
-void register_conv1d() {
-  set_kernel(OpId::conv1d, kernel<ConvKind::Forward>, prepare<ConvKind::Forward>);
-  set_kernel(OpId::conv1d_backward_data, kernel<ConvKind::BackwardData>,
-             prepare<ConvKind::BackwardData>);
-  set_kernel(OpId::conv1d_backward_filter, kernel<ConvKind::BackwardFilter>,
-             prepare<ConvKind::BackwardFilter>);
-}
+const bool kRegistered = register_cuda_kernels({
+    {"conv1d", kernel<ConvKind::Forward>, prepare<ConvKind::Forward>},
+    {"conv1d_backward_data", kernel<ConvKind::BackwardData>, prepare<ConvKind::BackwardData>},
+    {"conv1d_backward_filter", kernel<ConvKind::BackwardFilter>, prepare<ConvKind::BackwardFilter>},
+});
 
 }  // namespace encore::cuda

@@ -6,19 +6,17 @@
 
 #include <cstdint>
 
+#include "ops/conv.h"
+
 namespace encore::cuda {
 
-struct ConvShape {
-  int64_t n, length, channels, filters, kernel, out_length, stride, dilation, pad_l;
-};
-
 template <class T>
-void conv1d_direct(const ConvShape& s, const T* x, const T* w, T* y, cudaStream_t stream);
+void conv1d_direct(const ConvGeometry& s, const T* x, const T* w, T* y, cudaStream_t stream);
 template <class T>
-void conv1d_backward_data_direct(const ConvShape& s, const T* gy, const T* w, T* gx,
+void conv1d_backward_data_direct(const ConvGeometry& s, const T* gy, const T* w, T* gx,
                                  cudaStream_t stream);
 template <class T>
-void conv1d_backward_filter_direct(const ConvShape& s, const T* x, const T* gy, T* gw,
+void conv1d_backward_filter_direct(const ConvGeometry& s, const T* x, const T* gy, T* gw,
                                    cudaStream_t stream);
 
 }  // namespace encore::cuda

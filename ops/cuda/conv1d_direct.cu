@@ -1,6 +1,6 @@
 // Direct 1-D convolutions, one thread per output element, for dtypes cuDNN's channels-last
-// convolutions do not take (float64). Same index formula as the CPU reference
-// (ops/cpu/conv1d.cpp): input step i = t * stride + k * dilation - pad_l.
+// convolutions do not take (float64). The index formula is ConvGeometry's (ops/conv.h), shared
+// with the CPU reference kernels.
 #include "ops/cuda/conv1d.h"
 #include "ops/cuda/device/vector.cuh"
 #include "ops/cuda/launch.h"
@@ -9,7 +9,7 @@ namespace encore::cuda {
 namespace {
 
 template <class T>
-__global__ void forward(ConvShape s, const T* __restrict__ x, const T* __restrict__ w,
+__global__ void forward(ConvGeometry s, const T* __restrict__ x, const T* __restrict__ w,
                         T* __restrict__ y) {
   const int64_t total = s.n * s.out_length * s.filters;
   for (int64_t e = thread_index(); e < total; e += thread_count()) {
@@ -17,7 +17,7 @@ __global__ void forward(ConvShape s, const T* __restrict__ x, const T* __restric
                   n = e / (s.filters * s.out_length);
     T acc = T(0);
     for (int64_t k = 0; k < s.kernel; ++k) {
-      const int64_t i = t * s.stride + k * s.dilation - s.pad_l;
+      const int64_t i = s.input_step(t, k);
       if (i < 0 || i >= s.length) continue;
       const T* xr = x + (n * s.length + i) * s.channels;
       const T* wr = w + k * s.channels * s.filters + f;
@@ -28,7 +28,7 @@ __global__ void forward(ConvShape s, const T* __restrict__ x, const T* __restric
 }
 
 template <class T>
-__global__ void backward_data(ConvShape s, const T* __restrict__ gy, const T* __restrict__ w,
+__global__ void backward_data(ConvGeometry s, const T* __restrict__ gy, const T* __restrict__ w,
                               T* __restrict__ gx) {
   const int64_t total = s.n * s.length * s.channels;
   for (int64_t e = thread_index(); e < total; e += thread_count()) {
@@ -36,10 +36,8 @@ __global__ void backward_data(ConvShape s, const T* __restrict__ gy, const T* __
                   n = e / (s.channels * s.length);
     T acc = T(0);
     for (int64_t k = 0; k < s.kernel; ++k) {
-      const int64_t num = i + s.pad_l - k * s.dilation;  // = t * stride for the output step t
-      if (num < 0 || num % s.stride != 0) continue;
-      const int64_t t = num / s.stride;
-      if (t >= s.out_length) continue;
+      const int64_t t = s.output_step(i, k);
+      if (t < 0) continue;
       const T* gr = gy + (n * s.out_length + t) * s.filters;
       const T* wr = w + (k * s.channels + c) * s.filters;
       for (int64_t f = 0; f < s.filters; ++f) acc += gr[f] * wr[f];
@@ -49,7 +47,7 @@ __global__ void backward_data(ConvShape s, const T* __restrict__ gy, const T* __
 }
 
 template <class T>
-__global__ void backward_filter(ConvShape s, const T* __restrict__ x, const T* __restrict__ gy,
+__global__ void backward_filter(ConvGeometry s, const T* __restrict__ x, const T* __restrict__ gy,
                                 T* __restrict__ gw) {
   const int64_t total = s.kernel * s.channels * s.filters;
   for (int64_t e = thread_index(); e < total; e += thread_count()) {
@@ -58,7 +56,7 @@ __global__ void backward_filter(ConvShape s, const T* __restrict__ x, const T* _
     T acc = T(0);
     for (int64_t n = 0; n < s.n; ++n)
       for (int64_t t = 0; t < s.out_length; ++t) {
-        const int64_t i = t * s.stride + k * s.dilation - s.pad_l;
+        const int64_t i = s.input_step(t, k);
         if (i < 0 || i >= s.length) continue;
         acc += x[(n * s.length + i) * s.channels + c] * gy[(n * s.out_length + t) * s.filters + f];
       }
@@ -69,7 +67,7 @@ __global__ void backward_filter(ConvShape s, const T* __restrict__ x, const T* _
 }  // namespace
 
 template <class T>
-void conv1d_direct(const ConvShape& s, const T* x, const T* w, T* y, cudaStream_t stream) {
+void conv1d_direct(const ConvGeometry& s, const T* x, const T* w, T* y, cudaStream_t stream) {
   const int64_t total = s.n * s.out_length * s.filters;
   if (total == 0) return;
   forward<T><<<grid_for(total), kBlock, 0, stream>>>(s, x, w, y);
@@ -77,7 +75,7 @@ void conv1d_direct(const ConvShape& s, const T* x, const T* w, T* y, cudaStream_
 }
 
 template <class T>
-void conv1d_backward_data_direct(const ConvShape& s, const T* gy, const T* w, T* gx,
+void conv1d_backward_data_direct(const ConvGeometry& s, const T* gy, const T* w, T* gx,
                                  cudaStream_t stream) {
   const int64_t total = s.n * s.length * s.channels;
   if (total == 0) return;
@@ -86,7 +84,7 @@ void conv1d_backward_data_direct(const ConvShape& s, const T* gy, const T* w, T*
 }
 
 template <class T>
-void conv1d_backward_filter_direct(const ConvShape& s, const T* x, const T* gy, T* gw,
+void conv1d_backward_filter_direct(const ConvGeometry& s, const T* x, const T* gy, T* gw,
                                    cudaStream_t stream) {
   const int64_t total = s.kernel * s.channels * s.filters;
   if (total == 0) return;
@@ -94,11 +92,11 @@ void conv1d_backward_filter_direct(const ConvShape& s, const T* x, const T* gy, 
   ENCORE_CUDA_LAUNCH_CHECK("conv1d_backward_filter");
 }
 
-template void conv1d_direct<double>(const ConvShape&, const double*, const double*, double*,
+template void conv1d_direct<double>(const ConvGeometry&, const double*, const double*, double*,
                                     cudaStream_t);
-template void conv1d_backward_data_direct<double>(const ConvShape&, const double*, const double*,
+template void conv1d_backward_data_direct<double>(const ConvGeometry&, const double*, const double*,
                                                   double*, cudaStream_t);
-template void conv1d_backward_filter_direct<double>(const ConvShape&, const double*, const double*,
+template void conv1d_backward_filter_direct<double>(const ConvGeometry&, const double*, const double*,
                                                     double*, cudaStream_t);
 
 }  // namespace encore::cuda

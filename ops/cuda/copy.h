@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "ops/registry.h"
+#include "ops/strided.h"
 
 namespace encore::cuda {
 
@@ -11,9 +12,6 @@ namespace encore::cuda {
 /// negative ones). A dense same-size copy is one cudaMemcpyAsync.
 void strided_copy(const TensorRef& dst, const TensorRef& src, cudaStream_t stream, const char* op);
 
-/// A view of `t` covering `shape` from index `start` along `axis`, with the axis stride times
-/// `step`.
-TensorRef sub_view(const TensorRef& t, int axis, int64_t start, const Shape& shape,
-                   int64_t step = 1);
+using encore::sub_view;
 
 }  // namespace encore::cuda

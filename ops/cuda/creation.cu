@@ -10,6 +10,7 @@
 #include "ops/cuda/random.h"
 #include "ops/functors.h"
 #include "ops/philox.h"
+#include "ops/creation.h"
 
 namespace encore::cuda {
 namespace {
@@ -64,7 +65,7 @@ void full(const KernelCtx& c) {
   const int64_t n = y.numel();
   if (n == 0) return;
   const OnDevice dev(c);
-  const Scalar& v = std::get<FullAttrs>(c.attrs).value;
+  const Scalar& v = c.attrs.as<FullAttrs>().value;
   visit_dtype(y.dtype, [&]<class T>() {
     fill_kernel<T><<<grid_for(n), kBlock, 0, dev.stream()>>>(y.ptr<T>(), n, fn::scalar_as<T>(v));
   });
@@ -76,7 +77,7 @@ void arange(const KernelCtx& c) {
   const int64_t n = y.numel();
   if (n == 0) return;
   const OnDevice dev(c);
-  const auto& a = std::get<FullAttrs>(c.attrs);
+  const auto& a = c.attrs.as<FullAttrs>();
   visit_dtype(y.dtype, [&]<class T>() {
     arange_kernel<T><<<grid_for(n), kBlock, 0, dev.stream()>>>(y.ptr<T>(), n, a.value, a.step);
   });
@@ -87,7 +88,7 @@ template <bool Normal>
 void random(const KernelCtx& c) {
   const char* op = Normal ? "normal" : "uniform";
   const OnDevice dev(c);
-  const auto& a = std::get<FullAttrs>(c.attrs);
+  const auto& a = c.attrs.as<FullAttrs>();
   const TensorRef& y = c.out[0];
   const int64_t n = y.numel();
   int64_t* state = c.in[0].ptr<int64_t>();
@@ -113,11 +114,11 @@ void advance_generator(int64_t* state, uint64_t blocks, cudaStream_t stream, con
   ENCORE_CUDA_LAUNCH_CHECK(op);
 }
 
-void register_creation() {
-  set_kernel(OpId::full, full);
-  set_kernel(OpId::arange, arange);
-  set_kernel(OpId::uniform, random<false>);
-  set_kernel(OpId::normal, random<true>);
-}
+const bool kRegistered = register_cuda_kernels({
+    {"full", full},
+    {"arange", arange},
+    {"uniform", random<false>},
+    {"normal", random<true>},
+});
 
 }  // namespace encore::cuda

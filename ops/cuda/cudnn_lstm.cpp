@@ -30,6 +30,7 @@
 #include "ops/cuda/launch.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
+#include "ops/nn.h"
 
 namespace encore::cuda {
 namespace {
@@ -152,11 +153,15 @@ std::shared_ptr<LstmSetup> make_setup(const LstmKey& k) {
   return s;
 }
 
+// The one per-shape cache outside the dispatcher's: shape inference already needs cuDNN's
+// reserve size (an output), before any kernel state exists. Bounded: past 64 shapes it starts
+// over (states prepared earlier keep their setups).
 std::mutex g_setups_mutex;
 std::unordered_map<LstmKey, std::shared_ptr<const LstmSetup>, LstmKeyHash> g_setups;
 
 std::shared_ptr<const LstmSetup> setup_for(const LstmKey& k) {
   std::lock_guard<std::mutex> lock(g_setups_mutex);
+  if (g_setups.size() >= 64 && !g_setups.count(k)) g_setups.clear();
   auto& s = g_setups[k];
   if (!s) s = make_setup(k);
   return s;
@@ -184,7 +189,7 @@ LstmKey key_of(const TensorRef& x, const TensorRef& h0) {
 // ---- definitions -------------------------------------------------------------------------
 
 void check_lstm_inputs(const char* op, std::span<const Tensor> in, const Attrs& attrs) {
-  const auto& a = std::get<LstmAttrs>(attrs);
+  const auto& a = attrs.as<LstmAttrs>();
   ENCORE_CHECK(a.activation == Activation::Tanh && a.recurrent_activation == Activation::Sigmoid,
                UnsupportedError, "[", op,
                "] cuDNN's LSTM computes activation=tanh, recurrent_activation=sigmoid; got ",
@@ -212,7 +217,7 @@ void check_lstm_inputs(const char* op, std::span<const Tensor> in, const Attrs& 
 }
 
 // cudnn_lstm(x, h0, c0, W, R, b) -> (y (B, T, U), hT, cT, reserve)
-int infer_cudnn_lstm(std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+int infer_cudnn_lstm(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
   check_lstm_inputs("cudnn_lstm", in, attrs);
   const Tensor& x = in[0];
   const Device dev = x.device();
@@ -231,13 +236,13 @@ void bw_cudnn_lstm(const BackwardCtx& c, Tensor* g) {
   const Tensor in[] = {c.inputs[0], c.inputs[1], c.inputs[2],  c.inputs[3],
                        c.inputs[4], c.inputs[5], c.outputs[0], c.outputs[3],
                        grad(0),     grad(1),     grad(2)};
-  const OutList r = dispatch(OpId::cudnn_lstm_backward, in, c.attrs);
+  const OutList r = dispatch(op("cudnn_lstm_backward"), in, c.attrs);
   for (int i = 0; i < 6; ++i)
     if (c.need(i)) g[i] = r[i];
 }
 
 // cudnn_lstm_backward(x, h0, c0, W, R, b, y, reserve, gy, ghT, gcT) -> (gx, gh0, gc0, gW, gR, gb)
-int infer_cudnn_lstm_backward(std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+int infer_cudnn_lstm_backward(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
   check_lstm_inputs("cudnn_lstm_backward", in.subspan(0, 6), attrs);
   const Tensor& x = in[0];
   const Shape y{x.shape()[0], x.shape()[1], in[1].shape()[1]};
@@ -269,19 +274,15 @@ LstmState make_state(const LstmKey& k, bool backward) {
   return s;
 }
 
-const LstmState& state_for(const KernelCtx& c, LstmState& eager, bool backward) {
+// The prepared state: the dispatcher's cache hands every call one made for its shape.
+const LstmState& state_for(const KernelCtx& c, bool backward) {
   const LstmKey k = key_of(c.in[0], c.in[1]);
-  if (const auto* prepared = static_cast<const LstmState*>(c.state)) {
-    LstmKey same = k;
-    same.tf32 =
-        prepared->setup->key.tf32;  // a prepared state keeps the math mode it was built with
-    ENCORE_CHECK(prepared->setup->key == same, BackendError, "[",
-                 backward ? "cudnn_lstm_backward" : "cudnn_lstm",
-                 "] called with a prepared state made for another shape");
-    return *prepared;
-  }
-  eager = make_state(k, backward);
-  return eager;
+  const auto* prepared = static_cast<const LstmState*>(c.state);
+  LstmKey same = k;
+  same.tf32 = prepared->setup->key.tf32;  // a prepared state keeps the math mode it was built with
+  ENCORE_CHECK(prepared->setup->key == same, BackendError, "[", backward ? "cudnn_lstm_backward" : "cudnn_lstm",
+               "] called with a prepared state made for another shape");
+  return *prepared;
 }
 
 void check_reserve(const LstmSetup& s, const TensorRef& reserve, const char* op) {
@@ -341,8 +342,7 @@ std::shared_ptr<void> prepare(const KernelCtx& c) {
 
 void forward_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  LstmState eager;
-  const LstmState& st = state_for(c, eager, false);
+  const LstmState& st = state_for(c, false);
   const LstmSetup& s = *st.setup;
   check_reserve(s, c.out[3], "cudnn_lstm");
   pack_weights(st, c, dev.stream());
@@ -357,8 +357,7 @@ void forward_kernel(const KernelCtx& c) {
 
 void backward_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  LstmState eager;
-  const LstmState& st = state_for(c, eager, true);
+  const LstmState& st = state_for(c, true);
   const LstmSetup& s = *st.setup;
   const cudnnHandle_t h = cudnn(dev.device());
   const TensorRef &x = c.in[0], &h0 = c.in[1], &c0 = c.in[2], &y = c.in[6], &reserve = c.in[7];
@@ -387,24 +386,56 @@ void backward_kernel(const KernelCtx& c) {
       st.dweights.as<float>(), false, dev.stream());
 }
 
-}  // namespace
-
-void define_cudnn_lstm() {
-  OpDef& f = mutable_op_def(OpId::cudnn_lstm);
-  f.min_inputs = f.max_inputs = 6;
-  f.contiguous_inputs = true;
-  f.infer = infer_cudnn_lstm;
-  f.backward = bw_cudnn_lstm;
-  f.save_inputs = f.save_outputs = true;
-  set_kernel(OpId::cudnn_lstm, forward_kernel, prepare<false>);
-
-  OpDef& b = mutable_op_def(OpId::cudnn_lstm_backward);
-  b.min_inputs = b.max_inputs = 11;
-  b.contiguous_inputs = true;
-  // cudnnRNNBackwardData_v8 writes into the reserve space (an input/output argument).
-  b.mutates = 1u << 7;
-  b.infer = infer_cudnn_lstm_backward;
-  set_kernel(OpId::cudnn_lstm_backward, backward_kernel, prepare<true>);
+// The examples run the op on random inputs (the table runs them on a GPU only); the backward
+// op's runs through autograd.
+Outputs lstm_example(std::span<const Tensor> x) {
+  const OutList r = dispatch(op("cudnn_lstm"), x, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
+  return {r[0], r[1], r[2]};
 }
+Outputs lstm_backward_example(std::span<const Tensor> x) {
+  std::vector<Tensor> in;
+  for (const Tensor& t : x) in.push_back(t.detach().clone().set_requires_grad(true));
+  const OutList r = dispatch(op("cudnn_lstm"), in, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
+  sum(r[0]).backward();
+  Outputs grads;
+  for (const Tensor& t : in) grads.push_back(t.grad());
+  return grads;
+}
+
+const std::vector<ExampleInput> kLstmInputs = {{{2, 5, 3}}, {{2, 4}}, {{2, 4}}, {{3, 16}}, {{4, 16}}, {{16}}};
+
+// cudnn_lstm(x, h0, c0, W, R, b) -> (y (B, T, U), hT, cT, reserve)
+OpDef& cudnn_lstm_op = define_op({
+    .name = "cudnn_lstm",
+    .min_inputs = 6,
+    .max_inputs = 6,
+    .save = Save::Inputs | Save::Outputs,
+    .contiguous_inputs = true,
+    .cuda_only = true,
+    .attrs = &attrs_of<LstmAttrs>,
+    .infer = infer_cudnn_lstm,
+    .backward = bw_cudnn_lstm,
+    .example = {.inputs = kLstmInputs, .call = lstm_example},
+});
+// cudnn_lstm_backward(x, h0, c0, W, R, b, y, reserve, gy, ghT, gcT) -> (gx, gh0, gc0, gW, gR, gb).
+// cudnnRNNBackwardData_v8 writes into the reserve space (an input/output argument).
+OpDef& cudnn_lstm_backward_op = define_op({
+    .name = "cudnn_lstm_backward",
+    .min_inputs = 11,
+    .max_inputs = 11,
+    .mutates = 1u << 7,
+    .contiguous_inputs = true,
+    .cuda_only = true,
+    .attrs = &attrs_of<LstmAttrs>,
+    .infer = infer_cudnn_lstm_backward,
+    .example = {.inputs = kLstmInputs, .call = lstm_backward_example},
+});
+
+const bool kRegistered = register_cuda_kernels({
+    {"cudnn_lstm", forward_kernel, prepare<false>},
+    {"cudnn_lstm_backward", backward_kernel, prepare<true>},
+});
+
+}  // namespace
 
 }  // namespace encore::cuda

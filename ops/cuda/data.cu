@@ -7,6 +7,8 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 #include "ops/functors.h"
+#include "ops/data.h"
+#include "ops/elementwise.h"
 
 namespace encore::cuda {
 namespace {
@@ -101,7 +103,7 @@ void cast_kernel(const KernelCtx& c) {
 
 void fill_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const Scalar& v = std::get<ScalarAttrs>(c.attrs).value;
+  const Scalar& v = c.attrs.as<ScalarAttrs>().value;
   visit_dtype(c.in[0].dtype, [&]<class T>() {
     update_with<T>(c.in[0], fn::scalar_as<T>(v), Assign{}, dev.stream(), "fill_");
   });
@@ -109,7 +111,7 @@ void fill_kernel(const KernelCtx& c) {
 
 void add_scalar_inplace_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const Scalar& v = std::get<ScalarAttrs>(c.attrs).value;
+  const Scalar& v = c.attrs.as<ScalarAttrs>().value;
   visit_dtype(c.in[0].dtype, [&]<class T>() {
     update_with<T>(c.in[0], fn::scalar_as<T>(v), AddTo{}, dev.stream(), "add_scalar_");
   });
@@ -117,7 +119,7 @@ void add_scalar_inplace_kernel(const KernelCtx& c) {
 
 void concat_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const int axis = std::get<AxisAttrs>(c.attrs).axis;
+  const int axis = c.attrs.as<AxisAttrs>().axis;
   int64_t start = 0;
   for (const TensorRef& x : c.in) {
     if (x.numel() > 0)
@@ -128,7 +130,7 @@ void concat_kernel(const KernelCtx& c) {
 
 void slice_grad_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const auto& s = std::get<SliceAttrs>(c.attrs);
+  const auto& s = c.attrs.as<SliceAttrs>();
   const TensorRef& out = c.out[0];
   if (out.numel() == 0) return;
   ENCORE_CUDA_CHECK("slice_grad",
@@ -140,7 +142,7 @@ void slice_grad_kernel(const KernelCtx& c) {
 
 void flip_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const int axis = std::get<AxisAttrs>(c.attrs).axis;
+  const int axis = c.attrs.as<AxisAttrs>().axis;
   TensorRef src = c.in[0];
   const int64_t n = src.shape[axis];
   if (n == 0 || src.numel() == 0) return;
@@ -153,15 +155,6 @@ void flip_kernel(const KernelCtx& c) {
 
 }  // namespace
 
-TensorRef sub_view(const TensorRef& t, int axis, int64_t start, const Shape& shape, int64_t step) {
-  TensorRef v = t;
-  v.data = static_cast<char*>(t.data) +
-           start * t.strides[axis] * static_cast<int64_t>(itemsize(t.dtype));
-  v.shape = shape;
-  if (shape[axis] > 1) v.strides[axis] *= step;  // see infer_slice
-  return v;
-}
-
 void strided_copy(const TensorRef& dst, const TensorRef& src, cudaStream_t stream, const char* op) {
   const int64_t n = dst.numel();
   if (n == 0) return;
@@ -173,16 +166,16 @@ void strided_copy(const TensorRef& dst, const TensorRef& src, cudaStream_t strea
   visit_dtype(dst.dtype, [&]<class T>() { update<T, T>(dst, src, Assign{}, stream, op); });
 }
 
-void register_data() {
-  set_kernel(OpId::copy, copy_kernel);
-  set_kernel(OpId::cast, cast_kernel);
-  set_kernel(OpId::concat, concat_kernel);
-  set_kernel(OpId::slice_grad, slice_grad_kernel);
-  set_kernel(OpId::flip, flip_kernel);
-  set_kernel(OpId::copy_, copy_inplace_kernel);
-  set_kernel(OpId::add_, add_inplace_kernel);
-  set_kernel(OpId::fill_, fill_kernel);
-  set_kernel(OpId::add_scalar_, add_scalar_inplace_kernel);
-}
+const bool kRegistered = register_cuda_kernels({
+    {"copy", copy_kernel},
+    {"cast", cast_kernel},
+    {"concat", concat_kernel},
+    {"slice_grad", slice_grad_kernel},
+    {"flip", flip_kernel},
+    {"copy_", copy_inplace_kernel},
+    {"add_", add_inplace_kernel},
+    {"fill_", fill_kernel},
+    {"add_scalar_", add_scalar_inplace_kernel},
+});
 
 }  // namespace encore::cuda

@@ -98,6 +98,6 @@ void matmul_kernel(const KernelCtx& c) {
 
 }  // namespace
 
-void register_matmul() { set_kernel(OpId::matmul, matmul_kernel); }
+const bool kRegistered = register_cuda_kernels({{"matmul", matmul_kernel}});
 
 }  // namespace encore::cuda

@@ -8,6 +8,8 @@
 #include "ops/functors.h"
 #include "ops/lstm_math.h"
 #include "ops/philox.h"
+#include "ops/data.h"
+#include "ops/nn.h"
 
 namespace encore::cuda {
 namespace {
@@ -104,7 +106,7 @@ template <bool Log>
 void softmax_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const char* op = Log ? "log_softmax" : "softmax";
-  const int axis = std::get<AxisAttrs>(c.attrs).axis;
+  const int axis = c.attrs.as<AxisAttrs>().axis;
   const Shape& s = c.in[0].shape;
   int64_t outer = 1, n = 1, inner = 1;
   for (int i = 0; i < s.size(); ++i) (i < axis ? outer : i == axis ? n : inner) *= s[i];
@@ -140,7 +142,7 @@ __global__ void dropout_masks(const T* __restrict__ x, T* __restrict__ y, T* __r
 
 void dropout_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const double p = std::get<DropoutAttrs>(c.attrs).p;
+  const double p = c.attrs.as<DropoutAttrs>().p;
   const int64_t n = c.in[0].numel();
   int64_t* state = c.in[1].ptr<int64_t>();
   visit_float(c.in[0].dtype, [&]<class T>() {
@@ -191,8 +193,7 @@ __global__ void scatter_last_kernel(const T* __restrict__ g, const I* __restrict
 template <bool Gather>
 void gather_scatter_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const OpId op = Gather ? OpId::gather_last : OpId::scatter_last;
-  const int code = static_cast<int>(op) + 1;
+  static const int code = error_code(c.op);  // one op per instantiation
   int* error = error_flag(dev.device());
   const int64_t rows = Gather ? c.out[0].numel() : c.in[0].numel();
   const int64_t n = Gather ? c.in[0].shape.back() : c.out[0].shape.back();
@@ -206,7 +207,7 @@ void gather_scatter_kernel(const KernelCtx& c) {
       else
         scatter_last_kernel<T, I><<<grid_for(rows * n), kBlock, 0, dev.stream()>>>(
             c.in[0].ptr<const T>(), index, c.out[0].ptr<T>(), rows, n, error, code);
-      ENCORE_CUDA_LAUNCH_CHECK(op_name(op));
+      ENCORE_CUDA_LAUNCH_CHECK(c.op);
     };
     if (c.in[1].dtype == DType::Int32)
       run.template operator()<int32_t>();
@@ -238,7 +239,7 @@ __global__ void lstm_cell_backward_kernel(const T* __restrict__ z, const T* __re
 
 void lstm_cell(const KernelCtx& c) {
   const OnDevice dev(c);
-  const auto& a = std::get<LstmAttrs>(c.attrs);
+  const auto& a = c.attrs.as<LstmAttrs>();
   const int64_t batch = c.in[1].shape[0], units = c.in[1].shape[1];
   if (batch * units == 0) return;
   visit_float(c.in[0].dtype, [&]<class T>() {
@@ -251,7 +252,7 @@ void lstm_cell(const KernelCtx& c) {
 
 void lstm_cell_backward(const KernelCtx& c) {
   const OnDevice dev(c);
-  const auto& a = std::get<LstmAttrs>(c.attrs);
+  const auto& a = c.attrs.as<LstmAttrs>();
   const int64_t batch = c.in[1].shape[0], units = c.in[1].shape[1];
   if (batch * units == 0) return;
   visit_float(c.in[0].dtype, [&]<class T>() {
@@ -265,14 +266,14 @@ void lstm_cell_backward(const KernelCtx& c) {
 
 }  // namespace
 
-void register_nn() {
-  set_kernel(OpId::softmax, softmax_kernel<false>);
-  set_kernel(OpId::log_softmax, softmax_kernel<true>);
-  set_kernel(OpId::dropout, dropout_kernel);
-  set_kernel(OpId::gather_last, gather_scatter_kernel<true>);
-  set_kernel(OpId::scatter_last, gather_scatter_kernel<false>);
-  set_kernel(OpId::lstm_cell, lstm_cell);
-  set_kernel(OpId::lstm_cell_backward, lstm_cell_backward);
-}
+const bool kRegistered = register_cuda_kernels({
+    {"softmax", softmax_kernel<false>},
+    {"log_softmax", softmax_kernel<true>},
+    {"dropout", dropout_kernel},
+    {"gather_last", gather_scatter_kernel<true>},
+    {"scatter_last", gather_scatter_kernel<false>},
+    {"lstm_cell", lstm_cell},
+    {"lstm_cell_backward", lstm_cell_backward},
+});
 
 }  // namespace encore::cuda

@@ -125,7 +125,7 @@ void for_each_table(const KernelCtx& c, int n, const char* op, Launch launch) {
 
 void sgd_update(const KernelCtx& c) {
   const OnDevice dev(c);
-  const auto& a = std::get<SgdAttrs>(c.attrs);
+  const auto& a = c.attrs.as<SgdAttrs>();
   const bool momentum = a.momentum > 0;
   const int n = (static_cast<int>(c.in.size()) - 1) / (momentum ? 3 : 2);
   const double* lr = c.in.back().ptr<const double>();
@@ -145,7 +145,7 @@ void sgd_update(const KernelCtx& c) {
 
 void adam_update(const KernelCtx& c) {
   const OnDevice dev(c);
-  const auto& a = std::get<AdamAttrs>(c.attrs);
+  const auto& a = c.attrs.as<AdamAttrs>();
   const int n = (static_cast<int>(c.in.size()) - 2) / 4;
   const int64_t* step = c.in[c.in.size() - 2].ptr<const int64_t>();
   const double* lr = c.in.back().ptr<const double>();
@@ -170,7 +170,7 @@ void rmsprop_launch(const KernelCtx& c, int n, const double* lr, const RmspropAt
 
 void rmsprop_update(const KernelCtx& c) {
   const OnDevice dev(c);
-  const auto& a = std::get<RmspropAttrs>(c.attrs);
+  const auto& a = c.attrs.as<RmspropAttrs>();
   const bool momentum = a.momentum > 0;
   const int n = (static_cast<int>(c.in.size()) - 1) / (3 + momentum + a.centered);
   const double* lr = c.in.back().ptr<const double>();
@@ -190,10 +190,10 @@ void rmsprop_update(const KernelCtx& c) {
 
 }  // namespace
 
-void register_optim() {
-  set_kernel(OpId::sgd_update, sgd_update);
-  set_kernel(OpId::adam_update, adam_update);
-  set_kernel(OpId::rmsprop_update, rmsprop_update);
-}
+const bool kRegistered = register_cuda_kernels({
+    {"sgd_update", sgd_update},
+    {"adam_update", adam_update},
+    {"rmsprop_update", rmsprop_update},
+});
 
 }  // namespace encore::cuda

@@ -15,6 +15,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 #include "ops/functors.h"
+#include "ops/reduce.h"
 
 namespace encore::cuda {
 namespace {
@@ -289,29 +290,29 @@ struct ReduceState {
   DeviceBuffer scratch;
 };
 
-template <OpId Op, class R>
+template <class R>
 std::shared_ptr<void> prepare_reduce(const KernelCtx& c) {
   const OnDevice dev(c);
-  const uint32_t axes = std::get<ReduceAttrs>(c.attrs).axes;
+  const uint32_t axes = c.attrs.as<ReduceAttrs>().axes;
   auto state = std::make_shared<ReduceState>();
   visit_dtype(c.in[0].dtype, [&]<class T>() {
-    const ReducePlan p = plan_reduce<R, T>(c.in[0], axes, op_name(Op), dev.device(), dev.stream());
+    const ReducePlan p = plan_reduce<R, T>(c.in[0], axes, c.op, dev.device(), dev.stream());
     if (p.scratch > 0) state->scratch = DeviceBuffer(p.scratch, dev.device());
   });
   return state;
 }
 
-template <OpId Op, class R>
+template <class R>
 void reduce_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const uint32_t axes = std::get<ReduceAttrs>(c.attrs).axes;
+  const uint32_t axes = c.attrs.as<ReduceAttrs>().axes;
   visit_dtype(c.in[0].dtype, [&]<class T>() {
-    const ReducePlan p = plan_reduce<R, T>(c.in[0], axes, op_name(Op), dev.device(), dev.stream());
+    const ReducePlan p = plan_reduce<R, T>(c.in[0], axes, c.op, dev.device(), dev.stream());
     DeviceBuffer temp;
     void* scratch = nullptr;
     if (p.scratch > 0) {
       if (const auto* state = static_cast<const ReduceState*>(c.state)) {
-        ENCORE_CHECK(state->scratch.size() >= p.scratch, BackendError, "[", op_name(Op),
+        ENCORE_CHECK(state->scratch.size() >= p.scratch, BackendError, "[", c.op,
                      "] the prepared scratch buffer does not fit this call");
         scratch = state->scratch.data();
       } else {
@@ -319,15 +320,15 @@ void reduce_kernel(const KernelCtx& c) {
         scratch = temp.data();
       }
     }
-    run_reduce<R, T>(p, c.in[0], c.out[0], scratch, op_name(Op), dev.stream());
+    run_reduce<R, T>(p, c.in[0], c.out[0], scratch, c.op, dev.stream());
   });
 }
 
 }  // namespace
 
-void register_reduce() {
-  set_kernel(OpId::sum, reduce_kernel<OpId::sum, SumOp>, prepare_reduce<OpId::sum, SumOp>);
-  set_kernel(OpId::max, reduce_kernel<OpId::max, MaxOp>, prepare_reduce<OpId::max, MaxOp>);
-}
+const bool kRegistered = register_cuda_kernels({
+    {"sum", reduce_kernel<SumOp>, prepare_reduce<SumOp>},
+    {"max", reduce_kernel<MaxOp>, prepare_reduce<MaxOp>},
+});
 
 }  // namespace encore::cuda

@@ -5,6 +5,7 @@
 
 #include "ops/cuda/copy.h"
 #include "ops/cuda/kernels.h"
+#include "ops/dispatch.h"
 #include "ops/cuda/launch.h"
 
 namespace encore::cuda {
@@ -37,8 +38,7 @@ void to_device_kernel(const KernelCtx& c) {
     host.data = dense.get();
     host.device = Device::cpu();
     const TensorRef ins[] = {src}, outs[] = {host};
-    op_def(OpId::copy)
-        .kernel[static_cast<int>(DeviceType::CPU)](KernelCtx{ins, outs, c.attrs, nullptr});
+    copy_op_def().kernels[static_cast<int>(DeviceType::CPU)].run(KernelCtx{ins, outs, c.attrs, nullptr, c.op});
     copy_to_device(dst.data, dense.get(), nbytes, device);
     return;
   }
@@ -93,6 +93,6 @@ void to_device_kernel(const KernelCtx& c) {
 
 }  // namespace
 
-void register_transfer() { set_kernel(OpId::to_device, to_device_kernel); }
+const bool kRegistered = register_cuda_kernels({{"to_device", to_device_kernel}});
 
 }  // namespace encore::cuda

@@ -1,4 +1,4 @@
-// CUDA kernels for the one-input elementwise table (ENCORE_UNARY_OPS): a dense kernel with
+// CUDA kernels for the one-input elementwise ops: a dense kernel with
 // 16-byte vector loads, and a strided one for views. Outputs are contiguous.
 #include "ops/cuda/device/vector.cuh"
 #include "ops/cuda/indexing.h"
@@ -60,11 +60,11 @@ void unary(const TensorRef& x, const TensorRef& y, F f, cudaStream_t stream, con
   ENCORE_CUDA_LAUNCH_CHECK(op);
 }
 
-template <OpId Op, class F, DTypeClass C>
+template <class F, DTypeClass C>
 void unary_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const F f = make_functor<F>(c.attrs);
-  auto run = [&]<class T>() { unary<F, T>(c.in[0], c.out[0], f, dev.stream(), op_name(Op)); };
+  auto run = [&]<class T>() { unary<F, T>(c.in[0], c.out[0], f, dev.stream(), c.op); };
   if constexpr (C == DTypeClass::Float)
     visit_float(c.in[0].dtype, run);
   else
@@ -73,11 +73,21 @@ void unary_kernel(const KernelCtx& c) {
 
 }  // namespace
 
-void register_unary() {
-#define ENCORE_REGISTER_UNARY(op, F, cls) \
-  set_kernel(OpId::op, unary_kernel<OpId::op, fn::F, DTypeClass::cls>);
-  ENCORE_UNARY_OPS(ENCORE_REGISTER_UNARY)
-#undef ENCORE_REGISTER_UNARY
-}
+const bool kRegistered = register_cuda_kernels({
+    {"neg", unary_kernel<fn::Neg, DTypeClass::Numeric>},
+    {"exp", unary_kernel<fn::Exp, DTypeClass::Float>},
+    {"log", unary_kernel<fn::Log, DTypeClass::Float>},
+    {"sqrt", unary_kernel<fn::Sqrt, DTypeClass::Float>},
+    {"tanh", unary_kernel<fn::Tanh, DTypeClass::Float>},
+    {"sigmoid", unary_kernel<fn::Sigmoid, DTypeClass::Float>},
+    {"relu", unary_kernel<fn::Relu, DTypeClass::Numeric>},
+    {"abs", unary_kernel<fn::Abs, DTypeClass::Numeric>},
+    {"softplus", unary_kernel<fn::Softplus, DTypeClass::Float>},
+    {"leaky_relu", unary_kernel<fn::LeakyRelu, DTypeClass::Float>},
+    {"pow_scalar", unary_kernel<fn::PowScalar, DTypeClass::Float>},
+    {"add_scalar", unary_kernel<fn::AddScalar, DTypeClass::Numeric>},
+    {"mul_scalar", unary_kernel<fn::MulScalar, DTypeClass::Numeric>},
+    {"clip", unary_kernel<fn::Clip, DTypeClass::Numeric>},
+});
 
 }  // namespace encore::cuda

@@ -1,61 +1,185 @@
-// Elementwise ops: shape inference (broadcasting, dtype rules) and backward formulas.
+// Elementwise ops (one input, or two with NumPy broadcasting): their rows, shape inference,
+// backward formulas, CPU kernels (contiguous fast paths, else strided loops) and public
+// functions. The math is the functors of ops/functors.h, shared with the CUDA kernels.
+#include "ops/cpu/loops.h"
 #include "ops/defs/common.h"
 #include "ops/elementwise.h"
 
 namespace encore {
 namespace {
 
-using defs::meta_like;
+using cpu::broadcast_strides;
+using cpu::StridedLoop;
 
-const Scalar& scalar(const Attrs& a) { return std::get<ScalarAttrs>(a).value; }
+// An integer tensor must be able to hold the op's scalars (see Scalar::check).
+void check_scalars(const char* op, const Attrs& attrs, DType dtype) {
+  if (attrs.type() == &attrs_of<ScalarAttrs>) {
+    attrs.as<ScalarAttrs>().value.check(dtype, op);
+  } else if (attrs.type() == &attrs_of<ClipAttrs>) {
+    attrs.as<ClipAttrs>().lo.check(dtype, op);
+    attrs.as<ClipAttrs>().hi.check(dtype, op);
+  }
+}
 
-template <OpId Op, DTypeClass C>
-int infer_unary(std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
-  if constexpr (C == DTypeClass::Float) defs::require_float(op_name(Op), in[0]);
-  else defs::check_scalars(op_name(Op), attrs, in[0].dtype());
-  out[0] = meta_like(in[0]);
+template <DTypeClass C>
+int infer_unary(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+  if constexpr (C == DTypeClass::Float) defs::require_float(op.name, in[0]);
+  else check_scalars(op.name, attrs, in[0].dtype());
+  out[0] = defs::meta_like(in[0]);
   return 1;
 }
 
-template <OpId Op> int infer_binary(std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
-  const char* n = op_name(Op);
-  defs::require_same_dtype(n, in[0], in[1]);
-  out[0] = defs::meta(broadcast_shapes(in[0].shape(), in[1].shape(), n), in[0].dtype(), in[0].device());
+int infer_binary(const OpDef& op, std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
+  defs::require_same_dtype(op.name, in[0], in[1]);
+  out[0] = defs::meta(broadcast_shapes(in[0].shape(), in[1].shape(), op.name), in[0].dtype(), in[0].device());
   return 1;
 }
 
-// d/dx of each one-input op, written with public ops.
-void bw_neg(const BackwardCtx& c, Tensor* g) { g[0] = neg(c.grads[0]); }
-void bw_exp(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * c.outputs[0]; }
-void bw_log(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] / c.inputs[0]; }
-void bw_sqrt(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] / (c.outputs[0] * 2.0); }
-void bw_tanh(const BackwardCtx& c, Tensor* g) {
-  g[0] = c.grads[0] * (1.0 - c.outputs[0] * c.outputs[0]);
-}
-void bw_sigmoid(const BackwardCtx& c, Tensor* g) {
-  g[0] = c.grads[0] * (c.outputs[0] * (1.0 - c.outputs[0]));
-}
-void bw_relu(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * gt(c.inputs[0], 0.0); }
-void bw_abs(const BackwardCtx& c, Tensor* g) {
-  g[0] = c.grads[0] * (gt(c.inputs[0], 0.0) - lt(c.inputs[0], 0.0));
-}
-void bw_softplus(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * sigmoid(c.inputs[0]); }
-void bw_leaky_relu(const BackwardCtx& c, Tensor* g) {
-  const double alpha = scalar(c.attrs).d;
-  g[0] = c.grads[0] * (gt(c.inputs[0], 0.0) * (1.0 - alpha) + alpha);
-}
-void bw_pow_scalar(const BackwardCtx& c, Tensor* g) {
-  const double p = scalar(c.attrs).d;
-  g[0] = c.grads[0] * (pow(c.inputs[0], p - 1.0) * p);
-}
-void bw_add_scalar(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0]; }
-void bw_mul_scalar(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * scalar(c.attrs); }
-void bw_clip(const BackwardCtx& c, Tensor* g) {
-  const auto& a = std::get<ClipAttrs>(c.attrs);
-  const Tensor& x = c.inputs[0];
-  g[0] = c.grads[0] * (ge(x, full_like(x, a.lo)) * le(x, full_like(x, a.hi)));
+template <class F, class T> void unary(const TensorRef& x, const TensorRef& y, F f) {
+  T* out = y.ptr<T>();
+  const T* in = x.ptr<const T>();
+  if (x.contiguous()) {
+    const int64_t n = y.numel();
+    for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+    return;
+  }
+  StridedLoop<2>(y.shape, {y.strides, x.strides}).run([&](auto off, auto st, int64_t n) {
+    T* __restrict o = out + off[0];
+    const T* __restrict a = in + off[1];
+    if (st[0] == 1 && st[1] == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(a[i * st[1]]);
+    }
+  });
 }
 
+// True when `b` (ignoring leading 1s) equals the trailing dims of `shape`.
+inline bool trailing_match(const Shape& b, const Shape& shape) {
+  int lead = 0;
+  while (lead < b.size() && b[lead] == 1) ++lead;
+  const int k = b.size() - lead;
+  if (k > shape.size()) return false;
+  for (int i = 0; i < k; ++i)
+    if (b[lead + i] != shape[shape.size() - k + i]) return false;
+  return true;
+}
+
+template <class F, class T>
+void binary(const TensorRef& a, const TensorRef& b, const TensorRef& y, F f) {
+  T* out = y.ptr<T>();
+  const T* pa = a.ptr<const T>();
+  const T* pb = b.ptr<const T>();
+  const int64_t n = y.numel();
+  if (a.contiguous() && b.contiguous()) {
+    if (a.numel() == n && b.numel() == n) {
+      for (int64_t i = 0; i < n; ++i) out[i] = f(pa[i], pb[i]);
+      return;
+    }
+    if (b.numel() == 1 && a.numel() == n) {
+      const T s = pb[0];
+      for (int64_t i = 0; i < n; ++i) out[i] = f(pa[i], s);
+      return;
+    }
+    if (a.numel() == 1 && b.numel() == n) {
+      const T s = pa[0];
+      for (int64_t i = 0; i < n; ++i) out[i] = f(s, pb[i]);
+      return;
+    }
+    // A row vector broadcast over leading dims (a bias): b's shape is a's trailing shape.
+    const int64_t m = b.numel();
+    if (a.numel() == n && m > 0 && n % m == 0 && trailing_match(b.shape, y.shape)) {
+      for (int64_t r = 0; r < n; r += m) {
+        T* __restrict o = out + r;
+        const T* __restrict x = pa + r;
+        for (int64_t i = 0; i < m; ++i) o[i] = f(x[i], pb[i]);
+      }
+      return;
+    }
+  }
+  StridedLoop<3>(y.shape, {y.strides, broadcast_strides(a, y.shape), broadcast_strides(b, y.shape)})
+      .run([&](auto off, auto st, int64_t m) {
+        // Unit-stride and broadcast inner runs get loops the compiler can vectorize.
+        T* __restrict o = out + off[0];
+        const T* __restrict x0 = pa + off[1];
+        const T* __restrict x1 = pb + off[2];
+        if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+          for (int64_t i = 0; i < m; ++i) o[i] = f(x0[i], x1[i]);
+        } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+          const T s = *x1;
+          for (int64_t i = 0; i < m; ++i) o[i] = f(x0[i], s);
+        } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+          const T s = *x0;
+          for (int64_t i = 0; i < m; ++i) o[i] = f(s, x1[i]);
+        } else {
+          for (int64_t i = 0; i < m; ++i) o[i * st[0]] = f(x0[i * st[1]], x1[i * st[2]]);
+        }
+      });
+}
+
+template <class F, DTypeClass C> void unary_kernel(const KernelCtx& c) {
+  const F f = make_functor<F>(c.attrs);
+  if constexpr (C == DTypeClass::Float)
+    visit_float(c.in[0].dtype, [&]<class T>() { unary<F, T>(c.in[0], c.out[0], f); });
+  else
+    visit_dtype(c.in[0].dtype, [&]<class T>() { unary<F, T>(c.in[0], c.out[0], f); });
+}
+
+template <class F> void binary_kernel(const KernelCtx& c) {
+  const F f{};
+  visit_dtype(c.in[0].dtype, [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], f); });
+}
+
+
+const Scalar& scalar(const Attrs& a) { return a.as<ScalarAttrs>().value; }
+
+// Rows of one-input ops.
+OpDef unary(const char* name, DTypeClass cls, KernelFn cpu, BackwardFn backward, Save save, const char* signature,
+            InvokeFn invoke, ExampleInput::Values values, const AttrType* attrs = nullptr, Example example = {}) {
+  if (example.inputs.empty()) example.inputs = {{{3, 4}, values}};
+  return {.name = name,
+          .save = save,
+          .attrs = attrs,
+          .infer = cls == DTypeClass::Float ? infer_unary<DTypeClass::Float> : infer_unary<DTypeClass::Numeric>,
+          .backward = backward,
+          .cpu = {cpu},
+          .signature = signature,
+          .invoke = invoke,
+          .method = signature != nullptr,
+          .example = std::move(example)};
+}
+
+// Rows of two-input ops; the example broadcasts a row over a matrix.
+OpDef binary(const char* name, KernelFn cpu, BackwardFn backward, Save save, const char* signature,
+             InvokeFn invoke, ExampleInput::Values values) {
+  return {.name = name,
+          .min_inputs = 2,
+          .max_inputs = 2,
+          .save = save,
+          .infer = infer_binary,
+          .backward = backward,
+          .cpu = {cpu},
+          .signature = signature,
+          .invoke = invoke,
+          .example = {.inputs = {{{3, 4}, values}, {{4}, values}}}};
+}
+
+template <Tensor (*F)(const Tensor&)> Outputs invoke1(const CallArgs& a) { return {F(a.tensor(0))}; }
+
+// The two-input public functions take a tensor or a number as their second operand.
+template <Tensor (*F)(const Tensor&, const Tensor&), Tensor (*S)(const Tensor&, Scalar)>
+Outputs invoke2(const CallArgs& a) {
+  const auto [t, s] = a.operand(1);
+  return {t.defined() ? F(a.tensor(0), t) : S(a.tensor(0), s)};
+}
+
+Tensor sub_scalar(const Tensor& a, Scalar b) { return a - b; }
+Tensor div_scalar(const Tensor& a, Scalar b) { return a / b; }
+template <Tensor (*F)(const Tensor&, const Tensor&)> Tensor versus_scalar(const Tensor& a, Scalar b) {
+  return F(a, full({}, b, a.dtype(), a.device()));
+}
+
+// d/dx of two-input ops, reduced to each input's shape (broadcasting sums).
 void bw_add(const BackwardCtx& c, Tensor* g) {
   if (c.need(0)) g[0] = sum_to(c.grads[0], c.input_shape(0));
   if (c.need(1)) g[1] = sum_to(c.grads[0], c.input_shape(1));
@@ -82,43 +206,203 @@ void bw_minimum(const BackwardCtx& c, Tensor* g) {
   if (c.need(1)) g[1] = sum_to(c.grads[0] * gt(c.inputs[0], c.inputs[1]), c.input_shape(1));
 }
 
-struct Diff {
-  OpId op;
-  BackwardFn backward;
-  bool save_inputs, save_outputs;
-};
-constexpr Diff kDiff[] = {
-    {OpId::neg, bw_neg, false, false},           {OpId::exp, bw_exp, false, true},
-    {OpId::log, bw_log, true, false},            {OpId::sqrt, bw_sqrt, false, true},
-    {OpId::tanh, bw_tanh, false, true},          {OpId::sigmoid, bw_sigmoid, false, true},
-    {OpId::relu, bw_relu, true, false},          {OpId::abs, bw_abs, true, false},
-    {OpId::softplus, bw_softplus, true, false},  {OpId::leaky_relu, bw_leaky_relu, true, false},
-    {OpId::pow_scalar, bw_pow_scalar, true, false},
-    {OpId::add_scalar, bw_add_scalar, false, false},
-    {OpId::mul_scalar, bw_mul_scalar, false, false},
-    {OpId::clip, bw_clip, true, false},          {OpId::add, bw_add, false, false},
-    {OpId::sub, bw_sub, false, false},           {OpId::mul, bw_mul, true, false},
-    {OpId::div, bw_div, true, true},             {OpId::maximum, bw_maximum, true, false},
-    {OpId::minimum, bw_minimum, true, false},
-};
+using enum DTypeClass;
+using enum ExampleInput::Values;
+
+// ---- one input -------------------------------------------------------------------------
+OpDef& neg_op = define_op(unary("neg", Numeric, unary_kernel<fn::Neg, Numeric>,
+    [](const BackwardCtx& c, Tensor* g) { g[0] = neg(c.grads[0]); }, Save::None,
+    "neg(x: Tensor) -> Tensor", invoke1<neg>, Uniform));
+OpDef& exp_op = define_op(unary("exp", Float, unary_kernel<fn::Exp, Float>,
+    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * c.outputs[0]; }, Save::Outputs,
+    "exp(x: Tensor) -> Tensor", invoke1<exp>, Uniform));
+OpDef& log_op = define_op(unary("log", Float, unary_kernel<fn::Log, Float>,
+    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] / c.inputs[0]; }, Save::Inputs,
+    "log(x: Tensor) -> Tensor", invoke1<log>, Positive));
+OpDef& sqrt_op = define_op(unary("sqrt", Float, unary_kernel<fn::Sqrt, Float>,
+    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] / (c.outputs[0] * 2.0); }, Save::Outputs,
+    "sqrt(x: Tensor) -> Tensor", invoke1<sqrt>, Positive));
+OpDef& tanh_op = define_op(unary("tanh", Float, unary_kernel<fn::Tanh, Float>,
+    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * (1.0 - c.outputs[0] * c.outputs[0]); },
+    Save::Outputs, "tanh(x: Tensor) -> Tensor", invoke1<tanh>, Uniform));
+OpDef& sigmoid_op = define_op(unary("sigmoid", Float, unary_kernel<fn::Sigmoid, Float>,
+    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * (c.outputs[0] * (1.0 - c.outputs[0])); },
+    Save::Outputs, "sigmoid(x: Tensor) -> Tensor", invoke1<sigmoid>, Uniform));
+OpDef& relu_op = define_op(unary("relu", Numeric, unary_kernel<fn::Relu, Numeric>,
+    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * gt(c.inputs[0], 0); }, Save::Inputs,
+    "relu(x: Tensor) -> Tensor", invoke1<relu>, Uniform));
+OpDef& abs_op = define_op(unary("abs", Numeric, unary_kernel<fn::Abs, Numeric>,
+    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * (gt(c.inputs[0], 0) - lt(c.inputs[0], 0)); },
+    Save::Inputs, "abs(x: Tensor) -> Tensor", invoke1<abs>, Uniform));
+OpDef& softplus_op = define_op(unary("softplus", Float, unary_kernel<fn::Softplus, Float>,
+    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * sigmoid(c.inputs[0]); }, Save::Inputs,
+    "softplus(x: Tensor) -> Tensor", invoke1<softplus>, Uniform));
+OpDef& leaky_relu_op = define_op(unary("leaky_relu", Float, unary_kernel<fn::LeakyRelu, Float>,
+    [](const BackwardCtx& c, Tensor* g) {
+      const double alpha = scalar(c.attrs).d;
+      g[0] = c.grads[0] * (gt(c.inputs[0], 0) * (1.0 - alpha) + alpha);
+    },
+    Save::Inputs, "leaky_relu(x: Tensor, alpha: float = 0.3) -> Tensor",
+    [](const CallArgs& a) -> Outputs { return {leaky_relu(a.tensor(0), a.real(1))}; }, Uniform,
+    &attrs_of<ScalarAttrs>, {.args = "alpha=0.2"}));
+OpDef& pow_scalar_op = define_op(unary("pow_scalar", Float, unary_kernel<fn::PowScalar, Float>,
+    [](const BackwardCtx& c, Tensor* g) {
+      const double p = scalar(c.attrs).d;
+      g[0] = c.grads[0] * (pow(c.inputs[0], p - 1.0) * p);
+    },
+    Save::Inputs, nullptr, nullptr, Positive, &attrs_of<ScalarAttrs>,
+    {.call = [](std::span<const Tensor> x) -> Outputs { return {pow(x[0], 2.5)}; }}));
+OpDef& add_scalar_op = define_op(unary("add_scalar", Numeric, unary_kernel<fn::AddScalar, Numeric>,
+    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0]; }, Save::None, nullptr, nullptr, Uniform,
+    &attrs_of<ScalarAttrs>, {.call = [](std::span<const Tensor> x) -> Outputs { return {x[0] + 2.0}; }}));
+OpDef& mul_scalar_op = define_op(unary("mul_scalar", Numeric, unary_kernel<fn::MulScalar, Numeric>,
+    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * scalar(c.attrs); }, Save::None, nullptr,
+    nullptr, Uniform, &attrs_of<ScalarAttrs>,
+    {.call = [](std::span<const Tensor> x) -> Outputs { return {x[0] * -3.0}; }}));
+OpDef& clip_op = define_op(unary("clip", Numeric, unary_kernel<fn::Clip, Numeric>,
+    [](const BackwardCtx& c, Tensor* g) {
+      const auto& a = c.attrs.as<ClipAttrs>();
+      const Tensor& x = c.inputs[0];
+      g[0] = c.grads[0] * (ge(x, full_like(x, a.lo)) * le(x, full_like(x, a.hi)));
+    },
+    Save::Inputs, "clip(x: Tensor, min: float, max: float) -> Tensor",
+    [](const CallArgs& a) -> Outputs { return {clip(a.tensor(0), a.scalar(1), a.scalar(2))}; }, Uniform,
+    &attrs_of<ClipAttrs>, {.args = "min=-0.5, max=0.5"}));
+
+// ---- two inputs ------------------------------------------------------------------------
+OpDef& add_op = define_op(binary("add", binary_kernel<fn::Add>, bw_add, Save::None,
+    "add(a: Tensor, b: Tensor | float) -> Tensor", invoke2<add, add>, Uniform));
+OpDef& sub_op = define_op(binary("sub", binary_kernel<fn::Sub>, bw_sub, Save::None,
+    "sub(a: Tensor, b: Tensor | float) -> Tensor", invoke2<sub, sub_scalar>, Uniform));
+OpDef& mul_op = define_op(binary("mul", binary_kernel<fn::Mul>, bw_mul, Save::Inputs,
+    "mul(a: Tensor, b: Tensor | float) -> Tensor", invoke2<mul, mul>, Uniform));
+OpDef& div_op = define_op(binary("div", binary_kernel<fn::Div>, bw_div, Save::Inputs | Save::Outputs,
+    "div(a: Tensor, b: Tensor | float) -> Tensor", invoke2<div, div_scalar>, Positive));
+OpDef& maximum_op = define_op(binary("maximum", binary_kernel<fn::Maximum>, bw_maximum, Save::Inputs,
+    "maximum(a: Tensor, b: Tensor | float) -> Tensor", invoke2<maximum, versus_scalar<maximum>>, Distinct));
+OpDef& minimum_op = define_op(binary("minimum", binary_kernel<fn::Minimum>, bw_minimum, Save::Inputs,
+    "minimum(a: Tensor, b: Tensor | float) -> Tensor", invoke2<minimum, versus_scalar<minimum>>, Distinct));
+// Comparisons: 1/0 masks in the inputs' dtype, not differentiable.
+OpDef& eq_op = define_op(binary("eq", binary_kernel<fn::Eq>, nullptr, Save::None,
+    "eq(a: Tensor, b: Tensor | float) -> Tensor", invoke2<eq, versus_scalar<eq>>, Uniform));
+OpDef& ne_op = define_op(binary("ne", binary_kernel<fn::Ne>, nullptr, Save::None,
+    "ne(a: Tensor, b: Tensor | float) -> Tensor", invoke2<ne, versus_scalar<ne>>, Uniform));
+OpDef& gt_op = define_op(binary("gt", binary_kernel<fn::Gt>, nullptr, Save::None,
+    "gt(a: Tensor, b: Tensor | float) -> Tensor", invoke2<gt, gt>, Uniform));
+OpDef& ge_op = define_op(binary("ge", binary_kernel<fn::Ge>, nullptr, Save::None,
+    "ge(a: Tensor, b: Tensor | float) -> Tensor", invoke2<ge, versus_scalar<ge>>, Uniform));
+OpDef& lt_op = define_op(binary("lt", binary_kernel<fn::Lt>, nullptr, Save::None,
+    "lt(a: Tensor, b: Tensor | float) -> Tensor", invoke2<lt, lt>, Uniform));
+OpDef& le_op = define_op(binary("le", binary_kernel<fn::Le>, nullptr, Save::None,
+    "le(a: Tensor, b: Tensor | float) -> Tensor", invoke2<le, versus_scalar<le>>, Uniform));
+
+// ---- compositions ----------------------------------------------------------------------
+OpDef& pow_op = define_op({
+    .name = "pow",
+    .kind = OpKind::Composite,
+    .signature = "pow(x: Tensor, p: float) -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs { return {pow(a.tensor(0), a.real(1))}; },
+    .method = true,
+    .example = {.inputs = {{{3, 4}, Positive}}, .args = "p=1.5"},
+});
+OpDef& activation_op = define_op({
+    .name = "activation",
+    .kind = OpKind::Composite,
+    .signature = "activation(x: Tensor, name: str) -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs { return {activation(a.tensor(0), parse_activation(a.string(1)))}; },
+    .doc = "Applies a Keras activation by name ('linear', 'relu', 'tanh', 'sigmoid', 'hard_sigmoid')",
+    .example = {.inputs = {{{3, 4}}}, .args = "name='hard_sigmoid'"},
+});
 
 }  // namespace
 
-void define_elementwise_ops() {
-#define ENCORE_DEFINE_UNARY(op, F, cls) defs::define(OpId::op).infer = infer_unary<OpId::op, DTypeClass::cls>;
-  ENCORE_UNARY_OPS(ENCORE_DEFINE_UNARY)
-#undef ENCORE_DEFINE_UNARY
-#define ENCORE_DEFINE_BINARY(op, F, cls)        \
-  defs::define(OpId::op).infer = infer_binary<OpId::op>; \
-  defs::define(OpId::op).min_inputs = defs::define(OpId::op).max_inputs = 2;
-  ENCORE_BINARY_OPS(ENCORE_DEFINE_BINARY)
-#undef ENCORE_DEFINE_BINARY
-  for (const Diff& d : kDiff) {
-    OpDef& def = defs::define(d.op);
-    def.backward = d.backward;
-    def.save_inputs = d.save_inputs;
-    def.save_outputs = d.save_outputs;
+std::string_view name(Activation a) {
+  switch (a) {
+    case Activation::Linear: return "linear";
+    case Activation::Tanh: return "tanh";
+    case Activation::Sigmoid: return "sigmoid";
+    case Activation::Relu: return "relu";
+    case Activation::HardSigmoid: return "hard_sigmoid";
   }
+  return "?";
 }
+
+Activation parse_activation(const std::string& s) {
+  for (Activation a : {Activation::Linear, Activation::Tanh, Activation::Sigmoid, Activation::Relu,
+                       Activation::HardSigmoid})
+    if (s == name(a)) return a;
+  if (s.empty() || s == "none") return Activation::Linear;
+  throw ValueError("[activation] unknown activation '" + s +
+                   "' (expected linear, tanh, sigmoid, relu or hard_sigmoid)");
+}
+
+Tensor neg(const Tensor& x) { return call(neg_op, {x}); }
+Tensor exp(const Tensor& x) { return call(exp_op, {x}); }
+Tensor log(const Tensor& x) { return call(log_op, {x}); }
+Tensor sqrt(const Tensor& x) { return call(sqrt_op, {x}); }
+Tensor tanh(const Tensor& x) { return call(tanh_op, {x}); }
+Tensor sigmoid(const Tensor& x) {
+  Tensor p = call(sigmoid_op, {x});
+  p.impl()->sigmoid_origin =
+      SigmoidOrigin{x.impl_ptr(), x.storage(), x.storage()->version(), p.storage()->version()};
+  return p;
+}
+Tensor relu(const Tensor& x) { return call(relu_op, {x}); }
+Tensor abs(const Tensor& x) { return call(abs_op, {x}); }
+Tensor softplus(const Tensor& x) { return call(softplus_op, {x}); }
+Tensor leaky_relu(const Tensor& x, double alpha) { return call(leaky_relu_op, {x}, ScalarAttrs{alpha}); }
+Tensor pow(const Tensor& x, double p) { return call(pow_scalar_op, {x}, ScalarAttrs{p}); }
+Tensor clip(const Tensor& x, Scalar lo, Scalar hi) {
+  ENCORE_CHECK(!(lo.integral && hi.integral ? lo.i > hi.i : lo.d > hi.d), ValueError,
+               "[clip] lower bound ", lo.str(), " exceeds upper bound ", hi.str());
+  return call(clip_op, {x}, ClipAttrs{lo, hi});
+}
+
+Tensor activation(const Tensor& x, Activation a) {
+  switch (a) {
+    case Activation::Tanh: return tanh(x);
+    case Activation::Sigmoid: return sigmoid(x);
+    case Activation::Relu: return relu(x);
+    case Activation::HardSigmoid: return clip(x * 0.2 + 0.5, 0.0, 1.0);
+    case Activation::Linear: break;
+  }
+  return x;
+}
+
+Tensor add(const Tensor& a, const Tensor& b) { return call(add_op, {a, b}); }
+Tensor sub(const Tensor& a, const Tensor& b) { return call(sub_op, {a, b}); }
+Tensor mul(const Tensor& a, const Tensor& b) { return call(mul_op, {a, b}); }
+Tensor div(const Tensor& a, const Tensor& b) { return call(div_op, {a, b}); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return call(maximum_op, {a, b}); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return call(minimum_op, {a, b}); }
+Tensor add(const Tensor& a, Scalar b) { return call(add_scalar_op, {a}, ScalarAttrs{b}); }
+Tensor mul(const Tensor& a, Scalar b) { return call(mul_scalar_op, {a}, ScalarAttrs{b}); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return call(eq_op, {a, b}); }
+Tensor ne(const Tensor& a, const Tensor& b) { return call(ne_op, {a, b}); }
+Tensor gt(const Tensor& a, const Tensor& b) { return call(gt_op, {a, b}); }
+Tensor ge(const Tensor& a, const Tensor& b) { return call(ge_op, {a, b}); }
+Tensor lt(const Tensor& a, const Tensor& b) { return call(lt_op, {a, b}); }
+Tensor le(const Tensor& a, const Tensor& b) { return call(le_op, {a, b}); }
+Tensor gt(const Tensor& a, Scalar b) { return gt(a, full({}, b, a.dtype(), a.device())); }
+Tensor lt(const Tensor& a, Scalar b) { return lt(a, full({}, b, a.dtype(), a.device())); }
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return add(a, -b); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, full({}, b, a.dtype(), a.device())); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
+Tensor operator-(Scalar a, const Tensor& b) { return add(neg(b), a); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(full({}, a, b.dtype(), b.device()), b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 
 }  // namespace encore

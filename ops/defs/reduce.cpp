@@ -1,8 +1,18 @@
-// Reductions over a set of axes (bitmask), with keepdim.
+// Reductions over a set of axes (a bitmask), with keepdim: rows, shape inference, backward
+// formulas, CPU kernels and public functions. The CPU accumulates in double (float32 sums of
+// long rows keep their precision) when the reduced axes are innermost in a contiguous input;
+// otherwise it sweeps the input once in memory order, accumulating into the output.
+#include <limits>
+
+#include "ops/cpu/loops.h"
 #include "ops/defs/common.h"
+#include "ops/functors.h"
+#include "ops/reduce.h"
 
 namespace encore {
 namespace {
+
+using cpu::StridedLoop;
 
 Shape reduced_shape(const Shape& s, uint32_t axes, bool keepdim) {
   Shape out;
@@ -13,17 +23,20 @@ Shape reduced_shape(const Shape& s, uint32_t axes, bool keepdim) {
   return out;
 }
 
-template <OpId Op> int infer_reduce(std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
-  const auto& r = std::get<ReduceAttrs>(a);
-  ENCORE_CHECK(r.axes >> in[0].dim() == 0, ShapeError, "[", op_name(Op),
-               "] reduction axes out of range for ", describe(in[0]));
-  if constexpr (Op == OpId::max) {
-    for (int i = 0; i < in[0].dim(); ++i)
-      ENCORE_CHECK(!(r.axes >> i & 1u) || in[0].shape()[i] > 0, ShapeError,
-                   "[max] cannot reduce the empty axis ", i, " of ", describe(in[0]));
-  }
+int infer_reduce(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
+  const auto& r = a.as<ReduceAttrs>();
+  ENCORE_CHECK(r.axes >> in[0].dim() == 0, ShapeError, "[", op.name, "] reduction axes out of range for ",
+               describe(in[0]));
   out[0] = defs::meta(reduced_shape(in[0].shape(), r.axes, r.keepdim), in[0].dtype(), in[0].device());
   return 1;
+}
+
+int infer_max(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
+  const auto& r = a.as<ReduceAttrs>();
+  for (int i = 0; i < in[0].dim(); ++i)
+    ENCORE_CHECK(!(r.axes >> i & 1u) || in[0].shape()[i] > 0, ShapeError, "[max] cannot reduce the empty axis ", i,
+                 " of ", describe(in[0]));
+  return infer_reduce(op, in, a, out);
 }
 
 // The gradient of a reduction has the reduced shape; bring it back to keepdim form.
@@ -32,13 +45,13 @@ Tensor keepdim_view(const Tensor& g, const Shape& in_shape, const ReduceAttrs& r
 }
 
 void bw_sum(const BackwardCtx& c, Tensor* g) {
-  const auto& r = std::get<ReduceAttrs>(c.attrs);
+  const auto& r = c.attrs.as<ReduceAttrs>();
   g[0] = keepdim_view(c.grads[0], c.input_shape(0), r).expand(c.input_shape(0));
 }
 
 // Ties share the gradient equally, as in TensorFlow.
 void bw_max(const BackwardCtx& c, Tensor* g) {
-  const auto& r = std::get<ReduceAttrs>(c.attrs);
+  const auto& r = c.attrs.as<ReduceAttrs>();
   const Shape& s = c.input_shape(0);
   const Tensor mask = eq(c.inputs[0], keepdim_view(c.outputs[0], s, r));
   std::vector<int64_t> axes;
@@ -47,16 +60,188 @@ void bw_max(const BackwardCtx& c, Tensor* g) {
   g[0] = mask * (keepdim_view(c.grads[0], s, r) / sum(mask, axes, true));
 }
 
+template <class T> using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+struct SumOp {
+  template <class T> static T init() { return T(0); }
+  // Integer sums wrap (in the int64 accumulator, then in the output type), as in NumPy.
+  template <class A, class T> static A apply(A acc, T x) { return fn::wrap_add(acc, A(x)); }
+};
+// max starts from -inf (the max of all -inf is -inf) and propagates NaN, as the CUDA kernels do.
+struct MaxOp {
+  template <class T> static T init() {
+    using L = std::numeric_limits<T>;
+    return L::has_infinity ? -L::infinity() : L::lowest();
+  }
+  template <class A, class T> static A apply(A acc, T x) { return acc < A(x) || x != x ? A(x) : acc; }
+};
+
+template <class Op, class T> void reduce(const TensorRef& x, const TensorRef& y, uint32_t axes) {
+  const T* in = x.ptr<const T>();
+  T* out = y.ptr<T>();
+  // Reduced axes form a suffix (ignoring size-1 axes) of a contiguous input?
+  bool suffix = x.contiguous();
+  int64_t inner = 1;
+  bool seen_kept = false;
+  for (int d = x.shape.size() - 1; d >= 0 && suffix; --d) {
+    if (x.shape[d] == 1) continue;
+    if (axes >> d & 1u) {
+      if (seen_kept) suffix = false;
+      inner *= x.shape[d];
+    } else {
+      seen_kept = true;
+    }
+  }
+  const int64_t n_out = y.numel();
+  if (suffix) {
+    for (int64_t o = 0; o < n_out; ++o) {
+      Acc<T> acc = Op::template init<T>();
+      const T* row = in + o * inner;
+      for (int64_t i = 0; i < inner; ++i) acc = Op::apply(acc, row[i]);
+      out[o] = static_cast<T>(acc);
+    }
+    return;
+  }
+  for (int64_t o = 0; o < n_out; ++o) out[o] = Op::template init<T>();
+  // Reduced axes form a prefix of a contiguous input (bias gradients): sweep rows, each a
+  // vectorizable update of the whole output. Same order as the general path below.
+  bool prefix = x.contiguous();
+  bool seen_kept_front = false;
+  for (int d = 0; d < x.shape.size() && prefix; ++d) {
+    if (x.shape[d] == 1) continue;
+    if (axes >> d & 1u) prefix = !seen_kept_front;
+    else seen_kept_front = true;
+  }
+  if (prefix && n_out > 0) {
+    const int64_t rows = x.numel() / n_out;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* __restrict row = in + r * n_out;
+      T* __restrict o = out;
+      for (int64_t j = 0; j < n_out; ++j) o[j] = static_cast<T>(Op::apply(o[j], row[j]));
+    }
+    return;
+  }
+  Strides out_st = Dims::filled(x.shape.size(), 0);
+  // Output strides over the input shape: 0 on reduced axes, row-major over kept axes.
+  int64_t st = 1;
+  for (int d = x.shape.size() - 1; d >= 0; --d) {
+    if (axes >> d & 1u) continue;
+    out_st[d] = st;
+    st *= x.shape[d];
+  }
+  StridedLoop<2>(x.shape, {out_st, x.strides}).run([&](auto off, auto s, int64_t m) {
+    T* __restrict o = out + off[0];
+    const T* __restrict a = in + off[1];
+    if (s[0] == 1 && s[1] == 1) {
+      for (int64_t i = 0; i < m; ++i) o[i] = static_cast<T>(Op::apply(o[i], a[i]));
+    } else {
+      for (int64_t i = 0; i < m; ++i) o[i * s[0]] = static_cast<T>(Op::apply(o[i * s[0]], a[i * s[1]]));
+    }
+  });
+}
+
+template <class Op> void reduce_kernel(const KernelCtx& c) {
+  const uint32_t axes = c.attrs.as<ReduceAttrs>().axes;
+  visit_dtype(c.in[0].dtype, [&]<class T>() { reduce<Op, T>(c.in[0], c.out[0], axes); });
+}
+
+
+// The public axis argument: None (all axes), an int or a sequence. The C++ functions read an
+// empty list as "all"; a caller who writes axis=() means "none", which reduces nothing.
+std::vector<int64_t> axes_arg(const CallArgs& a, int i) {
+  if (a.is_none(i)) return {};
+  std::vector<int64_t> axes = a.integers(i);
+  ENCORE_CHECK(!axes.empty(), ValueError, "[", a.signature().name,
+               "] an empty axis list reduces nothing; use axis=None for all");
+  return axes;
+}
+
+OpDef& sum_op = define_op({
+    .name = "sum",
+    .attrs = &attrs_of<ReduceAttrs>,
+    .infer = infer_reduce,
+    .backward = bw_sum,
+    .cpu = {reduce_kernel<SumOp>},
+    .signature = "sum(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs { return {sum(a.tensor(0), axes_arg(a, 1), a.boolean(2))}; },
+    .method = true,
+    .example = {.inputs = {{{2, 3, 4}}}, .args = "axis=(0, 2), keepdims=True"},
+});
+OpDef& max_op = define_op({
+    .name = "max",
+    .save = Save::Inputs | Save::Outputs,
+    .attrs = &attrs_of<ReduceAttrs>,
+    .infer = infer_max,
+    .backward = bw_max,
+    .cpu = {reduce_kernel<MaxOp>},
+    .signature = "max(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs { return {max(a.tensor(0), axes_arg(a, 1), a.boolean(2))}; },
+    .method = true,
+    .example = {.inputs = {{{2, 3, 4}, ExampleInput::Distinct}}, .args = "axis=1"},
+});
+OpDef& mean_op = define_op({
+    .name = "mean",
+    .kind = OpKind::Composite,
+    .signature = "mean(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs { return {mean(a.tensor(0), axes_arg(a, 1), a.boolean(2))}; },
+    .method = true,
+    .example = {.inputs = {{{2, 3, 4}}}, .args = "axis=-1"},
+});
+OpDef& sum_to_op = define_op({
+    .name = "sum_to",
+    .kind = OpKind::Composite,
+    .signature = "sum_to(x: Tensor, shape: tuple[int, ...]) -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs { return {sum_to(a.tensor(0), Shape(a.integers(1)))}; },
+    .example = {.inputs = {{{2, 3, 4}}}, .args = "shape=(3, 1)"},
+});
+
+uint32_t axes_mask(const Tensor& x, const std::vector<int64_t>& axes, const char* op) {
+  if (axes.empty()) return x.dim() == 0 ? 0u : (1u << x.dim()) - 1u;
+  uint32_t mask = 0;
+  for (int64_t a : axes) {
+    const int ax = normalize_axis(a, x.dim(), op);
+    ENCORE_CHECK(!(mask >> ax & 1u), ValueError, "[", op, "] axis ", a, " is listed twice");
+    mask |= 1u << ax;
+  }
+  return mask;
+}
+
 }  // namespace
 
-void define_reduce_ops() {
-  OpDef& s = defs::define(OpId::sum);
-  s.infer = infer_reduce<OpId::sum>;
-  s.backward = bw_sum;
-  OpDef& m = defs::define(OpId::max);
-  m.infer = infer_reduce<OpId::max>;
-  m.backward = bw_max;
-  m.save_inputs = m.save_outputs = true;
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return call(sum_op, {x}, ReduceAttrs{axes_mask(x, axes, "sum"), keepdim});
+}
+
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  const uint32_t mask = axes_mask(x, axes, "mean");
+  int64_t count = 1;
+  for (int i = 0; i < x.dim(); ++i)
+    if (mask >> i & 1u) count *= x.shape()[i];
+  ENCORE_CHECK(is_floating(x.dtype()), DTypeError, "[mean] needs a floating tensor, got ", describe(x));
+  return mul(call(sum_op, {x}, ReduceAttrs{mask, keepdim}), 1.0 / static_cast<double>(count));
+}
+
+Tensor max(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return call(max_op, {x}, ReduceAttrs{axes_mask(x, axes, "max"), keepdim});
+}
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  const int lead = x.dim() - shape.size();
+  ENCORE_CHECK(lead >= 0, ShapeError, "[sum_to] cannot sum ", x.shape().str(), " to ", shape.str());
+  std::vector<int64_t> axes;
+  for (int i = 0; i < x.dim(); ++i) {
+    if (i < lead) {
+      axes.push_back(i);
+      continue;
+    }
+    const int64_t want = shape[i - lead];
+    ENCORE_CHECK(want == x.shape()[i] || want == 1, ShapeError, "[sum_to] cannot sum ",
+                 x.shape().str(), " to ", shape.str());
+    if (want == 1 && x.shape()[i] != 1) axes.push_back(i);
+  }
+  Tensor r = axes.empty() ? x : sum(x, axes, true);
+  return r.reshape(shape);
 }
 
 }  // namespace encore

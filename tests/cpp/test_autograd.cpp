@@ -1,5 +1,5 @@
 // Tape semantics: accumulation, no-grad scopes, views, reuse, freed graphs, stale saves.
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "helpers.h"
 
 namespace encore {

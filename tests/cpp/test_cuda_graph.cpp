@@ -12,6 +12,7 @@
 #include "nn/losses.h"
 #include "nn/optim.h"
 #include "ops/dispatch.h"
+#include "ops/reduce.h"
 
 #if ENCORE_CUDA
 #include "core/cuda/runtime.h"
@@ -199,8 +200,8 @@ TEST(CudaGraphCapture, AllocationDuringCaptureNamesTheOp) {
   const Tensor x = rand32({5000}, 3).to(kGpu);
   Tensor y = Tensor::empty({}, DType::Float32, kGpu);
   const Attrs all = ReduceAttrs{1u, false};
-  const OpDef& def = op_def(OpId::sum);
-  graph::Step step{OpId::sum, def.kernel[cuda], kGpu, {ref(x)}, {ref(y)}, all, nullptr};
+  const OpDef& def = op("sum");
+  graph::Step step{&def, def.kernels[cuda].run, kGpu, {ref(x)}, {ref(y)}, all, nullptr};
   graph::PlanTimes times;
   try {
     graph::CudaGraph::capture({step}, kGpu.index, times);
@@ -211,7 +212,7 @@ TEST(CudaGraphCapture, AllocationDuringCaptureNamesTheOp) {
     EXPECT_NE(what.find("[sum] allocates"), std::string::npos) << what;
   }
   const Tensor eager = sum(x);
-  step.state = def.prepare[cuda](KernelCtx{step.in, step.out, step.attrs, nullptr});
+  step.state = def.kernels[cuda].prepare(KernelCtx{step.in, step.out, step.attrs, nullptr});
   const auto graph = graph::CudaGraph::capture({step}, kGpu.index, times);
   for (int replay = 0; replay < 2; ++replay) {
     y.fill_(0);

@@ -2,6 +2,7 @@
 // the gradients of every input. Skipped without a GPU; in a CPU build the op is unavailable.
 #include "helpers.h"
 #include "ops/dispatch.h"
+#include "ops/nn.h"
 
 namespace encore {
 namespace {
@@ -29,7 +30,7 @@ LstmRun run(const std::vector<Tensor>& inputs, Device device, DType dtype, bool 
   LstmRun r;
   if (cudnn) {
     const OutList out =
-        dispatch(OpId::cudnn_lstm, in, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
+        dispatch(op("cudnn_lstm"), in, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
     r.y = out[0], r.h = out[1], r.c = out[2];
     EXPECT_EQ(out.n, 4);
   } else {
@@ -98,25 +99,25 @@ TEST(CudaLstm, RejectsWhatCudnnCannotDo) {
   REQUIRE_CUDA();
   std::vector<Tensor> in;
   for (const Tensor& t : lstm_inputs(2, 3, 4, 5)) in.push_back(t.to(DType::Float32).to(kGpu));
-  EXPECT_THROW(dispatch(OpId::cudnn_lstm, in, LstmAttrs{Activation::Relu, Activation::Sigmoid}),
+  EXPECT_THROW(dispatch(op("cudnn_lstm"), in, LstmAttrs{Activation::Relu, Activation::Sigmoid}),
                UnsupportedError);
   std::vector<Tensor> cpu;
   for (const Tensor& t : in) cpu.push_back(t.to(Device::cpu()));
-  EXPECT_THROW(dispatch(OpId::cudnn_lstm, cpu, LstmAttrs{Activation::Tanh, Activation::Sigmoid}),
+  EXPECT_THROW(dispatch(op("cudnn_lstm"), cpu, LstmAttrs{Activation::Tanh, Activation::Sigmoid}),
                DeviceError);
   std::vector<Tensor> f64;
   for (const Tensor& t : in) f64.push_back(t.to(DType::Float64));
-  EXPECT_THROW(dispatch(OpId::cudnn_lstm, f64, LstmAttrs{Activation::Tanh, Activation::Sigmoid}),
+  EXPECT_THROW(dispatch(op("cudnn_lstm"), f64, LstmAttrs{Activation::Tanh, Activation::Sigmoid}),
                DTypeError);
   in[4] = zeros({4, 20}, DType::Float32, kGpu);  // recurrent kernel of the wrong size
-  EXPECT_THROW(dispatch(OpId::cudnn_lstm, in, LstmAttrs{Activation::Tanh, Activation::Sigmoid}),
+  EXPECT_THROW(dispatch(op("cudnn_lstm"), in, LstmAttrs{Activation::Tanh, Activation::Sigmoid}),
                ShapeError);
 }
 
 TEST(CudaLstm, UnavailableWithoutTheCudaBackend) {
   if (cuda_built()) GTEST_SKIP() << "the CUDA backend defines cudnn_lstm";
   std::vector<Tensor> in = lstm_inputs(2, 3, 4, 5);
-  EXPECT_THROW(dispatch(OpId::cudnn_lstm, in, LstmAttrs{Activation::Tanh, Activation::Sigmoid}),
+  EXPECT_THROW(dispatch(op("cudnn_lstm"), in, LstmAttrs{Activation::Tanh, Activation::Sigmoid}),
                UnsupportedError);
 }
 
@@ -126,10 +127,10 @@ TEST(CudaLstm, PreparedStateGivesTheEagerResult) {
   std::vector<Tensor> in;
   for (const Tensor& t : lstm_inputs(3, 6, 4, 8)) in.push_back(t.to(DType::Float32).to(kGpu));
   const LstmAttrs attrs{Activation::Tanh, Activation::Sigmoid};
-  const OutList eager = dispatch(OpId::cudnn_lstm, in, attrs);
-  const OpDef& def = op_def(OpId::cudnn_lstm);
+  const OutList eager = dispatch(op("cudnn_lstm"), in, attrs);
+  const OpDef& def = op("cudnn_lstm");
   TensorMeta metas[kMaxOutputs];
-  const int n = def.infer(in, attrs, metas);
+  const int n = def.infer(def, in, attrs, metas);
   ASSERT_EQ(n, 4);
   std::vector<Tensor> outs;
   std::vector<TensorRef> in_refs, out_refs;
@@ -141,11 +142,11 @@ TEST(CudaLstm, PreparedStateGivesTheEagerResult) {
   const int cuda = static_cast<int>(DeviceType::CUDA);
   const Attrs a = attrs;
   KernelCtx ctx{in_refs, out_refs, a, nullptr};
-  ASSERT_TRUE(def.prepare[cuda]);
-  const std::shared_ptr<void> state = def.prepare[cuda](ctx);
+  ASSERT_TRUE(def.kernels[cuda].prepare);
+  const std::shared_ptr<void> state = def.kernels[cuda].prepare(ctx);
   ctx.state = state.get();
   for (int rep = 0; rep < 2; ++rep) {
-    def.kernel[cuda](ctx);
+    def.kernels[cuda].run(ctx);
     for (int i = 0; i < 3; ++i)
       EXPECT_TRUE(test::bitwise_equal(eager[i], outs[i])) << "output " << i;
   }

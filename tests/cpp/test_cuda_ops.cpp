@@ -4,11 +4,13 @@
 #include <functional>
 #include <limits>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "core/ledger.h"
 #include "helpers.h"
 #include "nn/lstm.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
+#include "ops/nn.h"
 
 namespace encore {
 namespace {
@@ -303,9 +305,9 @@ TEST(CudaOps, InPlace) {
   g.transpose(0, 1).slice(0, 1, 3).copy_(rand64({2, 4}, 3));
   for (Tensor* t : {&c, &g}) {
     const Tensor in[] = {*t, row.to(t->device())};
-    dispatch(OpId::add_, in);
+    dispatch(op("add_"), in);
     const Tensor view[] = {t->slice(0, 1, 3)};
-    dispatch(OpId::add_scalar_, view, ScalarAttrs{-1.25});
+    dispatch(op("add_scalar_"), view, ScalarAttrs{-1.25});
   }
   EXPECT_TRUE(test::bitwise_equal(c, g));
 }
@@ -378,7 +380,7 @@ TEST(CudaOps, Conv1d) {
       {2, 9, 3, 2, 2, 1, 3, Padding::valid()},
   };
   for (const ConvSpec& s : specs) {
-    const auto [pl, pr] = conv1d_padding(s.length, s.kernel, s.stride, s.dilation, s.padding);
+    const auto [pl, pr] = window_padding("conv1d", s.length, s.kernel, s.stride, s.dilation, s.padding);
     const std::string name = detail::cat("conv1d N=", s.n, " L=", s.length, " C=", s.channels,
                                          " F=", s.filters, " K=", s.kernel, " stride=", s.stride,
                                          " dilation=", s.dilation, " pad=(", pl, ", ", pr, ")");
@@ -492,7 +494,7 @@ TEST(CudaOps, IntegersAtTheLimits) {
         Tensor t = a.clone();
         t.fill_(big);
         const Tensor in[] = {t, a};
-        dispatch(OpId::add_, in);
+        dispatch(op("add_"), in);
         return t;
       },
   };
@@ -578,8 +580,8 @@ TEST(CudaOps, DropoutMasksMatchTheCpu) {
     const Tensor x = rand64({37, 29}, 1).to(dt);
     for (int draw = 0; draw < 3; ++draw) {
       const Tensor cin[] = {x, gc.state()}, gin[] = {x.to(kGpu), gg.state()};
-      const OutList c = dispatch(OpId::dropout, cin, DropoutAttrs{0.3});
-      const OutList g = dispatch(OpId::dropout, gin, DropoutAttrs{0.3});
+      const OutList c = dispatch(op("dropout"), cin, DropoutAttrs{0.3});
+      const OutList g = dispatch(op("dropout"), gin, DropoutAttrs{0.3});
       EXPECT_TRUE(test::bitwise_equal(c[1], g[1])) << "mask, draw " << draw;
       EXPECT_TRUE(test::bitwise_equal(c[0], g[0])) << "output, draw " << draw;
       EXPECT_EQ(gc.offset(), gg.offset());

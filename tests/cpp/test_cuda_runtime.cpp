@@ -1,8 +1,11 @@
 // The CUDA runtime around the kernels: allocation failures, absent devices, kernels called
 // with prepared state (as a Plan calls them), and the fused optimizer updates.
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "helpers.h"
+#include "ops/conv.h"
 #include "ops/dispatch.h"
+#include "ops/optim_math.h"
+#include "ops/reduce.h"
 
 namespace encore {
 namespace {
@@ -11,21 +14,16 @@ using test::rand64;
 
 using test::kGpu;
 
-// These need the CUDA backend built, not a GPU.
-TEST(CudaRuntime, EveryCpuKernelHasACudaKernel) {
+// These need the CUDA backend built, not a GPU (every op's CUDA kernel: test_op_table.cpp).
+TEST(CudaRuntime, CudnnLstmIsACudaOnlyOp) {
   if (!cuda_built()) GTEST_SKIP() << "no CUDA backend in this build";
   const int cpu = static_cast<int>(DeviceType::CPU), cuda = static_cast<int>(DeviceType::CUDA);
-  for (const OpDef& def : all_op_defs()) {
-    if (def.kernel[cpu]) {
-      EXPECT_TRUE(def.kernel[cuda]) << def.name << " has no CUDA kernel";
-    }
+  for (const char* name : {"cudnn_lstm", "cudnn_lstm_backward"}) {
+    const OpDef& def = op(name);
+    EXPECT_TRUE(def.infer && def.kernels[cuda].run && def.kernels[cuda].prepare) << def.name;
+    EXPECT_FALSE(def.kernels[cpu].run) << def.name;
   }
-  for (OpId op : {OpId::cudnn_lstm, OpId::cudnn_lstm_backward}) {
-    const OpDef& def = op_def(op);
-    EXPECT_TRUE(def.infer && def.kernel[cuda] && def.prepare[cuda]) << def.name;
-    EXPECT_FALSE(def.kernel[cpu]) << def.name;
-  }
-  EXPECT_TRUE(op_def(OpId::cudnn_lstm).differentiable());
+  EXPECT_TRUE(op("cudnn_lstm").differentiable());
 }
 
 TEST(CudaRuntime, AbsentDeviceIsADeviceError) {
@@ -50,11 +48,10 @@ TEST(CudaRuntime, OutOfMemoryIsRecoverable) {
 
 // Calls op `id` the way a Plan does: outputs allocated up front, prepare once, then the kernel
 // with the prepared state (twice: a replay reuses it).
-OutList run_prepared(OpId id, std::span<const Tensor> in, const Attrs& attrs) {
-  const OpDef& def = op_def(id);
+OutList run_prepared(const OpDef& def, std::span<const Tensor> in, const Attrs& attrs) {
   TensorMeta metas[kMaxOutputs];
   OutList out;
-  out.n = def.infer(in, attrs, metas);
+  out.n = def.infer(def, in, attrs, metas);
   std::vector<TensorRef> in_refs, out_refs;
   for (const Tensor& t : in) in_refs.push_back(ref(t));
   for (int i = 0; i < out.n; ++i) {
@@ -64,10 +61,10 @@ OutList run_prepared(OpId id, std::span<const Tensor> in, const Attrs& attrs) {
   const int cuda = static_cast<int>(DeviceType::CUDA);
   KernelCtx ctx{in_refs, out_refs, attrs, nullptr};
   std::shared_ptr<void> state;
-  if (def.prepare[cuda]) state = def.prepare[cuda](ctx);
+  if (def.kernels[cuda].prepare) state = def.kernels[cuda].prepare(ctx);
   ctx.state = state.get();
-  def.kernel[cuda](ctx);
-  def.kernel[cuda](ctx);
+  def.kernels[cuda].run(ctx);
+  def.kernels[cuda].run(ctx);
   return out;
 }
 
@@ -75,18 +72,18 @@ TEST(CudaRuntime, PreparedKernelsGiveTheEagerResult) {
   REQUIRE_CUDA();
   const Tensor x = rand64({2, 34, 3}, 1).to(DType::Float32).to(kGpu);
   const Tensor w = rand64({5, 3, 4}, 2).to(DType::Float32).to(kGpu);
-  const auto [pl, pr] = conv1d_padding(34, 5, 4, 2, Padding::same());
+  const auto [pl, pr] = window_padding("conv1d", 34, 5, 4, 2, Padding::same());
   const Attrs conv = ConvAttrs{4, 2, pl, pr, 34, 5};
   const Tensor y = conv1d(x, w, 4, Padding::same(), 2);
   const Tensor fwd_in[] = {x, w};
-  EXPECT_TRUE(test::bitwise_equal(y, run_prepared(OpId::conv1d, fwd_in, conv)[0]));
+  EXPECT_TRUE(test::bitwise_equal(y, run_prepared(op("conv1d"), fwd_in, conv)[0]));
   const Tensor gy = rand64(y.shape(), 3).to(DType::Float32).to(kGpu);
   const Tensor data_in[] = {gy, w}, filter_in[] = {x, gy};
-  const Tensor gx = call(OpId::conv1d_backward_data, {gy, w}, conv);
-  const Tensor gw = call(OpId::conv1d_backward_filter, {x, gy}, conv);
-  EXPECT_TRUE(test::bitwise_equal(gx, run_prepared(OpId::conv1d_backward_data, data_in, conv)[0]));
+  const Tensor gx = call(op("conv1d_backward_data"), {gy, w}, conv);
+  const Tensor gw = call(op("conv1d_backward_filter"), {x, gy}, conv);
+  EXPECT_TRUE(test::bitwise_equal(gx, run_prepared(op("conv1d_backward_data"), data_in, conv)[0]));
   EXPECT_TRUE(
-      test::bitwise_equal(gw, run_prepared(OpId::conv1d_backward_filter, filter_in, conv)[0]));
+      test::bitwise_equal(gw, run_prepared(op("conv1d_backward_filter"), filter_in, conv)[0]));
 
   // Reductions with scratch space: the CUB path and the split path.
   for (const Shape& s : {Shape{300, 1000}, Shape{50000, 3}}) {
@@ -94,10 +91,10 @@ TEST(CudaRuntime, PreparedKernelsGiveTheEagerResult) {
     for (const ReduceAttrs r :
          {ReduceAttrs{1u, false}, ReduceAttrs{3u, false}, ReduceAttrs{2u, true}}) {
       const Tensor in[] = {v};
-      const Tensor eager = call(OpId::sum, {v}, r);
-      EXPECT_TRUE(test::bitwise_equal(eager, run_prepared(OpId::sum, in, r)[0]))
+      const Tensor eager = call(op("sum"), {v}, r);
+      EXPECT_TRUE(test::bitwise_equal(eager, run_prepared(op("sum"), in, r)[0]))
           << s.str() << " " << r.str();
-      EXPECT_TRUE(test::bitwise_equal(call(OpId::max, {v}, r), run_prepared(OpId::max, in, r)[0]));
+      EXPECT_TRUE(test::bitwise_equal(call(op("max"), {v}, r), run_prepared(op("max"), in, r)[0]));
     }
   }
 }
@@ -110,7 +107,7 @@ bool any_nan(const Tensor& t) {
 
 // One optimizer step on the CPU and on the GPU from the same state; `groups` tensors per
 // parameter (params first), then the scalars.
-void expect_same_update(OpId op, const Attrs& attrs, int groups, const std::vector<Shape>& shapes,
+void expect_same_update(const OpDef& op, const Attrs& attrs, int groups, const std::vector<Shape>& shapes,
                         const std::vector<Tensor>& scalars, int steps) {
   NoGradGuard no_grad;
   std::vector<Tensor> cpu, gpu;
@@ -120,10 +117,10 @@ void expect_same_update(OpId op, const Attrs& attrs, int groups, const std::vect
       // Parameters alternate float32 / float64; second moments must be non-negative.
       const DType dt = p % 3 == 2 ? DType::Float64 : DType::Float32;
       Tensor t = rand64(shapes[p], 10 * g + p + 1);
-      if (op == OpId::adam_update && g == 2) t = abs(t);
+      if (&op == &encore::op("adam_update") && g == 2) t = abs(t);
       // RMSprop: v >= 1 and a small mean gradient keep the centered variance positive.
-      if (op == OpId::rmsprop_update && g == 1) t = abs(t) + 1.0;
-      if (op == OpId::rmsprop_update && g > 1 && g < groups - 1) t = t * 0.1;
+      if (&op == &encore::op("rmsprop_update") && g == 1) t = abs(t) + 1.0;
+      if (&op == &encore::op("rmsprop_update") && g > 1 && g < groups - 1) t = t * 0.1;
       cpu.push_back(t.to(dt));
       gpu.push_back(t.to(dt).to(kGpu));
     }
@@ -132,7 +129,7 @@ void expect_same_update(OpId op, const Attrs& attrs, int groups, const std::vect
     gpu.push_back(s.to(kGpu));
   }
   for (int step = 1; step <= steps; ++step) {
-    if (op == OpId::adam_update) {
+    if (&op == &encore::op("adam_update")) {
       cpu[cpu.size() - 2].fill_(step);
       gpu[gpu.size() - 2].fill_(step);
     }
@@ -156,9 +153,9 @@ TEST(CudaRuntime, SgdUpdate) {
   for (int i = 0; i < 53; ++i) shapes.push_back(i == 7 ? Shape{0} : Shape{i % 5 + 1, 3 * i + 1});
   shapes.push_back({5000});
   const Tensor lr = full({}, 0.05, DType::Float64);
-  expect_same_update(OpId::sgd_update, SgdAttrs{0.0, 0.0, false}, 2, shapes, {lr}, 3);
-  expect_same_update(OpId::sgd_update, SgdAttrs{0.9, 1e-3, false}, 3, shapes, {lr}, 3);
-  expect_same_update(OpId::sgd_update, SgdAttrs{0.9, 0.0, true}, 3, shapes, {lr}, 3);
+  expect_same_update(op("sgd_update"), SgdAttrs{0.0, 0.0, false}, 2, shapes, {lr}, 3);
+  expect_same_update(op("sgd_update"), SgdAttrs{0.9, 1e-3, false}, 3, shapes, {lr}, 3);
+  expect_same_update(op("sgd_update"), SgdAttrs{0.9, 0.0, true}, 3, shapes, {lr}, 3);
 }
 
 TEST(CudaRuntime, AdamUpdate) {
@@ -167,9 +164,9 @@ TEST(CudaRuntime, AdamUpdate) {
   for (int i = 0; i < 50; ++i) shapes.push_back({i % 4 + 1, 2 * i + 3});
   shapes.push_back({10000});
   const Tensor step = full({}, 1, DType::Int64), lr = full({}, 1e-2, DType::Float64);
-  expect_same_update(OpId::adam_update, AdamAttrs{0.9, 0.999, 1e-7, 0.0}, 4, shapes, {step, lr}, 3);
-  expect_same_update(OpId::adam_update, AdamAttrs{0.8, 0.99, 1e-8, 1e-2}, 4, shapes, {step, lr}, 2);
-  expect_same_update(OpId::adam_update, AdamAttrs{0.9, 0.999, 1e-7, 1e-2, true, true}, 4, shapes, {step, lr}, 3);
+  expect_same_update(op("adam_update"), AdamAttrs{0.9, 0.999, 1e-7, 0.0}, 4, shapes, {step, lr}, 3);
+  expect_same_update(op("adam_update"), AdamAttrs{0.8, 0.99, 1e-8, 1e-2}, 4, shapes, {step, lr}, 2);
+  expect_same_update(op("adam_update"), AdamAttrs{0.9, 0.999, 1e-7, 1e-2, true, true}, 4, shapes, {step, lr}, 3);
 }
 
 TEST(CudaRuntime, RmspropUpdate) {
@@ -178,10 +175,10 @@ TEST(CudaRuntime, RmspropUpdate) {
   for (int i = 0; i < 50; ++i) shapes.push_back({i % 4 + 1, 2 * i + 3});
   shapes.push_back({10000});
   const Tensor lr = full({}, 1e-2, DType::Float64);
-  expect_same_update(OpId::rmsprop_update, RmspropAttrs{0.9, 0.0, 1e-7, false}, 3, shapes, {lr}, 3);
-  expect_same_update(OpId::rmsprop_update, RmspropAttrs{0.9, 0.5, 1e-7, false}, 4, shapes, {lr}, 3);
-  expect_same_update(OpId::rmsprop_update, RmspropAttrs{0.8, 0.0, 1e-6, true}, 4, shapes, {lr}, 3);
-  expect_same_update(OpId::rmsprop_update, RmspropAttrs{0.9, 0.9, 1e-7, true}, 5, shapes, {lr}, 2);
+  expect_same_update(op("rmsprop_update"), RmspropAttrs{0.9, 0.0, 1e-7, false}, 3, shapes, {lr}, 3);
+  expect_same_update(op("rmsprop_update"), RmspropAttrs{0.9, 0.5, 1e-7, false}, 4, shapes, {lr}, 3);
+  expect_same_update(op("rmsprop_update"), RmspropAttrs{0.8, 0.0, 1e-6, true}, 4, shapes, {lr}, 3);
+  expect_same_update(op("rmsprop_update"), RmspropAttrs{0.9, 0.9, 1e-7, true}, 5, shapes, {lr}, 2);
 }
 
 }  // namespace

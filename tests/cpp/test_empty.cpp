@@ -2,7 +2,7 @@
 // clear error, never unbounded recursion or an out-of-bounds read.
 #include <cmath>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "helpers.h"
 #include "nn/layers.h"
 #include "nn/losses.h"

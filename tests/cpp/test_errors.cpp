@@ -1,11 +1,12 @@
 // Every bad input gets an exception of the right type that names the op and the shapes,
 // and the runtime stays usable afterwards.
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "helpers.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
 #include "nn/lstm.h"
 #include "nn/optim.h"
+#include "ops/conv.h"
 #include "ops/dispatch.h"
 
 namespace encore {
@@ -79,10 +80,10 @@ TEST(Errors, Conv1dSizes) {
   // the API function and from the op as traces and backward passes call it.
   EXPECT_ERROR(ValueError, conv1d(zeros({1, 8, 2}), zeros({0, 2, 1})),
                "[conv1d] kernel size must be >= 1, got kernel (0, 2, 1)");
-  EXPECT_ERROR(ValueError, call(OpId::conv1d, {zeros({1, 8, 2}), zeros({0, 2, 1})}, ConvAttrs{1, 1, 0, 0, 0, 0}),
+  EXPECT_ERROR(ValueError, call(op("conv1d"), {zeros({1, 8, 2}), zeros({0, 2, 1})}, ConvAttrs{1, 1, 0, 0, 0, 0}),
                "[conv1d] kernel size must be >= 1, got 0");
   EXPECT_ERROR(ValueError,
-               call(OpId::conv1d_backward_filter, {zeros({1, 8, 2}), zeros({1, 9, 1})}, ConvAttrs{1, 1, 0, 0, 0, 0}),
+               call(op("conv1d_backward_filter"), {zeros({1, 8, 2}), zeros({1, 9, 1})}, ConvAttrs{1, 1, 0, 0, 0, 0}),
                "[conv1d_backward_filter] kernel size must be >= 1");
   EXPECT_ERROR(ValueError, nn::Conv1D(4, 0), "[conv1d] filters, kernel_size, strides and dilation_rate must be >= 1, got 4, 0, 1 and 1");
   EXPECT_ERROR(ValueError, nn::Conv1D(0, 3), "[conv1d] filters, kernel_size");

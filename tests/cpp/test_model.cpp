@@ -5,7 +5,6 @@
 #include <cmath>
 #include <filesystem>
 
-#include "autograd/grad_mode.h"
 #include "core/modes.h"
 #include "helpers.h"
 #include "nn/layers.h"

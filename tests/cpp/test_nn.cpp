@@ -1,5 +1,4 @@
 // Layers, initializers, losses, optimizers, and a short training run.
-#include "autograd/grad_mode.h"
 #include "core/modes.h"
 #include "helpers.h"
 #include "nn/init.h"

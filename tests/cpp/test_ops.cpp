@@ -1,6 +1,6 @@
 // Forward results of every op family against hand-computed values or float64 references.
 #include "helpers.h"
-#include "ops/cpu/conv1d.h"
+#include "ops/conv.h"
 #include "core/ledger.h"
 #include "ops/dispatch.h"
 
@@ -151,7 +151,7 @@ TEST_P(Conv1dMatchesReference, ForwardAndGradients) {
   const Tensor y64 = conv1d(x.to(DType::Float64), w.to(DType::Float64), c.stride, c.padding, c.dilation);
   EXPECT_LT(max_abs_diff(y, y64), 1e-4);
   // Independent check of the float64 loops at one output position.
-  const auto [pl, pr] = conv1d_padding(c.length, c.kernel, c.stride, c.dilation, c.padding);
+  const auto [pl, pr] = window_padding("conv1d", c.length, c.kernel, c.stride, c.dilation, c.padding);
   EXPECT_EQ(y.shape()[1], (c.length + pl + pr - c.dilation * (c.kernel - 1) - 1) / c.stride + 1);
   const auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), yv = y64.to_vector<double>();
   const int64_t t = y.shape()[1] - 1, f = c.filters - 1, b = c.n - 1;
@@ -184,10 +184,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(Conv1d, SamePaddingMatchesKeras) {
   // Keras 'same': output ceil(L / stride); left pad = total // 2.
-  EXPECT_EQ(conv1d_padding(140, 40, 4, 1, Padding::same()), (std::pair<int64_t, int64_t>{18, 18}));
-  EXPECT_EQ(conv1d_padding(141, 40, 4, 1, Padding::same()), (std::pair<int64_t, int64_t>{19, 20}));
-  EXPECT_EQ(conv1d_padding(10, 3, 1, 1, Padding::same()), (std::pair<int64_t, int64_t>{1, 1}));
-  EXPECT_EQ(conv1d_padding(10, 4, 1, 1, Padding::same()), (std::pair<int64_t, int64_t>{1, 2}));
+  EXPECT_EQ(window_padding("conv1d", 140, 40, 4, 1, Padding::same()), (std::pair<int64_t, int64_t>{18, 18}));
+  EXPECT_EQ(window_padding("conv1d", 141, 40, 4, 1, Padding::same()), (std::pair<int64_t, int64_t>{19, 20}));
+  EXPECT_EQ(window_padding("conv1d", 10, 3, 1, 1, Padding::same()), (std::pair<int64_t, int64_t>{1, 1}));
+  EXPECT_EQ(window_padding("conv1d", 10, 4, 1, 1, Padding::same()), (std::pair<int64_t, int64_t>{1, 2}));
   EXPECT_EQ(conv1d(zeros({1, 140, 30}), zeros({40, 30, 8}), 4, Padding::same()).shape(), (Shape{1, 35, 8}));
 }
 
@@ -204,7 +204,7 @@ TEST(Conv1d, PrimitivesAreCachedPerShape) {
   conv1d(rand32({1, 32, 2}, 4), w);  // a new length is a new primitive
   EXPECT_EQ(Ledger::global().get(Counter::Autotunes), after_first + 1);
   bool listed = false;
-  for (const auto& p : cpu::conv1d_primitives()) listed |= p.key.find("L=31") != std::string::npos;
+  for (const auto& p : conv1d_primitives()) listed |= p.key.find("L=31") != std::string::npos;
   EXPECT_TRUE(listed);
 }
 

@@ -2,7 +2,7 @@
 // clipping, and optimizer state saved and restored exactly.
 #include <cmath>
 
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "graph/trace.h"
 #include "helpers.h"
 #include "nn/layers.h"

@@ -4,14 +4,12 @@
 // traced and compares bit for bit.
 #include <thread>
 
-#include "autograd/grad_mode.h"
 #include "core/modes.h"
 #include "graph/trace.h"
 #include "helpers.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
 #include "nn/optim.h"
-#include "ops/dispatch.h"
 
 namespace encore {
 namespace {
@@ -20,10 +18,7 @@ using test::bitwise_equal;
 using test::expect_values;
 using test::rand32;
 
-void add_inplace(const Tensor& t, double v) {
-  const Tensor in[] = {t};
-  dispatch(OpId::add_scalar_, in, ScalarAttrs{v});
-}
+void add_inplace(Tensor t, double v) { t.add_(v); }
 
 bool same_grad(const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined()) return a.defined() == b.defined();
@@ -245,8 +240,7 @@ TEST(TraceSemantics, GradientsOfArgumentsAreRejectedNotDropped) {
 TEST(TraceSemantics, ConstantsMadeInsideAreFreshEveryCall) {
   auto body = [](const Tensor& x) {
     Tensor t = from_vector<float>({1, 2}, {2});  // host data: a constant of the graph
-    const Tensor in[] = {t, x};
-    dispatch(OpId::add_, in);
+    t.add_(x);
     return t;
   };
   auto f = trace(body);

@@ -1,6 +1,6 @@
 // train() / eval() per module: the flag's default, the global mode on top of it, and traced
 // functions that never replay a graph traced in the other mode.
-#include "autograd/grad_mode.h"
+#include "core/modes.h"
 #include "graph/trace.h"
 #include "helpers.h"
 #include "nn/layers.h"

@@ -17,6 +17,8 @@ Memory sharing with NumPy:
   DLPack producer/consumer (NumPy >= 1.22, PyTorch, CuPy, JAX).
 """
 
+import builtins
+
 from . import _C
 from ._C import (
     BackendError,
@@ -32,77 +34,25 @@ from ._C import (
     ShapePolicy,
     Tensor,
     UnsupportedError,
-    abs,
-    activation,
-    add,
     allow_tf32,
-    arange,
     as_tensor,
     bucket,
-    clip,
-    concat,
-    conv1d,
     default_generator,
-    div,
-    dropout,
-    empty,
-    eq,
     exact,
-    exp,
-    flip,
     flush_denormal,
     from_dlpack,
     from_numpy,
-    full,
-    full_like,
-    gather_last,
-    ge,
-    gt,
     is_grad_enabled,
     is_training,
-    le,
-    leaky_relu,
-    log,
-    log_softmax,
-    lstm_cell,
-    lt,
     manual_seed,
-    matmul,
-    max,
-    maximum,
-    mean,
-    minimum,
-    mul,
-    ne,
-    neg,
-    normal,
-    ones,
-    ones_like,
-    permute,
-    pow,
-    rand,
-    randn,
-    relu,
-    reshape,
-    scatter_last,
     set_allow_tf32,
     set_flush_denormal,
     set_training,
-    sigmoid,
-    softmax,
-    softplus,
-    sqrt,
-    stack,
-    sub,
-    sum,
-    sum_to,
-    tanh,
     tensor,
-    transpose,
-    uniform,
-    zeros,
-    zeros_like,
 )
+from ._ops import *  # noqa: F401,F403  (every op function: encore.exp, encore.conv1d, ...)
+from ._ops import __all__ as _op_names
+from ._config import show_config
 from ._modes import enable_grad, no_grad, set_grad_enabled, training
 from ._trace import RetraceWarning, trace
 from . import autotune, callbacks, cuda, data, ledger, nn, optim  # noqa: E402  (submodules use the names above)
@@ -114,21 +64,17 @@ float64 = DType.float64
 int32 = DType.int32
 int64 = DType.int64
 
-__version__ = "0.1.0"
+# The C++ library's version; the package metadata has the same (both come from CMakeLists.txt).
+__version__ = _C.version()
 
-# `from encore import *` leaves Python's abs/max/pow/sum alone (encore.sum etc. stay available).
-__all__ = [
+# `from encore import *` leaves Python's builtins alone (encore.sum, encore.max etc. stay
+# available).
+__all__ = sorted([
     "BackendError", "DType", "DTypeError", "Device", "DeviceError", "Error", "Generator", "callbacks", "data",
     "InvalidValueError", "OutOfMemoryError", "RetraceWarning", "ShapeError", "ShapePolicy", "Tensor",
-    "UnsupportedError",
-    "activation", "add", "allow_tf32", "arange", "as_tensor", "autotune", "bucket", "clip",
-    "concat", "conv1d", "cuda", "default_generator", "div", "dropout", "empty", "enable_grad", "eq",
-    "exact", "exp", "flip", "float32", "float64", "flush_denormal", "from_dlpack", "from_numpy",
-    "full", "full_like", "gather_last", "ge", "gt", "int32", "int64", "is_grad_enabled",
-    "is_training", "le", "leaky_relu", "ledger", "log", "log_softmax", "lstm_cell", "lt",
-    "manual_seed", "matmul", "maximum", "mean", "minimum", "mul", "ne", "neg", "nn", "no_grad",
-    "normal", "ones", "ones_like", "optim", "permute", "rand", "randn", "relu", "reshape",
-    "scatter_last", "set_allow_tf32", "set_flush_denormal", "set_grad_enabled", "set_training",
-    "sigmoid", "softmax", "softplus", "sqrt", "stack", "sub", "sum_to", "tanh", "tensor", "trace",
-    "training", "transpose", "uniform", "zeros", "zeros_like",
-]
+    "UnsupportedError", "allow_tf32", "as_tensor", "autotune", "bucket", "cuda", "default_generator",
+    "enable_grad", "exact", "float32", "float64", "flush_denormal", "from_dlpack", "from_numpy",
+    "int32", "int64", "is_grad_enabled", "is_training", "ledger", "manual_seed", "nn", "no_grad",
+    "optim", "set_allow_tf32", "set_flush_denormal", "set_grad_enabled", "set_training", "tensor",
+    "trace", "training",
+] + [name for name in _op_names if not hasattr(builtins, name)])

@@ -30,30 +30,28 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Any, Dict, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 
 from . import _C
 from ._C import (
-    LSTM,
-    Bidirectional,
-    Conv1D,
-    Dense,
-    Dropout,
-    Flatten,
-    GlobalAveragePooling1D,
-    GlobalMaxPooling1D,
     Module,
-    Sequential,
     binary_accuracy,
     binary_crossentropy,
     mean_squared_error,
     sparse_categorical_crossentropy,
 )
 
-__all__ = [
-    "Module", "Dense", "Conv1D", "LSTM", "Bidirectional", "Dropout", "GlobalAveragePooling1D",
-    "GlobalMaxPooling1D", "Flatten", "Sequential", "save", "load", "save_checkpoint", "load_checkpoint",
-    "binary_crossentropy", "mean_squared_error", "sparse_categorical_crossentropy", "binary_accuracy",
+if TYPE_CHECKING:
+    from ._C import *  # noqa: F401,F403  (type checkers see the layer classes of _C.pyi)
+
+# Every layer class of the extension (a subclass of Module) is an encore.nn layer: a new layer
+# needs no line here.
+_LAYERS = sorted(name for name, value in vars(_C).items() if isinstance(value, type) and issubclass(value, Module))
+globals().update({name: getattr(_C, name) for name in _LAYERS})
+
+__all__ = _LAYERS + [
+    "save", "load", "save_checkpoint", "load_checkpoint", "binary_crossentropy", "mean_squared_error",
+    "sparse_categorical_crossentropy", "binary_accuracy",
 ]
 
 
