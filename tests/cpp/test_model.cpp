@@ -9,7 +9,7 @@
 #include "helpers.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
-#include "nn/model.h"
+#include "train/model.h"
 #include "nn/resume.h"
 
 namespace encore {

@@ -19,7 +19,7 @@
 //    epoch, and replays in the next ones. A data set whose batches vary in length can use a
 //    bucket shape policy (CompileOptions::shapes).
 //  - Loss and metric values per epoch are means over the rows (batches weighted by size).
-//  - The learning-rate schedule, early stopping and checkpoints are callbacks (nn/callbacks.h).
+//  - The learning-rate schedule, early stopping and checkpoints are callbacks (train/callbacks.h).
 //  - At the end of fit, with verbose > 0, one line gives the cost from the ledger: traces and why,
 //    replays, time tracing vs replaying (eager: ops dispatched and their time).
 #pragma once
@@ -32,11 +32,11 @@
 #include <vector>
 
 #include "graph/trace.h"
-#include "nn/callbacks.h"
+#include "train/callbacks.h"
 #include "nn/data.h"
 #include "nn/module.h"
 #include "nn/optim.h"
-#include "nn/progress.h"
+#include "train/progress.h"
 
 namespace encore::nn {
 

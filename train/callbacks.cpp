@@ -1,10 +1,10 @@
-#include "nn/callbacks.h"
+#include "train/callbacks.h"
 
 #include <cmath>
 
 #include "core/modes.h"
 #include "nn/checkpoint.h"
-#include "nn/model.h"
+#include "train/model.h"
 
 namespace encore::nn {
 

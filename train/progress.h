@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "nn/callbacks.h"
+#include "train/callbacks.h"
 
 namespace encore::nn {
 

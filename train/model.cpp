@@ -1,4 +1,4 @@
-#include "nn/model.h"
+#include "train/model.h"
 
 #include <array>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include "core/ledger.h"
 #include "core/modes.h"
 #include "nn/losses.h"
-#include "nn/progress.h"
+#include "train/progress.h"
 #include "nn/resume.h"
 #include "ops/ops.h"
 

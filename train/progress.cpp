@@ -1,4 +1,4 @@
-#include "nn/progress.h"
+#include "train/progress.h"
 
 #include <unistd.h>
 
