@@ -11,7 +11,9 @@ A program is a plain dict (so it can be shrunk and printed):
   head. float32, sometimes float64;
 * a loss (mean_squared_error, binary_crossentropy from logits or probabilities,
   sparse_categorical_crossentropy from logits or softmax) and SGD (momentum, Nesterov, weight
-  decay) or Adam; captured buffers and a tensor to pass as an argument;
+  decay), Adam or AdamW (Keras' epsilon placement or not) or RMSprop (momentum, centered),
+  sometimes clipping gradients by global norm or by value; captured buffers and a tensor to
+  pass as an argument;
 * 1-3 step functions made of statements: zero_grad (set_to_none or not, maybe under a static
   bool), forward/backward over 1, 2 or a static-int number of micro-batches with the loss
   scaled by a static float, step (maybe under the bool), inference (no_grad / training off),
@@ -78,6 +80,7 @@ FEATURES = {
     "unoptimized": "trace(optimize=False)",
     "custom_module": "a Python subclass of nn.Module among the layers",
     "module_modes": "train()/eval() of the model or a layer between calls",
+    "clipping": "optimizers that clip gradients by global norm or by value",
 }
 
 ACTIVATIONS = ("linear", "tanh", "sigmoid", "relu", "hard_sigmoid")
@@ -233,11 +236,20 @@ class Generator:
 
     def optimizer(self) -> dict:
         r = self.r
-        if r.random() < 0.5:
+        kind = r.choice(["SGD", "SGD", "Adam", "AdamW", "RMSprop"])
+        if kind == "SGD":
             momentum = r.choice([0.0, 0.9])
-            return {"kind": "SGD", "lr": r.choice([0.1, 0.01, 0.5]), "momentum": momentum,
-                    "nesterov": momentum > 0 and r.random() < 0.5, "weight_decay": r.choice([0.0, 0.01])}
-        return {"kind": "Adam", "lr": r.choice([0.001, 0.01, 0.1]), "weight_decay": r.choice([0.0, 0.01])}
+            o = {"kind": "SGD", "lr": r.choice([0.1, 0.01, 0.5]), "momentum": momentum,
+                 "nesterov": momentum > 0 and r.random() < 0.5, "weight_decay": r.choice([0.0, 0.01])}
+        elif kind == "RMSprop":
+            o = {"kind": "RMSprop", "lr": r.choice([0.001, 0.01]), "rho": r.choice([0.9, 0.8]),
+                 "momentum": r.choice([0.0, 0.9]), "centered": r.random() < 0.5}
+        else:
+            o = {"kind": kind, "lr": r.choice([0.001, 0.01, 0.1]), "weight_decay": r.choice([0.0, 0.01]),
+                 "epsilon_hat": r.random() < 0.3}
+        if self.on("clipping", 0.3):
+            o[r.choice(["global_clipnorm", "clipvalue"])] = r.choice([0.5, 0.05])
+        return o
 
     # -- step functions
 
@@ -711,10 +723,7 @@ def render(prog: dict) -> str:
         target = f"r.standard_normal({rows} + ({head_units},)).astype(np.{dt})"
     b0, t0 = prog["build"]
     o = prog["optimizer"]
-    if o["kind"] == "SGD":
-        extra = "".join(f", {k}={literal(o[k])}" for k in ("momentum", "nesterov", "weight_decay") if o[k])
-    else:
-        extra = "".join(f", {k}={literal(o[k])}" for k in ("weight_decay",) if o[k])
+    extra = "".join(f", {k}={literal(v)}" for k, v in o.items() if k not in ("kind", "lr") and v)
     called = called_functions(prog)
     statements = [s for f in called for s in f["body"]]
     used = {s.get("target") for s in statements} | {a.get("target") for a in prog["actions"]}
@@ -798,6 +807,8 @@ def features_used(prog: dict, raised: bool) -> set:
             used.add("alias_outputs")
     if any(a["do"] == "eager" and not a.get("zero_first") for a in prog["actions"][1:]):
         used.add("accumulate")
+    if {"global_clipnorm", "clipvalue"} & set(prog["optimizer"]):
+        used.add("clipping")
     if any(s["op"] == "write" and s["target"] != "a" for s in statements):
         used.add("captured_writes")
     if any(s["op"] == "write" and s["target"] == "a" for s in statements):
@@ -912,6 +923,9 @@ def candidates(prog: dict, failing_index: int):
         yield dict(prog, argbuf=[2, 2])
     if prog["optimizer"]["kind"] != "SGD":
         yield dict(prog, optimizer={"kind": "SGD", "lr": 0.1, "momentum": 0.0, "nesterov": False, "weight_decay": 0.0})
+    clip = {"global_clipnorm", "clipvalue"} & set(prog["optimizer"])
+    if clip:
+        yield dict(prog, optimizer={k: v for k, v in prog["optimizer"].items() if k not in clip})
     if prog["loss"]["kind"] != "mse" and prog["layers"][-1]["activation"] in ("linear", "sigmoid"):
         yield dict(prog, loss={"kind": "mse", "from_logits": True})
     b, t = prog["build"]
