@@ -38,17 +38,22 @@ int as_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// The precision goes with each call (its compute type), not into the handle's math mode: the
+// handle is shared by every thread using the device, and a mode set by one thread would apply
+// to another's GEMM.
 template <class T>
 void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
           const T* a, int lda, long long sa, const T* b, int ldb, long long sb, T* c, int ldc,
           long long sc, int batch) {
   const T one = 1, zero = 0;
-  if constexpr (std::is_same_v<T, float>)
-    ENCORE_CUDA_CHECK("matmul", cublasSgemmStridedBatched(h, ta, tb, m, n, k, &one, a, lda, sa, b,
-                                                          ldb, sb, &zero, c, ldc, sc, batch));
-  else
-    ENCORE_CUDA_CHECK("matmul", cublasDgemmStridedBatched(h, ta, tb, m, n, k, &one, a, lda, sa, b,
-                                                          ldb, sb, &zero, c, ldc, sc, batch));
+  constexpr bool is_float = std::is_same_v<T, float>;
+  const cudaDataType_t type = is_float ? CUDA_R_32F : CUDA_R_64F;
+  const cublasComputeType_t compute = !is_float   ? CUBLAS_COMPUTE_64F
+                                      : allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                     : CUBLAS_COMPUTE_32F;
+  ENCORE_CUDA_CHECK("matmul", cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &one, a, type, lda, sa,
+                                                         b, type, ldb, sb, &zero, c, type, ldc, sc,
+                                                         batch, compute, CUBLAS_GEMM_DEFAULT));
 }
 
 template <class T>
@@ -66,9 +71,6 @@ void matmul(const TensorRef& a, const TensorRef& b, const TensorRef& y, int devi
                b.shape.str(), " are views cuBLAS cannot read; make them contiguous first");
   const MatmulBatch batch(a.shape, a.strides, b.shape, b.strides, y.shape);
   const cublasHandle_t h = cublas(device);
-  const bool tf32 = std::is_same_v<T, float> && allow_tf32();
-  ENCORE_CUDA_CHECK("matmul",
-                    cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   // Column-major: C^T (n x m) = op(B^T) (n x k) * op(A^T) (k x m).
   const cublasOperation_t ob = lb.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t oa = la.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
