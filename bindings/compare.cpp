@@ -1,7 +1,7 @@
-// encore.compare_modes for Python callables: the C++ comparison (nn/compare.h) calls back into
+// encore.compare_modes for Python callables: the C++ comparison (train/compare.h) calls back into
 // Python (the GIL is held throughout: a comparison is one thread's work). The Pythonic layer
 // (bindings/python/encore/compare.py) normalizes batches and results and draws the plot.
-#include "nn/compare.h"
+#include "train/compare.h"
 
 #include <pybind11/functional.h>
 

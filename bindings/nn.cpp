@@ -1,6 +1,18 @@
-// encore.nn: Keras-style layers, Sequential, checkpoint save/load and the losses. Modules are held by
-// shared_ptr so a layer can live in Python and in a Sequential at once.
+// encore.nn: Keras-style layers, Sequential, Python subclasses of Module, checkpoint save/load and
+// the losses.
+//
+// Modules are held by pybind11's smart_holder, so a layer can live in Python and in a Sequential
+// (or a Model) at once. A Python subclass of Module is a real C++ Module through the trampoline
+// PyModule: its forward (and an optional build hook) run in Sequential, under encore.trace and
+// in Model::fit. The trampoline inherits trampoline_self_life_support: a shared_ptr that C++
+// holds to a Python subclass keeps the Python object alive, so its forward never disappears
+// while C++ can still call it.
+#include <pybind11/trampoline_self_life_support.h>
+
+#include <cctype>
+
 #include "bindings.h"
+#include "nn/init.h"
 
 namespace encore::python {
 
@@ -8,9 +20,112 @@ namespace {
 
 using ModulePtr = std::shared_ptr<nn::Module>;
 
+// "MyBlock" -> "my_block": the type name of a Python subclass (Keras' naming).
+std::string snake_case(const std::string& name) {
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (std::isupper(c)) {
+      const bool after_lower = i > 0 && std::islower(static_cast<unsigned char>(name[i - 1]));
+      const bool before_lower = i + 1 < name.size() && std::islower(static_cast<unsigned char>(name[i + 1]));
+      if (i > 0 && (after_lower || (before_lower && std::isupper(static_cast<unsigned char>(name[i - 1])))))
+        out += '_';
+      out += static_cast<char>(std::tolower(c));
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 py::tuple shape_tuple(const Shape& s) {
   py::tuple t(s.size());
   for (int i = 0; i < s.size(); ++i) t[i] = py::int_(s[i]);
+  return t;
+}
+
+class PyModule : public nn::Module, public py::trampoline_self_life_support {
+ public:
+  std::string type_name() const override {
+    if (type_name_.empty()) {
+      py::gil_scoped_acquire gil;
+      const py::handle self = py::detail::get_object_handle(static_cast<const nn::Module*>(this),
+                                                            py::detail::get_type_info(typeid(nn::Module)));
+      type_name_ = self ? snake_case(py::str(py::type::handle_of(self).attr("__name__"))) : "module";
+    }
+    return type_name_;
+  }
+
+  // A build hook (the subclass' `build(self, input_shape)`, kept as `_build_hook`) creates
+  // weights; the output shape is what it returns, or else that of one forward on zeros without
+  // autograd in inference mode (which also builds children made in __init__).
+  Shape build_impl(const Shape& input_shape) override {
+    py::gil_scoped_acquire gil;
+    if (py::function hook = py::get_override(static_cast<const nn::Module*>(this), "_build_hook")) {
+      struct Building {
+        bool& on;
+        ~Building() { on = false; }
+      } scope{building = true};
+      const py::object shape = hook(shape_tuple(input_shape));
+      if (!shape.is_none()) return to_shape(shape, "build");
+    }
+    NoGradGuard no_grad;
+    TrainingGuard inference(false);
+    return forward_impl(zeros(input_shape)).shape();
+  }
+
+  Tensor forward_impl(const Tensor& x) override {
+    py::gil_scoped_acquire gil;
+    const py::function forward = py::get_override(static_cast<const nn::Module*>(this), "forward");
+    if (!forward)
+      throw encore::UnsupportedError("[" + label() + "] defines no forward(self, x): a subclass of nn.Module needs one");
+    const py::object out = forward(x);
+    if (!py::isinstance<Tensor>(out))
+      throw py::type_error("[" + label() + "] forward returned a " +
+                           std::string(py::str(py::type::handle_of(out).attr("__name__"))) + ", not a Tensor");
+    return out.cast<Tensor>();
+  }
+
+  using nn::Module::add_child;
+  using nn::Module::add_parameter;
+  using nn::Module::remove;
+
+  bool building = false;  // inside the build hook: super().build(...) is Keras' "mark built", a no-op
+
+ private:
+  mutable std::string type_name_;
+};
+
+PyModule& custom(nn::Module& m, const char* what) {
+  auto* p = dynamic_cast<PyModule*>(&m);
+  ENCORE_CHECK(p, encore::ValueError, "[", m.label(), "] ", what, " is for subclasses of nn.Module, not for built-in layers");
+  return *p;
+}
+
+// Keras' fan-in and fan-out of a weight shape (receptive field times channels for kernels).
+std::pair<int64_t, int64_t> fans(const Shape& s) {
+  if (s.size() == 0) return {1, 1};
+  if (s.size() == 1) return {s[0], s[0]};
+  int64_t receptive = 1;
+  for (int i = 0; i + 2 < s.size(); ++i) receptive *= s[i];
+  return {s[s.size() - 2] * receptive, s[s.size() - 1] * receptive};
+}
+
+Tensor initial_weight(const Shape& shape, py::handle initializer, DType dtype) {
+  if (py::isinstance<py::str>(initializer)) {
+    const std::string name = initializer.cast<std::string>();
+    if (name == "zeros") return zeros(shape, dtype);
+    if (name == "ones") return ones(shape, dtype);
+    if (name == "glorot_uniform") {
+      const auto [in, out] = fans(shape);
+      return nn::init::glorot_uniform(shape, in, out).to(dtype);
+    }
+    throw encore::ValueError("[add_weight] unknown initializer '" + name +
+                             "': use glorot_uniform, zeros, ones, or initial values");
+  }
+  Tensor t = tensor_from_data(initializer, py::cast(dtype), py::none(), false, false);
+  ENCORE_CHECK(t.shape() == shape, ShapeError, "[add_weight] initial values ", describe(t), " do not have the shape ",
+               shape.str());
   return t;
 }
 
@@ -48,20 +163,54 @@ void module_to(nn::Module& module, py::handle target) {
   module.to(to_dtype(target));
 }
 
-// Whether `root` is `target` or holds it (only Sequentials hold other layers from Python).
+// Whether `root` is `target` or holds it.
 bool contains(const nn::Module& root, const nn::Module* target) {
   if (&root == target) return true;
-  if (const auto* seq = dynamic_cast<const nn::Sequential*>(&root))
-    for (const auto& [name, layer] : seq->layers())
-      if (contains(*layer, target)) return true;
+  for (const auto& [name, child] : root.children())
+    if (contains(*child, target)) return true;
   return false;
+}
+
+// Module.__setattr__ (nn.py) registers modules and tensors that require grad under the
+// attribute's name; the module's parameters are renamed to their full names at once.
+// The module of `self`, once Module.__init__ has made it (attributes assigned before
+// super().__init__() would reach a module that does not exist yet).
+nn::Module& initialized(py::handle self) {
+  if (!py::detail::is_holder_constructed(self.ptr()))
+    throw py::type_error(std::string(py::str(py::type::handle_of(self).attr("__name__"))) +
+                         ": call super().__init__() before assigning attributes");
+  return self.cast<nn::Module&>();
+}
+
+void register_attribute(py::handle self, const std::string& name, py::handle value) {
+  nn::Module& module = initialized(self);
+  PyModule& m = custom(module, "assigning layers and parameters as attributes");
+  if (py::isinstance<nn::Module>(value)) {
+    ModulePtr child = value.cast<ModulePtr>();
+    ENCORE_CHECK(!contains(*child, &module), encore::ValueError, "[", module.label(), "] cannot hold '", name,
+                 "': it is the module itself or holds it");
+    m.add_child(name, std::move(child));
+  } else {
+    const Tensor t = value.cast<Tensor>();
+    ENCORE_CHECK(t.is_leaf(), encore::ValueError, "[", module.label(), "] attribute '", name, "' ", describe(t),
+                 " is computed from other tensors: a parameter is a leaf tensor (add_weight, or "
+                 ".detach().requires_grad_())");
+    m.add_parameter(name, t);
+  }
+  module.set_name(module.name());
 }
 
 }  // namespace
 
 void init_nn(py::module_& m) {
-  py::class_<nn::Module, ModulePtr>(
-      m, "Module", "A layer with parameters, built from the first input shape (Keras-style).")
+  // Built-in layers take attributes (compile stores the training state on the module); Module
+  // itself does not: Python subclasses have their own __dict__, and one declared here too would
+  // be visited twice by the garbage collector (CPython 3.11), which then never frees a cycle.
+  py::class_<nn::Module, PyModule, py::smart_holder>(
+      m, "Module",
+      "A layer with parameters, built from the first input shape (Keras-style). Subclass it with "
+      "a forward(self, x) (see encore.nn).")
+      .def(py::init<>())
       .def(
           "__call__",
           // With the GIL held: a module builds itself on first use and its autograd records
@@ -77,12 +226,77 @@ void init_nn(py::module_& m) {
           py::arg("x"))
       .def(
           "build",
-          [](nn::Module& module, py::object shape) {
+          [](nn::Module& module, py::object shape) -> py::object {
+            // super().build(input_shape) at the end of a build hook, as Keras layers write it.
+            if (auto* p = dynamic_cast<PyModule*>(&module); p && p->building) return py::none();
             return shape_tuple(module.build(to_shape(shape, "build")));
           },
           py::arg("input_shape"),
           "Creates the parameters for inputs of `input_shape` (batch first); returns the output "
           "shape.")
+      .def(
+          "train",
+          [](ModulePtr module, bool mode) {
+            module->train(mode);
+            return module;
+          },
+          py::arg("mode") = true,
+          "Training mode (dropout active) for this module and every module in it; returns self. "
+          "Modules start in training mode.")
+      .def(
+          "eval",
+          [](ModulePtr module) {
+            module->eval();
+            return module;
+          },
+          "Inference mode for this module and every module in it; returns self.")
+      .def_property_readonly(
+          "training", &nn::Module::is_training,
+          "Whether the module computes in training mode: its own mode (train()/eval()) and the "
+          "global one (encore.training(False) turns every module's off). Read inside a traced "
+          "function it is part of the graph's key.")
+      .def_property_readonly("_building", [](nn::Module& module) {
+        auto* p = dynamic_cast<PyModule*>(&module);
+        return p && p->building;
+      })
+      .def(
+          "children",
+          [](const nn::Module& module) {
+            py::list out;
+            for (const auto& [name, child] : module.children()) out.append(py::make_tuple(name, child));
+            return out;
+          },
+          "The direct sub-modules as (name, module) pairs.")
+      .def(
+          "add_weight",
+          [](nn::Module& module, py::object shape, py::object initializer, py::object dtype,
+             py::object name) {
+            PyModule& m = custom(module, "add_weight");
+            const Shape s = to_shape(shape, "add_weight");
+            std::string key;
+            if (name.is_none()) {
+              const nn::NamedTensors taken = module.named_parameters();
+              auto free = [&](const std::string& n) {
+                return std::none_of(taken.begin(), taken.end(), [&](const auto& p) { return p.first == n; });
+              };
+              key = "weight";
+              for (int i = 1; !free(key); ++i) key = "weight_" + std::to_string(i);
+            } else {
+              key = name.cast<std::string>();
+            }
+            Tensor w = m.add_parameter(key, initial_weight(s, initializer, to_dtype(dtype, DType::Float32)));
+            module.set_name(module.name());
+            return w;
+          },
+          py::arg("shape"), py::arg("initializer") = "glorot_uniform", py::arg("dtype") = py::none(),
+          py::arg("name") = py::none(),
+          "Creates and registers a parameter of a custom layer: initializer 'glorot_uniform' "
+          "(default), 'zeros', 'ones' or initial values. Assigned to an attribute, it takes the "
+          "attribute's name.")
+      .def("_register", &register_attribute, py::arg("name"), py::arg("value"))
+      .def("_unregister", [](py::handle self, const std::string& name) {
+        if (auto* p = dynamic_cast<PyModule*>(&initialized(self))) p->remove(name);
+      })
       .def_property_readonly("built", &nn::Module::built)
       .def_property_readonly("output_shape",
                              [](const nn::Module& module) {
@@ -122,15 +336,15 @@ void init_nn(py::module_& m) {
         return s + ">";
       });
 
-  py::class_<nn::Dense, nn::Module, std::shared_ptr<nn::Dense>>(
-      m, "Dense", "y = activation(x @ kernel + bias) over the last axis.")
+  py::class_<nn::Dense, nn::Module, py::smart_holder>(
+      m, "Dense", py::dynamic_attr(), "y = activation(x @ kernel + bias) over the last axis.")
       .def(py::init([](int64_t units, const std::string& activation, bool use_bias) {
              return std::make_shared<nn::Dense>(units, nn::DenseOptions{activation, use_bias});
            }),
            py::arg("units"), py::arg("activation") = "linear", py::arg("use_bias") = true);
 
-  py::class_<nn::Conv1D, nn::Module, std::shared_ptr<nn::Conv1D>>(
-      m, "Conv1D",
+  py::class_<nn::Conv1D, nn::Module, py::smart_holder>(
+      m, "Conv1D", py::dynamic_attr(),
       "1-D convolution over steps on (batch, steps, channels); kernel (kernel_size, in, filters).")
       .def(py::init([](int64_t filters, int64_t kernel_size, int64_t strides,
                        const std::string& padding, int64_t dilation_rate,
@@ -143,11 +357,11 @@ void init_nn(py::module_& m) {
            py::arg("padding") = "valid", py::arg("dilation_rate") = 1,
            py::arg("activation") = "linear", py::arg("use_bias") = true);
 
-  py::class_<nn::Recurrent, nn::Module, std::shared_ptr<nn::Recurrent>>(
-      m, "Recurrent", "A recurrent layer (LSTM, GRU): what Bidirectional wraps.");
+  py::class_<nn::Recurrent, nn::Module, py::smart_holder>(
+      m, "Recurrent", py::dynamic_attr(), "A recurrent layer (LSTM, GRU): what Bidirectional wraps.");
 
-  py::class_<nn::LSTM, nn::Recurrent, std::shared_ptr<nn::LSTM>>(
-      m, "LSTM", "LSTM with Keras semantics (gates i, f, c, o).")
+  py::class_<nn::LSTM, nn::Recurrent, py::smart_holder>(
+      m, "LSTM", py::dynamic_attr(), "LSTM with Keras semantics (gates i, f, c, o).")
       .def(py::init([](int64_t units, const std::string& activation,
                        const std::string& recurrent_activation, bool return_sequences, bool reverse,
                        bool unit_forget_bias, const std::string& implementation) {
@@ -168,8 +382,8 @@ void init_nn(py::module_& m) {
       .def("uses_cudnn", &nn::LSTM::uses_cudnn, py::arg("x"),
            "Whether a forward on `x` takes the cuDNN path.");
 
-  py::class_<nn::GRU, nn::Recurrent, std::shared_ptr<nn::GRU>>(
-      m, "GRU", "GRU with Keras semantics (gates z, r, h; reset_after=True by default).")
+  py::class_<nn::GRU, nn::Recurrent, py::smart_holder>(
+      m, "GRU", py::dynamic_attr(), "GRU with Keras semantics (gates z, r, h; reset_after=True by default).")
       .def(py::init([](int64_t units, const std::string& activation,
                        const std::string& recurrent_activation, bool return_sequences,
                        bool return_state, bool go_backwards, bool reset_after,
@@ -195,8 +409,8 @@ void init_nn(py::module_& m) {
       .def("uses_cudnn", &nn::GRU::uses_cudnn, py::arg("x"),
            "Whether a forward on `x` takes the cuDNN path.");
 
-  py::class_<nn::Bidirectional, nn::Module, std::shared_ptr<nn::Bidirectional>>(
-      m, "Bidirectional",
+  py::class_<nn::Bidirectional, nn::Module, py::smart_holder>(
+      m, "Bidirectional", py::dynamic_attr(),
       "A forward and a reversed copy of an LSTM or GRU, merged ('concat', 'sum', 'mul' or "
       "'ave').")
       .def(py::init([](std::shared_ptr<nn::Recurrent> layer, const std::string& merge_mode) {
@@ -206,35 +420,35 @@ void init_nn(py::module_& m) {
            }),
            py::arg("layer"), py::arg("merge_mode") = "concat");
 
-  py::class_<nn::Dropout, nn::Module, std::shared_ptr<nn::Dropout>>(
-      m, "Dropout", "Inverted dropout, active in training mode.")
+  py::class_<nn::Dropout, nn::Module, py::smart_holder>(
+      m, "Dropout", py::dynamic_attr(), "Inverted dropout, active in training mode.")
       .def(py::init<double>(), py::arg("rate"));
-  py::class_<nn::GlobalAveragePooling1D, nn::Module, std::shared_ptr<nn::GlobalAveragePooling1D>>(
-      m, "GlobalAveragePooling1D",
+  py::class_<nn::GlobalAveragePooling1D, nn::Module, py::smart_holder>(
+      m, "GlobalAveragePooling1D", py::dynamic_attr(),
       "Mean over the steps axis: (batch, steps, channels) -> (batch, channels).")
       .def(py::init<>());
-  py::class_<nn::GlobalMaxPooling1D, nn::Module, std::shared_ptr<nn::GlobalMaxPooling1D>>(
-      m, "GlobalMaxPooling1D",
+  py::class_<nn::GlobalMaxPooling1D, nn::Module, py::smart_holder>(
+      m, "GlobalMaxPooling1D", py::dynamic_attr(),
       "Max over the steps axis: (batch, steps, channels) -> (batch, channels).")
       .def(py::init<>());
-  py::class_<nn::MaxPooling1D, nn::Module, std::shared_ptr<nn::MaxPooling1D>>(
-      m, "MaxPooling1D",
+  py::class_<nn::MaxPooling1D, nn::Module, py::smart_holder>(
+      m, "MaxPooling1D", py::dynamic_attr(),
       "Keras MaxPooling1D: the max of each window of `pool_size` steps, `strides` apart (default "
       "pool_size); padding 'valid' or 'same'.")
       .def(py::init([](int64_t pool_size, std::optional<int64_t> strides, const std::string& padding) {
              return std::make_shared<nn::MaxPooling1D>(pool_size, nn::Pooling1DOptions{strides, padding});
            }),
            py::arg("pool_size") = 2, py::arg("strides") = py::none(), py::arg("padding") = "valid");
-  py::class_<nn::AveragePooling1D, nn::Module, std::shared_ptr<nn::AveragePooling1D>>(
-      m, "AveragePooling1D",
+  py::class_<nn::AveragePooling1D, nn::Module, py::smart_holder>(
+      m, "AveragePooling1D", py::dynamic_attr(),
       "Keras AveragePooling1D: the mean of each window of `pool_size` steps, `strides` apart (default "
       "pool_size); padding 'valid' or 'same' (a window averages its real steps only).")
       .def(py::init([](int64_t pool_size, std::optional<int64_t> strides, const std::string& padding) {
              return std::make_shared<nn::AveragePooling1D>(pool_size, nn::Pooling1DOptions{strides, padding});
            }),
            py::arg("pool_size") = 2, py::arg("strides") = py::none(), py::arg("padding") = "valid");
-  py::class_<nn::BatchNormalization, nn::Module, std::shared_ptr<nn::BatchNormalization>>(
-      m, "BatchNormalization",
+  py::class_<nn::BatchNormalization, nn::Module, py::smart_holder>(
+      m, "BatchNormalization", py::dynamic_attr(),
       "Keras BatchNormalization: batch statistics (biased variance) in training mode, which also\n"
       "update the buffers moving_mean and moving_variance; the moving statistics in inference mode.")
       .def(py::init([](int64_t axis, double momentum, double epsilon, bool center, bool scale) {
@@ -245,26 +459,27 @@ void init_nn(py::module_& m) {
            py::arg("center") = true, py::arg("scale") = true)
       .def_property_readonly("moving_mean", &nn::BatchNormalization::moving_mean)
       .def_property_readonly("moving_variance", &nn::BatchNormalization::moving_variance);
-  py::class_<nn::LayerNormalization, nn::Module, std::shared_ptr<nn::LayerNormalization>>(
-      m, "LayerNormalization", "Keras LayerNormalization: each sample normalized along `axis`.")
+  py::class_<nn::LayerNormalization, nn::Module, py::smart_holder>(
+      m, "LayerNormalization", py::dynamic_attr(), "Keras LayerNormalization: each sample normalized along `axis`.")
       .def(py::init([](int64_t axis, double epsilon, bool center, bool scale) {
              return std::make_shared<nn::LayerNormalization>(
                  nn::LayerNormalizationOptions{axis, epsilon, center, scale});
            }),
            py::arg("axis") = -1, py::arg("epsilon") = 1e-3, py::arg("center") = true,
            py::arg("scale") = true);
-  py::class_<nn::Embedding, nn::Module, std::shared_ptr<nn::Embedding>>(
-      m, "Embedding",
+  py::class_<nn::Embedding, nn::Module, py::smart_holder>(
+      m, "Embedding", py::dynamic_attr(),
       "Keras Embedding: int32/int64 indices of any shape -> (..., output_dim) rows of the table.")
       .def(py::init<int64_t, int64_t>(), py::arg("input_dim"), py::arg("output_dim"));
-  py::class_<nn::ActivationLayer, nn::Module, std::shared_ptr<nn::ActivationLayer>>(
-      m, "Activation", "Keras Activation: applies an activation by name ('relu', 'gelu', 'softmax', ...).")
+  py::class_<nn::ActivationLayer, nn::Module, py::smart_holder>(
+      m, "Activation", py::dynamic_attr(), "Keras Activation: applies an activation by name ('relu', 'gelu', 'softmax', ...).")
       .def(py::init<const std::string&>(), py::arg("activation"));
-  py::class_<nn::Flatten, nn::Module, std::shared_ptr<nn::Flatten>>(
-      m, "Flatten", "(batch, ...) -> (batch, product of the rest).")
+  py::class_<nn::Flatten, nn::Module, py::smart_holder>(
+      m, "Flatten", py::dynamic_attr(), "(batch, ...) -> (batch, product of the rest).")
       .def(py::init<>());
 
-  py::class_<nn::Sequential, nn::Module, std::shared_ptr<nn::Sequential>>(m, "Sequential",
+  py::class_<nn::Sequential, nn::Module, py::smart_holder>(
+      m, "Sequential", py::dynamic_attr(),
                                                                           "A stack of layers.")
       .def(py::init([](py::object layers) {
              auto s = std::make_shared<nn::Sequential>();

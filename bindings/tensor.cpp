@@ -9,14 +9,21 @@ namespace encore::python {
 
 namespace {
 
-// `self op= other` writes `self op other` into self's memory, as NumPy does (so a NumPy array
-// sharing it sees the change). A tensor that is part of an autograd graph is rebound to the
-// result instead: `loss += term` must keep its history, and in-place writes into tensors that
-// require grad are rejected by the dispatcher.
+// `self op= other` writes `self op other` into self's memory, as NumPy and PyTorch do: a NumPy
+// array sharing it sees the change, and `p -= lr * p.grad` under no_grad updates the parameter
+// (inside a traced function too). With grad mode on, a tensor that requires grad cannot be
+// written in place: the result of an op (`loss += term`) is rebound to the new value, keeping
+// its history; a leaf (a parameter) is an error, as in PyTorch, never a silent rebinding.
 template <class F>
-py::object in_place(py::object self, F compute) {
+py::object in_place(py::object self, const char* op, F compute) {
   Tensor& t = self.cast<Tensor&>();
-  if (t.requires_grad()) return py::cast(compute(t));
+  if (t.requires_grad() && GradMode::enabled()) {
+    ENCORE_CHECK(!t.is_leaf(), ValueError, "[", op, "] cannot update ",
+                 t.name().empty() ? describe(t) : "'" + t.name() + "' " + describe(t),
+                 " in place: it requires grad and grad mode is on. Update parameters under "
+                 "`with encore.no_grad():`, as an optimizer step does");
+    return py::cast(compute(t));
+  }
   t.copy_(compute(t));
   return self;
 }
@@ -293,14 +300,14 @@ void init_tensor(py::module_& m) {
       .def(
           "__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, op)
       // In place for plain data, rebinding in autograd graphs (see in_place).
-      .def("__iadd__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a + b; }); }, op)
-      .def("__iadd__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a + b; }); }, op)
-      .def("__isub__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a - b; }); }, op)
-      .def("__isub__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a - b; }); }, op)
-      .def("__imul__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a * b; }); }, op)
-      .def("__imul__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a * b; }); }, op)
-      .def("__itruediv__", [](py::object self, Scalar b) { return in_place(self, [&](const Tensor& a) { return a / b; }); }, op)
-      .def("__itruediv__", [](py::object self, const Tensor& b) { return in_place(self, [&](const Tensor& a) { return a / b; }); }, op)
+      .def("__iadd__", [](py::object self, Scalar b) { return in_place(self, "+=", [&](const Tensor& a) { return a + b; }); }, op)
+      .def("__iadd__", [](py::object self, const Tensor& b) { return in_place(self, "+=", [&](const Tensor& a) { return a + b; }); }, op)
+      .def("__isub__", [](py::object self, Scalar b) { return in_place(self, "-=", [&](const Tensor& a) { return a - b; }); }, op)
+      .def("__isub__", [](py::object self, const Tensor& b) { return in_place(self, "-=", [&](const Tensor& a) { return a - b; }); }, op)
+      .def("__imul__", [](py::object self, Scalar b) { return in_place(self, "*=", [&](const Tensor& a) { return a * b; }); }, op)
+      .def("__imul__", [](py::object self, const Tensor& b) { return in_place(self, "*=", [&](const Tensor& a) { return a * b; }); }, op)
+      .def("__itruediv__", [](py::object self, Scalar b) { return in_place(self, "/=", [&](const Tensor& a) { return a / b; }); }, op)
+      .def("__itruediv__", [](py::object self, const Tensor& b) { return in_place(self, "/=", [&](const Tensor& a) { return a / b; }); }, op)
       .def(
           "__rmatmul__", [](const Tensor& a, const Tensor& b) { return matmul(b, a); }, op)
       .def(

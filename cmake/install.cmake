@@ -26,11 +26,11 @@ if(TARGET encore_cuda)
 endif()
 
 # The public headers are those a training program includes (encore.h, graph/trace.h,
-# ops/autotune.h, nn/compare.h) and every project header they include, followed at install time: a header
+# ops/autotune.h, train/compare.h) and every project header they include, followed at install time: a header
 # that joins that set is installed without a list to keep in step.
 install(CODE "
   include(\"${CMAKE_CURRENT_LIST_DIR}/public_headers.cmake\")
-  encore_public_headers(headers \"${PROJECT_SOURCE_DIR}\" encore.h graph/trace.h ops/autotune.h nn/compare.h)
+  encore_public_headers(headers \"${PROJECT_SOURCE_DIR}\" encore.h graph/trace.h ops/autotune.h train/compare.h)
   foreach(header IN LISTS headers)
     get_filename_component(folder \"\${header}\" DIRECTORY)
     file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}/encore/\${folder}\"

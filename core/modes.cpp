@@ -14,6 +14,7 @@ namespace encore {
 namespace {
 thread_local bool g_training = true;
 thread_local bool g_tracing = false;
+thread_local ModeFlagObserver* g_flag_observer = nullptr;
 std::atomic<bool> g_allow_tf32{false};
 std::atomic<bool> g_flush_denormal{true};
 }  // namespace
@@ -24,6 +25,12 @@ bool tracing() { return g_tracing; }
 void set_tracing(bool on) { g_tracing = on; }
 bool training() { return g_training; }
 void set_training(bool on) { g_training = on; }
+ModeFlagObserver* mode_flag_observer() { return g_flag_observer; }
+void set_mode_flag_observer(ModeFlagObserver* observer) { g_flag_observer = observer; }
+bool ModeFlag::read() const {
+  if (g_flag_observer) g_flag_observer->on_flag_read(shared_from_this(), on_);
+  return on_;
+}
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 void set_allow_tf32(bool on) { g_allow_tf32.store(on, std::memory_order_relaxed); }
 bool flush_denormal() { return g_flush_denormal.load(std::memory_order_relaxed); }

@@ -2,6 +2,9 @@
 // function's cache key, so flipping one retraces instead of replaying a stale graph.
 #pragma once
 
+#include <memory>
+#include <string>
+
 namespace encore {
 
 /// True while a trace records on this thread: ops are appended to a graph instead of running,
@@ -47,6 +50,37 @@ class EnableGradGuard {
 /// Training mode: dropout is active. Thread-local; defaults to on.
 bool training();
 void set_training(bool on);
+
+/// A mode flag owned by one object: a module's training flag (nn/module.h). A traced function
+/// keeps the value of every such flag it read while tracing as a guard of its graph, as it does
+/// with the requires_grad of captured tensors: a call made after the flag changed replays a
+/// graph traced with the new value, or traces one, never a stale graph.
+class ModeFlag : public std::enable_shared_from_this<ModeFlag> {
+ public:
+  explicit ModeFlag(bool on, std::string label = {}) : on_(on), label_(std::move(label)) {}
+  /// The value, reported to the thread's ModeFlagObserver (a trace recording).
+  bool read() const;
+  /// The value, unreported: for code that does not change what a computation does with it.
+  bool peek() const { return on_; }
+  void set(bool on) { on_ = on; }
+  /// Names the flag in explanations ("dropout_1").
+  const std::string& label() const { return label_; }
+  void set_label(std::string label) { label_ = std::move(label); }
+
+ private:
+  bool on_;
+  std::string label_;
+};
+
+/// Sees every ModeFlag::read() on this thread (the trace being recorded installs one).
+class ModeFlagObserver {
+ public:
+  virtual ~ModeFlagObserver() = default;
+  virtual void on_flag_read(const std::shared_ptr<const ModeFlag>& flag, bool value) = 0;
+};
+/// The observer of this thread (null when none).
+ModeFlagObserver* mode_flag_observer();
+void set_mode_flag_observer(ModeFlagObserver* observer);
 
 /// TF32 matrix math on the GPU (cuBLAS/cuDNN). Off by default: lower precision is never silent.
 bool allow_tf32();

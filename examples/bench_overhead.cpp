@@ -9,7 +9,7 @@
 #include "common.h"
 #include "encore.h"
 #include "graph/trace.h"
-#include "nn/compare.h"
+#include "train/compare.h"
 
 using namespace encore;
 

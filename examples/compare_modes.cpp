@@ -1,4 +1,4 @@
-// The demo: encore::compare_modes (nn/compare.h) on the models where the difference between
+// The demo: encore::compare_modes (train/compare.h) on the models where the difference between
 // eager execution, traced replay, retracing and bucketing is instructive. A thin caller: the
 // measurements, the table and the JSON all come from the library call, which measures your
 // own model the same way.
@@ -22,7 +22,7 @@
 
 #include "common.h"
 #include "encore.h"
-#include "nn/compare.h"
+#include "train/compare.h"
 
 using namespace encore;
 

@@ -178,7 +178,7 @@ std::string_view kind_name(RetraceCause::Kind k) {
   static constexpr std::string_view kNames[] = {
       "first_call", "cleared", "shape", "strides", "dtype", "device", "requires_grad", "static_arg", "arg_count",
       "grad_mode", "training", "tf32", "replaced_parameter", "captured_gone", "captured_requires_grad", "grad_state",
-      "eviction"};
+      "eviction", "module_mode"};
   return kNames[static_cast<int>(k)];
 }
 
@@ -208,6 +208,8 @@ std::string RetraceCause::str() const {
              " grad";
     case K::GradState: return arg_name.empty() ? note : "the gradient of " + arg_name + " " + note;
     case K::Eviction: return "signature evicted earlier (" + note + ")";
+    case K::ModuleMode:
+      return "'" + arg_name + "' is in " + new_value + " mode now (" + old_value + " when traced)";
   }
   return {};
 }

@@ -52,6 +52,7 @@ struct RetraceCause {
     CapturedRequiresGrad,
     GradState,         // a .grad the function read is None / set / another tensor
     Eviction,          // the signature was cached and evicted
+    ModuleMode,        // a module's train()/eval() flag read while tracing (arg_name: the module)
   };
   Kind kind = Kind::FirstCall;
   int arg = -1;          // argument index, -1 when not about one argument

@@ -125,6 +125,28 @@ graph::RetraceCause make_cause(graph::RetraceCause::Kind kind, std::string name 
   return c;
 }
 
+// Records the value of every mode flag read while the function traces (passing reads on to an
+// outer observer): each becomes a guard of the cache entry.
+class FlagLog final : public ModeFlagObserver {
+ public:
+  explicit FlagLog(std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>>& reads)
+      : previous_(mode_flag_observer()), reads_(reads) {
+    set_mode_flag_observer(this);
+  }
+  ~FlagLog() override { set_mode_flag_observer(previous_); }
+  FlagLog(const FlagLog&) = delete;
+  FlagLog& operator=(const FlagLog&) = delete;
+  void on_flag_read(const std::shared_ptr<const ModeFlag>& flag, bool value) override {
+    if (previous_) previous_->on_flag_read(flag, value);
+    if (std::none_of(reads_.begin(), reads_.end(), [&](const auto& r) { return r.first == flag; }))
+      reads_.emplace_back(flag, value);
+  }
+
+ private:
+  ModeFlagObserver* previous_;
+  std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>>& reads_;
+};
+
 std::string grad_label(const TensorImpl& leaf) {
   return leaf.name.empty() ? "a tensor " + leaf.shape.str() : "'" + leaf.name + "'";
 }
@@ -300,13 +322,22 @@ std::optional<graph::RetraceCause> TracedFunction::guard_reason(const Entry& e) 
     if (g.expected && now) cause.new_value = "another tensor";
     return cause;
   }
+  for (const FlagGuard& f : e.flag_guards) {
+    const std::shared_ptr<const ModeFlag> flag = f.flag.lock();
+    if (flag && flag->peek() != f.value) {
+      const auto mode = [](bool training) { return training ? "training" : "inference"; };
+      return make_cause(K::ModuleMode, flag->label(), "", mode(f.value), mode(flag->peek()));
+    }
+  }
   return std::nullopt;
 }
 
 void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry) {
   graph::Tracer tracer(g);
+  std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>> flags_read;
   try {
     {
+      const FlagLog flag_log(flags_read);
       std::vector<Arg> symbolic = args;
       int k = 0;
       for (size_t i = 0; i < args.size(); ++i) {
@@ -321,6 +352,7 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
         g.outputs.push_back(tracer.value(out[i], "trace"));
       }
     }  // the function's symbolic tensors die here, unless something outside keeps them
+    for (const auto& [flag, value] : flags_read) entry.flag_guards.push_back({flag, value});
     for (const graph::GradSlot& slot : tracer.grad_slots()) {
       const std::shared_ptr<TensorImpl> leaf = slot.leaf.lock();
       if (!leaf) continue;

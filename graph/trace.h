@@ -22,6 +22,8 @@
 //  - Tensors the function reads from outside (parameters, optimizer state, generator state)
 //    are captured by reference: replays read and update them in place. Replacing one's
 //    storage (set_data, Module::to) is detected on the next call, which retraces.
+//  - Mode flags the function reads (a module's training flag, nn::Module::is_training) are
+//    guards too: after model.eval(), a call replays a graph traced in eval mode, or traces one.
 //  - Gradients behave as in eager mode: backward() accumulates into an existing .grad and
 //    assigns a missing one. Whether each .grad the function read existed (and which tensor
 //    it was) is part of the cache key, so accumulation over several calls, zero_grad inside
@@ -55,6 +57,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/modes.h"
 #include "graph/bucket.h"
 #include "graph/plan.h"
 #include "graph/signature.h"
@@ -172,6 +175,11 @@ class TracedFunction {
     TensorImpl* raw;
     std::shared_ptr<TensorImpl> grad;
   };
+  // A mode flag (a module's training flag) the function read: the value it saw.
+  struct FlagGuard {
+    std::weak_ptr<const ModeFlag> flag;
+    bool value;
+  };
   struct Entry {
     graph::Signature signature;
     std::unique_ptr<graph::Plan> plan;
@@ -181,6 +189,7 @@ class TracedFunction {
     std::vector<int> trim;  // bucketing: per output, the axis padding is trimmed from (-1: none)
     int64_t calls = 1;      // calls with this signature (the first ran eagerly)
     size_t bytes = 0;       // arena plus graph-owned buffers
+    std::vector<FlagGuard> flag_guards;
   };
   using AxisCounts = std::map<std::pair<int, int>, std::map<int64_t, int64_t>>;
   void retire(const Entry& e);

@@ -443,8 +443,11 @@ void save(const Module& module, const std::string& path) {
 
 void load(Module& module, const std::string& path) {
   const TensorFile file = load_tensors(path);
+  // A training checkpoint (nn/resume.h): its model part.
+  const std::string prefix = file.metadata.count("checkpoint.parts") ? "model/" : "";
   std::map<std::string, const Tensor*> in_file;
-  for (const auto& [name, t] : file.tensors) in_file.emplace(name, &t);
+  for (const auto& [name, t] : file.tensors)
+    if (name.starts_with(prefix)) in_file.emplace(name.substr(prefix.size()), &t);
   const NamedTensors params = module.named_weights();
   std::set<std::string> names;
   for (const auto& [name, p] : params) {
@@ -460,8 +463,8 @@ void load(Module& module, const std::string& path) {
                  encore::name(p.dtype()), " in the model but ", encore::name(t.dtype()), " in ",
                  path);
   }
-  for (const auto& [name, t] : file.tensors)
-    ENCORE_CHECK(names.count(name), ValueError, "[load] tensor '", name, "' in ", path,
+  for (const auto& [name, t] : in_file)
+    ENCORE_CHECK(names.count(name), ValueError, "[load] tensor '", prefix + name, "' in ", path,
                  " is not a parameter of the model",
                  params.empty() ? " (the model has none: build it first)" : "");
   NoGradGuard no_grad;

@@ -41,8 +41,9 @@ TensorFile load_tensors(const std::string& path);
 /// save_tensors.
 void save(const Module& module, const std::string& path);
 /// Loads `path` into `module`'s parameters and buffers, all or nothing: the file must hold
-/// every one exactly once with its shape (else ShapeError) and dtype, and nothing else; on any error the
-/// module is left untouched.
+/// every one exactly once with its shape (else ShapeError) and dtype, and nothing else; on any
+/// error the module is left untouched. Of a training checkpoint (nn/resume.h) it reads the model
+/// part.
 void load(Module& module, const std::string& path);
 
 }  // namespace encore::nn

@@ -76,7 +76,7 @@ Dropout::Dropout(double rate) : rate_(rate) {
   ENCORE_CHECK(rate >= 0.0 && rate < 1.0, ValueError, "[dropout] rate must be in [0, 1), got ", rate);
 }
 
-Tensor Dropout::forward_impl(const Tensor& x) { return dropout(x, rate_, training()); }
+Tensor Dropout::forward_impl(const Tensor& x) { return dropout(x, rate_, is_training()); }
 
 Shape GlobalAveragePooling1D::build_impl(const Shape& s) {
   require_rank("global_average_pooling1d", s, 3, "(batch, steps, channels)");

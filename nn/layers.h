@@ -55,7 +55,7 @@ class Conv1D : public Module {
   Tensor kernel_, bias_;
 };
 
-/// Inverted dropout, active only in training mode (encore::training()).
+/// Inverted dropout, active only in training mode (Module::is_training).
 class Dropout : public Module {
  public:
   explicit Dropout(double rate);

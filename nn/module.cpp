@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "core/modes.h"
+
 #include "ops/ops.h"
 
 namespace encore::nn {
@@ -29,6 +31,9 @@ Tensor Module::forward(const Tensor& x) {
 
 Tensor& Module::add_parameter(const std::string& name, Tensor value) {
   value.set_requires_grad(true);
+  std::erase_if(params_, [&](const auto& p) { return p.second.same(value) && p.first != name; });
+  for (auto& [n, t] : params_)
+    if (n == name) return t = std::move(value);
   params_.emplace_back(name, std::move(value));
   return params_.back().second;
 }
@@ -39,7 +44,34 @@ Tensor& Module::add_buffer(const std::string& name, Tensor value) {
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
+  for (auto& [n, c] : children_)
+    if (n == name) {
+      c = std::move(child);
+      return;
+    }
   children_.emplace_back(name, std::move(child));
+}
+
+bool Module::remove(const std::string& name) {
+  const auto named = [&](const auto& entry) { return entry.first == name; };
+  return std::erase_if(params_, named) + std::erase_if(buffers_, named) + std::erase_if(children_, named) > 0;
+}
+
+void Module::train(bool on) {
+  for (Module* m : modules()) m->training_->set(on);
+}
+
+bool Module::is_training() const {
+  if (training_->label().empty()) training_->set_label(label());
+  // The global mode first: when it is off the flag does not matter, and is no guard.
+  return training() && training_->read();
+}
+
+std::vector<Module*> Module::modules() {
+  std::vector<Module*> out{this};
+  for (auto& [n, child] : children_)
+    for (Module* m : child->modules()) out.push_back(m);
+  return out;
 }
 
 NamedTensors Module::named_parameters() const {
@@ -86,6 +118,7 @@ void Module::to(DType dtype) {
 
 void Module::set_name(const std::string& prefix) {
   name_ = prefix;
+  training_->set_label(label());
   const std::string p = prefix.empty() ? "" : prefix + ".";
   for (auto& [n, t] : params_) t.set_name(p + n);
   for (auto& [n, t] : buffers_) t.set_name(p + n);

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/modes.h"
 #include "core/tensor.h"
 
 namespace encore::nn {
@@ -42,6 +43,25 @@ class Module {
   std::vector<Tensor> parameters() const;
   int64_t num_parameters() const;
 
+  /// Sets training mode (on) or inference mode (off) for this module and every module inside
+  /// it. Modules start in training mode, as in PyTorch: dropout is active in `model(x)` until
+  /// `eval()`. Model::predict / evaluate always run in inference mode.
+  void train(bool on = true);
+  void eval() { train(false); }
+  /// Whether the module computes in training mode: its own flag (train / eval) and the global
+  /// mode (encore::training(); TrainingGuard(false) turns every module's off). Read inside a
+  /// traced function, the flag is a guard of the graph (graph/trace.h): after train() or
+  /// eval(), a call never replays a graph traced in the other mode.
+  bool is_training() const;
+  /// The module's own flag (train / eval), without the global mode; not a guard.
+  bool training_flag() const { return training_->peek(); }
+  /// This module and every module inside it, depth first.
+  std::vector<Module*> modules();
+  /// Direct children with their names.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
+    return children_;
+  }
+
   /// Moves every parameter to `device` / converts it to `dtype`, in place (same tensors,
   /// new storage).
   void to(Device device);
@@ -57,16 +77,21 @@ class Module {
   virtual Tensor forward_impl(const Tensor& x) = 0;
   /// What forward() does before forward_impl: checks `x` and builds the module on first use.
   void prepare_forward(const Tensor& x);
-  /// Registers a parameter (requires_grad set).
+  /// Registers a parameter (requires_grad set); one of the same name is replaced in place, and
+  /// the same tensor registered under another name is renamed.
   Tensor& add_parameter(const std::string& name, Tensor value);
   /// Registers a buffer (see named_buffers).
   Tensor& add_buffer(const std::string& name, Tensor value);
+  /// Registers a child module; one of the same name is replaced in place.
   void add_child(const std::string& name, std::shared_ptr<Module> child);
+  /// Unregisters the parameter, buffer or child called `name`; false when there is none.
+  bool remove(const std::string& name);
 
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 
  private:
   NamedTensors params_, buffers_;
+  std::shared_ptr<ModeFlag> training_ = std::make_shared<ModeFlag>(true);
   std::string name_;
   Shape output_shape_;
   bool built_ = false;

@@ -49,7 +49,7 @@ Shape BatchNormalization::build_impl(const Shape& s) {
 Tensor BatchNormalization::forward_impl(const Tensor& x) {
   const int axis = checked_input(label(), options_.axis, x, moving_mean_, moving_mean_.numel());
   // The only place the layer reads the training mode.
-  if (training()) return normalize_training(x, axis);
+  if (is_training()) return normalize_training(x, axis);
   return batch_norm(x, moving_mean_, moving_variance_, gamma_, beta_, axis, options_.epsilon);
 }
 

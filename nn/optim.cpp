@@ -1,5 +1,6 @@
 #include "nn/optim.h"
 
+#include <set>
 #include <unordered_map>
 
 #include "core/modes.h"
@@ -51,7 +52,8 @@ double Optimizer::lr() const {
 }
 
 void Optimizer::set_lr(double lr) {
-  ENCORE_CHECK(lr > 0, ValueError, "[", name_, "] learning rate must be positive, got ", lr);
+  // 0 is a rate schedules reach (the start of a warm-up, the end of a cosine decay).
+  ENCORE_CHECK(lr >= 0, ValueError, "[", name_, "] learning rate must be >= 0, got ", lr);
   // Every device the parameters live on gets its scalar now, so the write is a graph node when
   // set_lr runs inside a traced function and every replay repeats it.
   for (const Tensor& p : params_) lr_tensor(p.device());
@@ -67,6 +69,119 @@ const Tensor& Optimizer::lr_tensor(Device device) {
     t.set_name(std::string(name_) + ".lr");
   }
   return t;
+}
+
+void Optimizer::set_clipping(Clipping c) {
+  ENCORE_CHECK(c.global_norm >= 0 && c.value >= 0, ValueError, "[", name_,
+               "] clipping needs global_norm >= 0 and value >= 0, got ", c.global_norm, " and ", c.value);
+  ENCORE_CHECK(c.global_norm == 0 || c.value == 0, ValueError, "[", name_,
+               "] clip by global norm or by value, not both");
+  clipping_ = c;
+}
+
+void Optimizer::clip_gradients() {
+  if (clipping_.global_norm == 0 && clipping_.value == 0) return;
+  NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params_)
+    if (Tensor g = p.grad(); g.defined()) grads.push_back(g);
+  if (grads.empty()) return;
+  if (clipping_.value > 0) {
+    for (Tensor& g : grads) g.copy_(clip(g, -clipping_.value, clipping_.value));
+    return;
+  }
+  // The squared norm in float64 on the first gradient's device, whatever the dtypes.
+  const Device device = grads[0].device();
+  Tensor total;
+  for (const Tensor& g : grads) {
+    const Tensor sq = sum(g * g).to(DType::Float64).to(device);
+    total = total.defined() ? total + sq : sq;
+  }
+  const Tensor scale = clip(clipping_.global_norm / (sqrt(total) + 1e-6), 0.0, 1.0);
+  for (Tensor& g : grads) g.copy_(g * scale.to(g.dtype()).to(g.device()));
+}
+
+Tensor& Optimizer::slot(std::vector<Tensor>& slots, size_t i, const char* slot_name) {
+  Tensor& t = slots[i];
+  if (!t.defined()) {
+    t = zeros_like(params_[i]);
+    t.set_name(param_key(i) + "." + slot_name);
+  }
+  return t;
+}
+
+std::string Optimizer::param_key(size_t i) const {
+  const std::string& n = params_[i].name();
+  return n.empty() ? detail::cat("#", i) : n;
+}
+
+NamedTensors Optimizer::state() const {
+  StateRefs refs = const_cast<Optimizer*>(this)->state_refs();
+  NamedTensors s;
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (const auto& [slot_name, tensors] : refs.per_param)
+      if ((*tensors)[i].defined()) s.emplace_back(param_key(i) + "." + slot_name, (*tensors)[i]);
+  s.emplace_back("lr", full({}, lr(), DType::Float64));
+  if (refs.steps)
+    s.emplace_back("step", refs.steps->empty() ? zeros({}, DType::Int64) : refs.steps->begin()->second);
+  return s;
+}
+
+void Optimizer::load_state(const NamedTensors& state) {
+  StateRefs refs = state_refs();
+  std::map<std::string, std::pair<std::vector<Tensor>*, size_t>> expected;
+  std::set<std::string> keys;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    ENCORE_CHECK(keys.insert(param_key(i)).second, ValueError, "[", name_, "] two parameters are named '",
+                 param_key(i), "': their state cannot be told apart");
+    for (const auto& [slot_name, tensors] : refs.per_param)
+      expected[param_key(i) + "." + slot_name] = {tensors, i};
+  }
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : state) {
+    ENCORE_CHECK(given.emplace(name, &t).second, ValueError, "[", name_, "] state '", name, "' is given twice");
+    if (name == "lr" || (name == "step" && refs.steps)) {
+      const DType want = name == "lr" ? DType::Float64 : DType::Int64;
+      ENCORE_CHECK(t.numel() == 1 && t.dtype() == want, ValueError, "[", name_, "] state '", name, "' must be a ",
+                   encore::name(want), " scalar, got ", describe(t));
+      continue;
+    }
+    const auto it = expected.find(name);
+    ENCORE_CHECK(it != expected.end(), ValueError, "[", name_, "] state '", name,
+                 "' is not state of this optimizer (its parameters and kind must match the ones saved)");
+    const Tensor& p = params_[it->second.second];
+    ENCORE_CHECK(t.shape() == p.shape(), ShapeError, "[", name_, "] state '", name, "' is ", t.shape().str(),
+                 " but the parameter is ", p.shape().str());
+    ENCORE_CHECK(t.dtype() == p.dtype(), ValueError, "[", name_, "] state '", name, "' is ", encore::name(t.dtype()),
+                 " but the parameter is ", encore::name(p.dtype()));
+  }
+  ENCORE_CHECK(given.count("lr"), ValueError, "[", name_, "] the state has no 'lr'");
+  ENCORE_CHECK(!refs.steps || given.count("step"), ValueError, "[", name_, "] the state has no 'step'");
+  const double lr = given.at("lr")->item();
+  ENCORE_CHECK(lr >= 0, ValueError, "[", name_, "] learning rate must be >= 0, got ", lr);
+
+  NoGradGuard no_grad;
+  for (const auto& [name, where] : expected) {
+    auto& [tensors, i] = where;
+    const auto it = given.find(name);
+    if (it == given.end()) {
+      (*tensors)[i] = Tensor();
+      continue;
+    }
+    const char* slot_name = name.c_str() + param_key(i).size() + 1;
+    slot(*tensors, i, slot_name).copy_(*it->second);
+  }
+  if (refs.steps) {
+    for (const Tensor& p : params_) {
+      Tensor& step = (*refs.steps)[key(p.device())];
+      if (!step.defined()) {
+        step = zeros({}, DType::Int64, p.device());
+        step.set_name(std::string(name_) + ".step");
+      }
+    }
+    for (auto& [k, step] : *refs.steps) step.copy_(given.at("step")->to(step.device()));
+  }
+  set_lr(lr);
 }
 
 std::map<std::pair<int, int>, std::vector<size_t>> Optimizer::groups() const {
@@ -85,6 +200,7 @@ SGD::SGD(std::vector<Tensor> params, double lr, SGDOptions options)
 }
 
 void SGD::step() {
+  clip_gradients();
   NoGradGuard no_grad;
   const bool momentum = options_.momentum > 0;
   for (auto& [dev, idx] : groups()) {
@@ -105,23 +221,25 @@ void SGD::step() {
   }
 }
 
-NamedTensors SGD::state() const {
-  NamedTensors s;
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (momentum_[i].defined()) s.emplace_back(params_[i].name() + ".momentum", momentum_[i]);
-  return s;
+Optimizer::StateRefs SGD::state_refs() {
+  if (options_.momentum == 0) return {};
+  return {{{"momentum", &momentum_}}};
 }
 
 Adam::Adam(std::vector<Tensor> params, double lr, AdamOptions options)
-    : Optimizer(std::move(params), lr, "adam"), options_(options) {
+    : Adam(std::move(params), lr, options, "adam", false) {}
+
+Adam::Adam(std::vector<Tensor> params, double lr, AdamOptions options, const char* name, bool decoupled)
+    : Optimizer(std::move(params), lr, name), options_(options), decoupled_(decoupled) {
   ENCORE_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1 &&
                    options.epsilon > 0 && options.weight_decay >= 0,
-               ValueError, "[adam] needs 0 <= beta < 1, epsilon > 0, weight_decay >= 0");
+               ValueError, "[", name, "] needs 0 <= beta < 1, epsilon > 0, weight_decay >= 0");
   m_.resize(params_.size());
   v_.resize(params_.size());
 }
 
 void Adam::step() {
+  clip_gradients();
   NoGradGuard no_grad;
   for (auto& [dev, idx] : groups()) {
     const Device device = params_[idx[0]].device();
@@ -149,22 +267,52 @@ void Adam::step() {
       grads.push_back(params_[i].grad());
     }
     adam_update(params, m, v, grads, step, lr_tensor(device),
-                AdamAttrs{options_.beta1, options_.beta2, options_.epsilon, options_.weight_decay});
+                AdamAttrs{options_.beta1, options_.beta2, options_.epsilon, options_.weight_decay, decoupled_,
+                          options_.epsilon_hat});
   }
 }
 
-NamedTensors Adam::state() const {
-  NamedTensors s;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (m_[i].defined()) s.emplace_back(params_[i].name() + ".m", m_[i]);
-    if (v_[i].defined()) s.emplace_back(params_[i].name() + ".v", v_[i]);
-  }
-  for (const auto& [k, t] : step_) s.emplace_back("step", t);
-  return s;
-}
+Optimizer::StateRefs Adam::state_refs() { return {{{"m", &m_}, {"v", &v_}}, &step_}; }
 
 int64_t Adam::iterations() const {
   return step_.empty() ? 0 : static_cast<int64_t>(step_.begin()->second.item());
+}
+
+AdamW::AdamW(std::vector<Tensor> params, double lr, AdamOptions options)
+    : Adam(std::move(params), lr, options, "adamw", true) {}
+
+RMSprop::RMSprop(std::vector<Tensor> params, double lr, RMSpropOptions options)
+    : Optimizer(std::move(params), lr, "rmsprop"), options_(options) {
+  ENCORE_CHECK(options.rho >= 0 && options.rho < 1 && options.momentum >= 0 && options.epsilon > 0, ValueError,
+               "[rmsprop] needs 0 <= rho < 1, momentum >= 0, epsilon > 0");
+  v_.resize(params_.size());
+  momentum_.resize(params_.size());
+  mean_grad_.resize(params_.size());
+}
+
+void RMSprop::step() {
+  clip_gradients();
+  NoGradGuard no_grad;
+  const bool momentum = options_.momentum > 0;
+  for (auto& [dev, idx] : groups()) {
+    std::vector<Tensor> params, v, buf, mean_grad, grads;
+    for (size_t i : idx) {
+      params.push_back(params_[i]);
+      v.push_back(slot(v_, i, "v"));
+      if (momentum) buf.push_back(slot(momentum_, i, "momentum"));
+      if (options_.centered) mean_grad.push_back(slot(mean_grad_, i, "mean_grad"));
+      grads.push_back(params_[i].grad());
+    }
+    rmsprop_update(params, v, buf, mean_grad, grads, lr_tensor(params_[idx[0]].device()),
+                   RmspropAttrs{options_.rho, options_.momentum, options_.epsilon, options_.centered});
+  }
+}
+
+Optimizer::StateRefs RMSprop::state_refs() {
+  StateRefs refs{{{"v", &v_}}};
+  if (options_.momentum > 0) refs.per_param.emplace_back("momentum", &momentum_);
+  if (options_.centered) refs.per_param.emplace_back("mean_grad", &mean_grad_);
+  return refs;
 }
 
 }  // namespace encore::nn

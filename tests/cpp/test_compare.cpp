@@ -1,6 +1,6 @@
 // compare_modes: the report's contents (never its times), state left as it was, errors.
 #include "helpers.h"
-#include "nn/compare.h"
+#include "train/compare.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
 

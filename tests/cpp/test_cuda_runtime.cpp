@@ -118,6 +118,9 @@ void expect_same_update(const OpDef& op, const Attrs& attrs, int groups, const s
       const DType dt = p % 3 == 2 ? DType::Float64 : DType::Float32;
       Tensor t = rand64(shapes[p], 10 * g + p + 1);
       if (&op == &encore::op("adam_update") && g == 2) t = abs(t);
+      // RMSprop: v >= 1 and a small mean gradient keep the centered variance positive.
+      if (&op == &encore::op("rmsprop_update") && g == 1) t = abs(t) + 1.0;
+      if (&op == &encore::op("rmsprop_update") && g > 1 && g < groups - 1) t = t * 0.1;
       cpu.push_back(t.to(dt));
       gpu.push_back(t.to(dt).to(kGpu));
     }
@@ -163,6 +166,19 @@ TEST(CudaRuntime, AdamUpdate) {
   const Tensor step = full({}, 1, DType::Int64), lr = full({}, 1e-2, DType::Float64);
   expect_same_update(op("adam_update"), AdamAttrs{0.9, 0.999, 1e-7, 0.0}, 4, shapes, {step, lr}, 3);
   expect_same_update(op("adam_update"), AdamAttrs{0.8, 0.99, 1e-8, 1e-2}, 4, shapes, {step, lr}, 2);
+  expect_same_update(op("adam_update"), AdamAttrs{0.9, 0.999, 1e-7, 1e-2, true, true}, 4, shapes, {step, lr}, 3);
+}
+
+TEST(CudaRuntime, RmspropUpdate) {
+  REQUIRE_CUDA();
+  std::vector<Shape> shapes;
+  for (int i = 0; i < 50; ++i) shapes.push_back({i % 4 + 1, 2 * i + 3});
+  shapes.push_back({10000});
+  const Tensor lr = full({}, 1e-2, DType::Float64);
+  expect_same_update(op("rmsprop_update"), RmspropAttrs{0.9, 0.0, 1e-7, false}, 3, shapes, {lr}, 3);
+  expect_same_update(op("rmsprop_update"), RmspropAttrs{0.9, 0.5, 1e-7, false}, 4, shapes, {lr}, 3);
+  expect_same_update(op("rmsprop_update"), RmspropAttrs{0.8, 0.0, 1e-6, true}, 4, shapes, {lr}, 3);
+  expect_same_update(op("rmsprop_update"), RmspropAttrs{0.9, 0.9, 1e-7, true}, 5, shapes, {lr}, 2);
 }
 
 }  // namespace

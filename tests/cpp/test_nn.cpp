@@ -266,7 +266,7 @@ TEST(Optimizers, AdamAgainstHandComputedAndLearningRateChange) {
     expect_values(p, {w[0], w[1]}, 1e-6);
   }
   EXPECT_EQ(adam.iterations(), 4);
-  EXPECT_EQ(adam.state().size(), 3u);
+  EXPECT_EQ(adam.state().size(), 4u);  // m, v, lr, step
 }
 
 TEST(Optimizers, ZeroGradAndValidation) {

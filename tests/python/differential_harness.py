@@ -5,7 +5,8 @@ functions with ``run.trace`` (``encore.trace`` in the traced run, nothing in the
 and performs each top-level action inside ``with run.action(label):``. After every action
 the run records the observable state: the watched parameters and their ``.grad`` (None or
 values), the modules' buffers, optimizer state and learning rate, watched tensors, the value
-the action returned, the default generator's state and the grad/training modes. An exception inside an action is
+the action returned, the default generator's state, the grad/training modes and the train/eval
+mode of every module. An exception inside an action is
 recorded (its type) and the program goes on.
 
 The fuzzer (fuzz_traced.py) pastes this file above a program to make a standalone reproduction,
@@ -21,6 +22,15 @@ import numpy as np
 import encore
 import encore.nn as nn
 import encore.optim as optim
+
+
+def module_modes(module):
+    """The train/eval flag of `module` and of every module inside it, depth first."""
+    with encore.training(True):  # the modules' own flags, whatever the global mode
+        modes = [module.training]
+    for _, child in module.children():
+        modes += module_modes(child)
+    return tuple(modes)
 
 
 def snapshot(value):
@@ -141,6 +151,7 @@ class Run:
                 # and retraces (as documented) once either is replaced.
                 state.append(tuple((p.data_ptr(), p.grad is not None and p.grad.data_ptr(), p.requires_grad)
                                    for p in obj.parameters()))
+                state.append(module_modes(obj))
             elif isinstance(obj, optim.Optimizer):
                 state.append(tuple(sorted(obj.state())))
         return (tuple(parts), encore.is_grad_enabled(), encore.is_training(), tuple(state))
@@ -163,6 +174,7 @@ class Run:
                     s[f"{name}.{pname}.grad"] = snapshot(p.grad)
                 for bname, b in obj.named_buffers():  # BatchNormalization's moving statistics
                     s[f"{name}.{bname}"] = snapshot(b)
+                s[f"{name}.modes"] = module_modes(obj)
             elif isinstance(obj, optim.Optimizer):
                 s[f"{name}.lr"] = obj.lr
                 for k, t in obj.state().items():

@@ -8,13 +8,15 @@ A program is a plain dict (so it can be shrunk and printed):
   (return_sequences, reverse, activations), GRU (return_sequences, go_backwards, reset_after,
   activations), Bidirectional (of either; merge modes), Dropout, Dense,
   Average/MaxPooling1D (valid/same, strides), BatchNormalization (momentum, center, scale),
-  LayerNormalization, Activation (gelu, softmax, ...); reduced by
-  GlobalAverage/GlobalMaxPooling1D, Flatten or a last recurrent layer; a Dense head. float32,
-  sometimes float64;
+  LayerNormalization, Activation (gelu, softmax, ...), and Custom — a Python subclass of
+  nn.Module with a weight made in its build hook, a Dense and maybe a Dropout inside, and a
+  forward that reads self.training; reduced by GlobalAverage/GlobalMaxPooling1D, Flatten or a
+  last recurrent layer; a Dense head. float32, sometimes float64;
 * a loss (mean_squared_error, binary_crossentropy from logits or probabilities,
   sparse_categorical_crossentropy or categorical_crossentropy (one-hot) from logits or softmax)
-  and SGD (momentum, Nesterov, weight decay) or Adam; captured buffers and a tensor to pass as
-  an argument;
+  and SGD (momentum, Nesterov, weight decay), Adam or AdamW (Keras' epsilon placement or not)
+  or RMSprop (momentum, centered), sometimes clipping gradients by global norm or by value;
+  captured buffers and a tensor to pass as an argument;
 * 1-3 step functions made of statements: zero_grad (set_to_none or not, maybe under a static
   bool), forward/backward over 1, 2 or a static-int number of micro-batches with the loss
   scaled by a static float, step (maybe under the bool), inference (no_grad / training off),
@@ -25,8 +27,9 @@ A program is a plain dict (so it can be shrunk and printed):
 * 3-14 top-level actions: calls (batches of a few shapes; contiguous, transposed or NumPy
   inputs; contiguous or strided argument views; static 0.0 / -0.0 / NaN among the floats; under
   no_grad or training off), lr changes, zero_grad / step / an eager training step outside,
-  buffer writes, re-reading an earlier result, training mode, freezing a parameter, set_data,
-  assigning .grad, clearing a traced function's cache.
+  buffer writes, re-reading an earlier result, training mode (global, or train()/eval() of the
+  model or one of its layers), freezing a parameter, set_data, assigning .grad, clearing a traced
+  function's cache.
 
 ``render`` turns it into the source of ``program(run)``; differential_harness.py runs it
 eagerly and traced and compares parameters, gradients (None or bits), optimizer state, buffers,
@@ -78,6 +81,9 @@ FEATURES = {
     "nested": "a step function calling another traced step function",
     "alias_outputs": "trace(alias_outputs=True)",
     "unoptimized": "trace(optimize=False)",
+    "custom_module": "a Python subclass of nn.Module among the layers",
+    "module_modes": "train()/eval() of the model or a layer between calls",
+    "clipping": "optimizers that clip gradients by global norm or by value",
 }
 
 ACTIVATIONS = ("linear", "tanh", "sigmoid", "relu", "hard_sigmoid", "gelu", "softmax")
@@ -160,8 +166,10 @@ class Generator:
             layers.append({"kind": reduce})
         if reduce is not None:
             for _ in range(r.choice([0, 0, 1, 2])):
-                layers.append(r.choice([self.dense(), {"kind": "Dropout", "rate": r.choice([0.2, 0.5])},
-                                        self.normalization()]))
+                extra = [self.dense(), {"kind": "Dropout", "rate": r.choice([0.2, 0.5])}, self.normalization()]
+                if self.on("custom_module", 0.5):
+                    extra.append(self.custom())
+                layers.append(r.choice(extra))
         return layers
 
     def normalization(self) -> dict:
@@ -174,8 +182,13 @@ class Generator:
 
     def sequence_layer(self) -> dict:
         r = self.r
-        kind = r.choice(["Conv1D", "Conv1D", "LSTM", "GRU", "Bidirectional", "Dropout", "Dense", "Pooling", "Normalization",
-                         "Activation"])
+        kinds = ["Conv1D", "Conv1D", "LSTM", "GRU", "Bidirectional", "Dropout", "Dense", "Pooling", "Normalization",
+                 "Activation"]
+        if self.on("custom_module", 1):
+            kinds.append("Custom")
+        kind = r.choice(kinds)
+        if kind == "Custom":
+            return self.custom()
         if kind == "Pooling":
             return {"kind": r.choice(["AveragePooling1D", "MaxPooling1D"]), "pool_size": r.randint(1, 3),
                     "strides": r.choice([None, 1, 2]), "padding": r.choice(["valid", "same"])}
@@ -195,6 +208,11 @@ class Generator:
         if kind == "Dropout":
             return {"kind": "Dropout", "rate": r.choice([0.0, 0.25, 0.5])}
         return self.dense()
+
+    def custom(self) -> dict:
+        """A Python nn.Module subclass (rendered by CUSTOM_CLASS): per-step, keeps the length."""
+        return {"kind": "Custom", "units": self.r.randint(1, 3), "activation": self.r.choice(ACTIVATIONS),
+                "rate": self.r.choice([0.0, 0.0, 0.5]), "scaled": self.r.random() < 0.5}
 
     def dense(self) -> dict:
         return {"kind": "Dense", "units": self.r.randint(1, 3), "activation": self.r.choice(ACTIVATIONS),
@@ -222,7 +240,7 @@ class Generator:
             return layer["padding"] == "same" and layer["strides"] == 1
         if layer["kind"] in POOLS:
             return layer["padding"] == "same" and (layer["strides"] or layer["pool_size"]) == 1
-        return layer["kind"] in ("Dense", "Dropout", "Embedding", "Activation") + RECURRENT + NORMS
+        return layer["kind"] in ("Dense", "Dropout", "Embedding", "Activation", "Custom") + RECURRENT + NORMS
 
     def shapes(self, layers: list) -> list:
         """(batch, steps) pool: the first shape is the common one (the build shape)."""
@@ -248,11 +266,20 @@ class Generator:
 
     def optimizer(self) -> dict:
         r = self.r
-        if r.random() < 0.5:
+        kind = r.choice(["SGD", "SGD", "Adam", "AdamW", "RMSprop"])
+        if kind == "SGD":
             momentum = r.choice([0.0, 0.9])
-            return {"kind": "SGD", "lr": r.choice([0.1, 0.01, 0.5]), "momentum": momentum,
-                    "nesterov": momentum > 0 and r.random() < 0.5, "weight_decay": r.choice([0.0, 0.01])}
-        return {"kind": "Adam", "lr": r.choice([0.001, 0.01, 0.1]), "weight_decay": r.choice([0.0, 0.01])}
+            o = {"kind": "SGD", "lr": r.choice([0.1, 0.01, 0.5]), "momentum": momentum,
+                 "nesterov": momentum > 0 and r.random() < 0.5, "weight_decay": r.choice([0.0, 0.01])}
+        elif kind == "RMSprop":
+            o = {"kind": "RMSprop", "lr": r.choice([0.001, 0.01]), "rho": r.choice([0.9, 0.8]),
+                 "momentum": r.choice([0.0, 0.9]), "centered": r.random() < 0.5}
+        else:
+            o = {"kind": kind, "lr": r.choice([0.001, 0.01, 0.1]), "weight_decay": r.choice([0.0, 0.01]),
+                 "epsilon_hat": r.random() < 0.3}
+        if self.on("clipping", 0.3):
+            o[r.choice(["global_clipnorm", "clipvalue"])] = r.choice([0.5, 0.05])
+        return o
 
     # -- step functions
 
@@ -350,8 +377,8 @@ class Generator:
     def action(self, prog: dict, pools: dict, calls: int) -> dict:
         r = self.r
         kind = r.choices(["call", "lr", "zero_grad", "step", "eager", "write", "reread", "training", "freeze",
-                          "set_data", "set_grad", "clear"],
-                         weights=[64, 7, 7, 4, 6, 4, 4, 4, 2, 2, 2, 2])[0]
+                          "set_data", "set_grad", "clear", "module_mode"],
+                         weights=[64, 7, 7, 4, 6, 4, 4, 4, 2, 2, 2, 2, 5])[0]
         if kind == "call":
             fn = r.choice(prog["functions"])
             params = function_params(fn)
@@ -363,7 +390,7 @@ class Generator:
                 if "strided_inputs" not in self.disabled:
                     layouts.append("strided")
                 # x.mean() of a NumPy array is NumPy's, not encore's: a difference by design.
-                if "numpy_inputs" not in self.disabled and not any(s.get("source") == "x" for s in fn["body"]):
+                if "numpy_inputs" not in self.disabled and not reads_x(fn, prog):
                     layouts.append("numpy")
                 act["layout"] = r.choice(layouts)
             if "a" in params:
@@ -401,6 +428,9 @@ class Generator:
             return {"do": "set_grad", "index": r.randint(-2, 1), "none": self.on("grads_none", 0.5)}
         if kind == "clear" and self.on("clear", 1):
             return {"do": "clear", "fn": r.choice(prog["functions"])["name"]}
+        if kind == "module_mode" and self.on("module_modes", 1):
+            target = r.choice(["model", "model", r.randrange(len(prog["layers"]))])
+            return {"do": "module_mode", "target": target, "on": r.random() < 0.5}
         return {"do": "training", "on": r.random() < 0.5}
 
 
@@ -412,6 +442,16 @@ def embedded(prog: dict) -> bool:
     """Whether the model starts with an Embedding: its inputs are integer ids (B, T)."""
     first = next(flat(prog["layers"]), None)
     return first is not None and first["kind"] == "Embedding"
+
+
+def reads_x(fn: dict, prog: dict) -> bool:
+    """Whether `fn`, or a function it calls, computes with the values of its input x."""
+    for s in fn["body"]:
+        if s.get("source") == "x":
+            return True
+        if s["op"] == "nested" and reads_x(next(f for f in prog["functions"] if f["name"] == s["fn"]), prog):
+            return True
+    return False
 
 
 def flat(layers: list):
@@ -509,6 +549,25 @@ def literal(v) -> str:
     return repr(v)
 
 
+CUSTOM_CLASS = [
+    "class Custom(nn.Module):",
+    "    def __init__(self, units, activation='linear', rate=0.0, scaled=False):",
+    "        super().__init__()",
+    "        self.inner = nn.Dense(units, activation=activation)",
+    "        self.drop = nn.Dropout(rate) if rate else None",
+    "        self.scaled = scaled",
+    "",
+    "    def build(self, input_shape):",
+    "        self.gain = self.add_weight((input_shape[-1],), initializer='ones')",
+    "",
+    "    def forward(self, x):",
+    "        h = self.inner(x * self.gain)",
+    "        if self.drop is not None:",
+    "            h = self.drop(h)",
+    "        return h * 0.5 if self.scaled and self.training else h",
+    "",
+]
+
 LAYER_DEFAULTS = {
     "AveragePooling1D": {"strides": None, "padding": "valid"},
     "MaxPooling1D": {"strides": None, "padding": "valid"},
@@ -521,11 +580,12 @@ LAYER_DEFAULTS = {
     "GRU": {"activation": "tanh", "recurrent_activation": "sigmoid", "return_sequences": False,
             "go_backwards": False, "reset_after": True},
     "Bidirectional": {"merge_mode": "concat"},
+    "Custom": {"activation": "linear", "rate": 0.0, "scaled": False},
 }
 POSITIONAL = {"Dense": ["units"], "Conv1D": ["filters", "kernel_size"], "LSTM": ["units"], "GRU": ["units"],
               "Dropout": ["rate"], "Bidirectional": ["layer"], "Sequential": ["layers"],
               "AveragePooling1D": ["pool_size"], "MaxPooling1D": ["pool_size"],
-              "Embedding": ["input_dim", "output_dim"], "Activation": ["activation"]}
+              "Embedding": ["input_dim", "output_dim"], "Activation": ["activation"], "Custom": ["units"]}
 
 
 def render_layer(layer: dict) -> str:
@@ -542,7 +602,7 @@ def render_layer(layer: dict) -> str:
     for key, default in LAYER_DEFAULTS.get(kind, {}).items():
         if layer.get(key, default) != default:
             args.append(f"{key}={literal(layer[key])}")
-    return f"nn.{kind}({', '.join(args)})"
+    return f"{'' if kind == 'Custom' else 'nn.'}{kind}({', '.join(args)})"
 
 
 def render_loss(loss: dict) -> str:
@@ -687,6 +747,9 @@ def render_action(i: int, act: dict, prog: dict) -> list:
         body = [f"run.out = run.kept[{act['index']}]"]
     elif do == "training":
         body = [f"encore.set_training({act['on']})"]
+    elif do == "module_mode":
+        module = "model" if act["target"] == "model" else f"model[{act['target']} % len(model)]"
+        body = [f"{module}.train({act['on']})" if act["on"] else f"{module}.eval()"]
     elif do == "freeze":
         body = [f"{param(act['index'])}.requires_grad = {act['on']}"]
     elif do == "set_data":
@@ -720,16 +783,13 @@ def render(prog: dict) -> str:
         target = f"r.standard_normal({rows} + ({head_units},)).astype(np.{dt})"
     b0, t0 = prog["build"]
     o = prog["optimizer"]
-    if o["kind"] == "SGD":
-        extra = "".join(f", {k}={literal(o[k])}" for k in ("momentum", "nesterov", "weight_decay") if o[k])
-    else:
-        extra = "".join(f", {k}={literal(o[k])}" for k in ("weight_decay",) if o[k])
+    extra = "".join(f", {k}={literal(v)}" for k, v in o.items() if k not in ("kind", "lr") and v)
     called = called_functions(prog)
     statements = [s for f in called for s in f["body"]]
     used = {s.get("target") for s in statements} | {a.get("target") for a in prog["actions"]}
     buffers = {b: shape for b, shape in prog["buffers"].items() if b in used}
     watch = ["model=model", "opt=opt"] + [f"{b}={b}" for b in buffers]
-    lines = [
+    lines = (CUSTOM_CLASS if any(l["kind"] == "Custom" for l in flat(layers)) else []) + [
         f"encore.manual_seed({prog['seed']})",
         "model = nn.Sequential([" + ", ".join(render_layer(l) for l in layers) + "])",
         f"model.build(({b0}, {t0}))" if embedded(prog) else f"model.build(({b0}, {t0}, {prog['channels']}))",
@@ -808,6 +868,8 @@ def features_used(prog: dict, raised: bool) -> set:
             used.add("alias_outputs")
     if any(a["do"] == "eager" and not a.get("zero_first") for a in prog["actions"][1:]):
         used.add("accumulate")
+    if {"global_clipnorm", "clipvalue"} & set(prog["optimizer"]):
+        used.add("clipping")
     if any(s["op"] == "write" and s["target"] != "a" for s in statements):
         used.add("captured_writes")
     if any(s["op"] == "write" and s["target"] == "a" for s in statements):
@@ -838,6 +900,10 @@ def features_used(prog: dict, raised: bool) -> set:
             used.add(feature)
     if any(a["do"] == "set_grad" and a["none"] for a in prog["actions"]):
         used.add("grads_none")
+    if any(layer["kind"] == "Custom" for layer in flat(prog["layers"])):
+        used.add("custom_module")
+    if any(a["do"] == "module_mode" for a in prog["actions"]):
+        used.add("module_modes")
     if raised:
         used.add("error_paths")
     return used
@@ -850,6 +916,8 @@ CATEGORY_ORDER = ("modes", "generator", "grad-none", "grad", "returned", "argume
 def category(key: str, details: str) -> str:
     if key in ("modes", "generator", "returned"):
         return key
+    if key.endswith(".modes"):
+        return "modes"
     if key == "argbuf":
         return "argument"
     if key.startswith("buf"):
@@ -885,7 +953,7 @@ SIMPLER = {
     "returns": ["none", "single"], "optimize": [True],
     "alias_outputs": [False], "max_cached": [32], "from_logits": [True], "n": [1], "flag": [True],
     "step": [False], "zero_first": [False], "padding": ["valid"], "index": [-1, 0], "seed": [0], "data": [0],
-    "pool_size": [1], "center": [True], "input_dim": [2], "output_dim": [1],
+    "pool_size": [1], "center": [True], "input_dim": [2], "output_dim": [1], "scaled": [False], "target": ["model"],
 }
 
 
@@ -916,6 +984,9 @@ def candidates(prog: dict, failing_index: int):
         yield dict(prog, argbuf=[2, 2])
     if prog["optimizer"]["kind"] != "SGD":
         yield dict(prog, optimizer={"kind": "SGD", "lr": 0.1, "momentum": 0.0, "nesterov": False, "weight_decay": 0.0})
+    clip = {"global_clipnorm", "clipvalue"} & set(prog["optimizer"])
+    if clip:
+        yield dict(prog, optimizer={k: v for k, v in prog["optimizer"].items() if k not in clip})
     if prog["loss"]["kind"] != "mse" and prog["layers"][-1]["activation"] in ("linear", "sigmoid"):
         yield dict(prog, loss={"kind": "mse", "from_logits": True})
     b, t = prog["build"]

@@ -112,6 +112,46 @@ class TestOperators:
         loss.backward()
         assert w.grad.tolist() == [5, 7]
 
+    def test_parameter_updates_in_place_under_no_grad(self):
+        w = encore.tensor([1.0, 2.0], requires_grad=True)
+        (w * w).sum().backward()
+        same, ptr = w, w.data_ptr()
+        with encore.no_grad():
+            w -= 0.5 * w.grad
+            w += 1
+        assert w is same and w.data_ptr() == ptr and w.tolist() == [1.0, 1.0] and w.requires_grad
+
+    def test_in_place_update_of_a_parameter_with_grad_on_is_an_error(self):
+        w = encore.tensor([1.0, 2.0], requires_grad=True)
+        w.name = "dense.kernel"
+        with pytest.raises(ValueError, match=r"\[\+=\] cannot update 'dense.kernel' .* in place: it requires grad "
+                                             r"and grad mode is on.*encore.no_grad"):
+            w += 1
+        with pytest.raises(ValueError, match=r"\[\*=\]"):
+            w *= 2
+        assert w.tolist() == [1.0, 2.0]  # neither updated nor rebound
+
+    def test_in_place_update_inside_a_traced_step(self):
+        def run(traced):
+            w = encore.tensor([1.0, -1.0], requires_grad=True)
+
+            def step(x):
+                nonlocal w  # `w -= ...` assigns the name (to the same tensor, updated in place)
+                w.grad = None
+                loss = (w * x).sum() ** 2
+                loss.backward()
+                with encore.no_grad():
+                    w -= 0.1 * w.grad
+                return loss
+
+            f = encore.trace(step) if traced else step
+            losses = [f(encore.tensor([float(i), 2.0])).item() for i in range(4)]
+            return losses, w.numpy().copy(), f
+
+        eager, eager_w, _ = run(False)
+        traced, traced_w, f = run(True)
+        assert eager == traced and eager_w.tobytes() == traced_w.tobytes() and f.stats["traces"] == 1
+
     def test_broadcasting_and_matmul(self):
         a = encore.ones(2, 3)
         b = encore.tensor([1.0, 2.0, 3.0])

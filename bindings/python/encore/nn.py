@@ -1,11 +1,36 @@
 """Keras-style layers on batch-major, channels-last tensors ``(batch, steps, channels)``,
-Sequential, checkpoint files (safetensors) and losses."""
+Sequential, custom models, checkpoint files (safetensors) and losses.
+
+Custom models and layers subclass :class:`Module`::
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1D(16, 3, activation="relu")   # registered as "conv"
+            self.pool = nn.GlobalAveragePooling1D()
+            self.head = nn.Dense(1)
+            self.scale = encore.ones(1, requires_grad=True)   # a parameter: "scale"
+
+        def forward(self, x):
+            return self.head(self.pool(self.conv(x))) * self.scale
+
+Attributes holding a module, a tuple/list of modules, or a tensor that requires grad are
+registered under the attribute's name (parameter names like ``"conv.kernel"`` are stable: they
+name tensors in checkpoints and graph dumps). A custom layer may create its weights in
+``build(self, input_shape)`` with ``self.add_weight(shape, initializer)``; ``build`` may return
+the output shape, else encore runs ``forward`` once on zeros to learn it. Subclasses are real
+C++ modules: they run eagerly, inside ``encore.trace``, in Sequential and in ``fit``.
+
+Every module starts in training mode (dropout active), as in PyTorch; ``model.eval()`` /
+``model.train()`` switch it and everything inside it; ``predict`` and ``evaluate`` always run in
+inference mode. ``encore.training(False)`` still turns every module's training off for a block.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 
 from . import _C
 from ._C import (
@@ -26,9 +51,67 @@ _LAYERS = sorted(name for name, value in vars(_C).items() if isinstance(value, t
 globals().update({name: getattr(_C, name) for name in _LAYERS})
 
 __all__ = _LAYERS + [
-    "save", "load", "binary_crossentropy", "categorical_crossentropy", "mean_squared_error",
+    "save", "load", "save_checkpoint", "load_checkpoint", "binary_crossentropy", "categorical_crossentropy",
+    "mean_squared_error",
     "sparse_categorical_crossentropy", "binary_accuracy",
 ]
+
+
+class _Modules(Module):
+    """A tuple of modules assigned as one attribute: its items are children "0", "1", ..."""
+
+    def __init__(self, modules: tuple) -> None:
+        super().__init__()
+        for i, module in enumerate(modules):
+            setattr(self, str(i), module)
+
+    def forward(self, x: Any) -> Any:
+        raise TypeError("a list of modules has no forward: call its items")
+
+
+def _setattr(self: Module, name: str, value: Any) -> None:
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, Module) for v in value):
+        # Kept as a tuple: appending to it later would leave the new module unregistered.
+        value = tuple(value)
+        registered: Any = _Modules(value)
+    elif isinstance(value, Module) or (isinstance(value, _C.Tensor) and value.requires_grad):
+        registered = value
+    else:
+        registered = None
+    if registered is None:
+        self._unregister(name)
+    else:
+        self._register(name, registered)
+    object.__setattr__(self, name, value)
+
+
+def _delattr(self: Module, name: str) -> None:
+    self._unregister(name)
+    object.__delattr__(self, name)
+
+
+def _init_subclass(cls: type, **kwargs: Any) -> None:
+    super(Module, cls).__init_subclass__(**kwargs)
+    hook = cls.__dict__.get("build")
+    if hook is None:
+        return
+    # `model.build(shape)` stays Module.build (which builds once and names parameters); it calls
+    # the subclass' build as its hook. Inside a hook, super().build(input_shape) runs the parent's
+    # hook, or does nothing at the top (Keras layers end their build with it).
+    cls._build_hook = hook
+
+    def build(self: Module, input_shape: Any) -> Any:
+        if self._building:
+            return hook(self, input_shape)
+        return _C.Module.build(self, input_shape)
+
+    build.__doc__ = hook.__doc__
+    cls.build = build
+
+
+Module.__setattr__ = _setattr  # type: ignore[method-assign,assignment]
+Module.__delattr__ = _delattr  # type: ignore[method-assign,assignment]
+Module.__init_subclass__ = classmethod(_init_subclass)  # type: ignore[assignment]
 
 
 def save(model: Module, path: Union[str, "os.PathLike[str]"]) -> None:
@@ -52,3 +135,23 @@ def load(model: Module, path: Union[str, "os.PathLike[str]"]) -> Module:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
     _C.load_module(model, path)
     return model
+
+
+def save_checkpoint(model: Module, path: Union[str, "os.PathLike[str]"], optimizer: Any = None,
+                    metadata: Optional[Dict[str, str]] = None) -> None:
+    """Writes everything a hand-written training loop needs to resume exactly: ``model``'s
+    parameters, ``optimizer``'s state (moments, momentum buffers, step count, learning rate) and
+    the random generators' state, to one safetensors file, atomically, with your ``metadata``
+    strings (the loop's step, say; load_checkpoint returns them). ``model.save_checkpoint`` does
+    it for a compiled model, with its counters."""
+    _C.save_checkpoint(model, os.fspath(path), optimizer, dict(metadata or {}))
+
+
+def load_checkpoint(model: Module, path: Union[str, "os.PathLike[str]"], optimizer: Any = None) -> dict:
+    """Restores what :func:`save_checkpoint` wrote, all or nothing: on any error (missing,
+    truncated, corrupt or mismatched file, another optimizer kind) nothing changes. Returns the
+    file's metadata."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    return _C.load_checkpoint(model, path, optimizer)

@@ -1,4 +1,4 @@
-#include "nn/compare.h"
+#include "train/compare.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,0 +1,495 @@
+#include "train/model.h"
+
+#include <array>
+#include <cstdio>
+#include <iostream>
+
+#include "core/ledger.h"
+#include "core/modes.h"
+#include "nn/losses.h"
+#include "train/progress.h"
+#include "nn/resume.h"
+#include "ops/ops.h"
+
+namespace encore::nn {
+
+namespace {
+
+Tensor mean_absolute_error(const Tensor& y, const Tensor& p) { return mean(abs(p - y)); }
+
+LossFn binary_accuracy_fn(double threshold) {
+  return [threshold](const Tensor& y, const Tensor& p) { return mean(eq(gt(p, threshold), y.to(p.dtype()))); };
+}
+
+Tensor sparse_categorical_accuracy(const Tensor& labels, const Tensor& p) {
+  // Ties with the largest score count as right (Keras' argmax takes the first).
+  return mean(ge(gather_last(p, labels), max(p, {-1})));
+}
+
+LossFn metric_fn(const std::string& name, const Loss& loss) {
+  const bool binary = loss.name.find("binary_crossentropy") != std::string::npos;
+  const bool sparse = loss.name.find("sparse_categorical_crossentropy") != std::string::npos;
+  if (name == "accuracy" || name == "acc") {
+    if (binary) return binary_accuracy_fn(loss.from_logits ? 0.0 : 0.5);
+    if (sparse) return sparse_categorical_accuracy;
+    throw ValueError(detail::cat("[compile] metric '", name, "' needs a classification loss ",
+                                 "(binary_crossentropy or sparse_categorical_crossentropy), got '", loss.name, "'"));
+  }
+  if (name == "binary_accuracy") return binary_accuracy_fn(0.5);
+  if (name == "sparse_categorical_accuracy") return sparse_categorical_accuracy;
+  if (name == "mse" || name == "mean_squared_error") return mean_squared_error;
+  if (name == "mae" || name == "mean_absolute_error") return mean_absolute_error;
+  throw ValueError(detail::cat("[compile] unknown metric '", name,
+                               "': use accuracy, binary_accuracy, sparse_categorical_accuracy, mse, mae or a function"));
+}
+
+constexpr const char* kOptimizers[] = {"sgd", "adam", "adamw", "rmsprop"};
+
+std::shared_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params) {
+  if (name == "sgd") return std::make_shared<SGD>(std::move(params));
+  if (name == "adam") return std::make_shared<Adam>(std::move(params));
+  if (name == "adamw") return std::make_shared<AdamW>(std::move(params));
+  if (name == "rmsprop") return std::make_shared<RMSprop>(std::move(params));
+  throw ValueError("[compile] unknown optimizer '" + name + "': use sgd, adam, adamw, rmsprop or an optimizer");
+}
+
+// Puts every module back in the mode it had (fit trains in training mode).
+class ModeRestore {
+ public:
+  explicit ModeRestore(Module& root) {
+    for (Module* m : root.modules()) saved_.emplace_back(m, m->training_flag());
+  }
+  // Parents come before their descendants: each train() is overridden by the deeper ones.
+  ~ModeRestore() {
+    for (auto [m, on] : saved_) m->train(on);
+  }
+  ModeRestore(const ModeRestore&) = delete;
+  ModeRestore& operator=(const ModeRestore&) = delete;
+
+ private:
+  std::vector<std::pair<Module*, bool>> saved_;
+};
+
+// Ledger counters at the start of a fit, for its cost summary.
+struct CostMark {
+  std::array<int64_t, static_cast<int>(Counter::Count)> counters{};
+  std::vector<std::pair<const TracedFunction*, int64_t>> traces;  // records seen per function
+  static CostMark now(std::initializer_list<const TracedFunction*> fns) {
+    CostMark m;
+    for (int i = 0; i < static_cast<int>(Counter::Count); ++i) m.counters[i] = Ledger::global().get(Counter(i));
+    for (const TracedFunction* f : fns)
+      if (f) m.traces.emplace_back(f, f->stats().traces);
+    return m;
+  }
+  int64_t since(Counter c) const { return Ledger::global().get(c) - counters[static_cast<int>(c)]; }
+  int64_t traces_before(const TracedFunction* f) const {
+    for (const auto& [g, n] : traces)
+      if (g == f) return n;
+    return 0;
+  }
+};
+
+std::string ms(int64_t ns) { return format_duration(static_cast<double>(ns) / 1e9); }
+
+std::string per(int64_t ns, int64_t n) { return ms(n ? ns / n : 0); }
+
+}  // namespace
+
+Loss::Loss(const std::string& n) : name(n) {
+  if (n == "binary_crossentropy") *this = binary_crossentropy();
+  else if (n == "sparse_categorical_crossentropy") *this = sparse_categorical_crossentropy();
+  else if (n == "mse" || n == "mean_squared_error") fn = mean_squared_error;
+  else if (n == "mae" || n == "mean_absolute_error") fn = mean_absolute_error;
+  else
+    throw ValueError(detail::cat("[compile] unknown loss '", n,
+                                 "': use binary_crossentropy, sparse_categorical_crossentropy, mse, mae or a function"));
+}
+
+Loss::Loss(std::string n, LossFn f, bool logits) : name(std::move(n)), fn(std::move(f)), from_logits(logits) {
+  ENCORE_CHECK(fn, ValueError, "[compile] loss '", name, "' has no function");
+}
+
+Loss Loss::binary_crossentropy(bool from_logits) {
+  return {"binary_crossentropy",
+          [from_logits](const Tensor& y, const Tensor& p) { return nn::binary_crossentropy(y, p, from_logits); },
+          from_logits};
+}
+
+Loss Loss::sparse_categorical_crossentropy(bool from_logits) {
+  return {"sparse_categorical_crossentropy",
+          [from_logits](const Tensor& y, const Tensor& p) {
+            return nn::sparse_categorical_crossentropy(y, p, from_logits);
+          },
+          from_logits};
+}
+
+Model::Model(std::shared_ptr<Module> module) : module_(std::move(module)) {
+  ENCORE_CHECK(module_, ValueError, "[model] needs a module");
+}
+
+void Model::compile(OptimizerSpec optimizer, Loss loss, CompileOptions options) {
+  ENCORE_CHECK(optimizer.optimizer || !optimizer.name.empty(), ValueError, "[compile] needs an optimizer");
+  ENCORE_CHECK(optimizer.optimizer || std::count(std::begin(kOptimizers), std::end(kOptimizers), optimizer.name),
+               ValueError, "[compile] unknown optimizer '", optimizer.name,
+               "': use sgd, adam, adamw, rmsprop or an optimizer");
+  std::vector<Metric> metrics = options.metrics;
+  for (Metric& m : metrics)
+    if (!m.fn) m.fn = metric_fn(m.name, loss);
+  for (size_t i = 0; i < metrics.size(); ++i)
+    for (size_t j = 0; j <= i; ++j)
+      ENCORE_CHECK(metrics[i].name != (j < i ? metrics[j].name : "loss"), ValueError, "[compile] metric name '",
+                   metrics[i].name, "' is used twice (the loss is logged as 'loss')");
+  optimizer_ = std::move(optimizer.optimizer);
+  optimizer_name_ = std::move(optimizer.name);
+  loss_ = std::move(loss);
+  metrics_ = std::move(metrics);
+  options_ = std::move(options);
+  train_fn_.reset();
+  test_fn_.reset();
+  predict_fn_.reset();
+  train_acc_ = test_acc_ = {};
+  compiled_ = true;
+}
+
+void Model::set_output(std::function<void(const std::string&)> write, std::optional<bool> interactive) {
+  output_ = std::move(write);
+  interactive_ = interactive;
+}
+
+ProgressBar Model::progress_bar(int verbose) const {
+  return ProgressBar(verbose, output_, interactive_.value_or(ProgressBar::stdout_is_terminal()));
+}
+
+void Model::require_compiled(const char* what) const {
+  ENCORE_CHECK(compiled_, ValueError, "[", what, "] compile the model first (optimizer, loss, metrics)");
+}
+
+std::vector<std::string> Model::log_names() const {
+  std::vector<std::string> names{"loss"};
+  for (const Metric& m : metrics_) names.push_back(m.name);
+  return names;
+}
+
+// Builds the module from the first batch, makes a named optimizer, the accumulators and the
+// traced steps. Called per batch: after the first, it checks where the parameters live, and
+// is done.
+void Model::prepare(const Tensor& x) {
+  if (!module_->built()) {
+    module_->build(x.shape());
+    module_->to(x.device());
+  }
+  if (!probe_.defined()) {
+    const std::vector<Tensor> params = module_->parameters();
+    if (!params.empty()) probe_ = params[0];
+  }
+  device_ = probe_.defined() ? probe_.device() : x.device();
+  auto make = [&](const char* name, std::vector<std::string> args, TracedFunction::Fn fn) {
+    TraceOptions o;
+    o.name = name;
+    o.shapes = options_.shapes;
+    o.arg_names = std::move(args);
+    return std::make_unique<TracedFunction>(std::move(fn), std::move(o));
+  };
+  if (options_.mode == ExecutionMode::Traced && !predict_fn_)
+    predict_fn_ = make("predict_step", {"x"}, [this](const std::vector<Arg>& a) {
+      return std::vector<Tensor>{predict_step(std::get<Tensor>(a[0]))};
+    });
+  if (!compiled_) return;
+  if (!optimizer_) optimizer_ = make_optimizer(optimizer_name_, module_->parameters());
+  if (!train_acc_.sums.defined() || train_acc_.sums.device() != device_) {
+    for (Accumulator* acc : {&train_acc_, &test_acc_}) {
+      acc->sums = zeros({static_cast<int64_t>(1 + metrics_.size())}, DType::Float64, device_);
+      acc->rows = zeros({}, DType::Float64, device_);
+    }
+  }
+  if (options_.mode == ExecutionMode::Eager || train_fn_) return;
+  train_fn_ = make("train_step", {"x", "y"}, [this](const std::vector<Arg>& a) {
+    train_step(std::get<Tensor>(a[0]), std::get<Tensor>(a[1]));
+    return std::vector<Tensor>{};
+  });
+  test_fn_ = make("test_step", {"x", "y"}, [this](const std::vector<Arg>& a) {
+    test_step(std::get<Tensor>(a[0]), std::get<Tensor>(a[1]));
+    return std::vector<Tensor>{};
+  });
+}
+
+Tensor Model::on_device(const Tensor& t) const { return t.device() == device_ ? t : t.to(device_); }
+
+Tensor Model::loss_of(const Tensor& y, const Tensor& pred) const {
+  Tensor loss = loss_->fn(y, pred);
+  ENCORE_CHECK(loss.defined() && loss.numel() == 1, ShapeError, "[", loss_->name, "] the loss must be a scalar, got ",
+               loss.defined() ? describe(loss) : "nothing");
+  return loss;
+}
+
+void Model::accumulate(Accumulator& acc, const Tensor& loss, const Tensor& y, const Tensor& pred) {
+  NoGradGuard no_grad;
+  const double rows = static_cast<double>(pred.dim() ? pred.shape()[0] : 1);
+  std::vector<Tensor> values{loss.detach().to(DType::Float64).reshape({1})};
+  for (const Metric& m : metrics_) {
+    const Tensor v = m.fn(y, pred.detach());
+    ENCORE_CHECK(v.numel() == 1, ShapeError, "[", m.name, "] a metric must give a scalar, got ", describe(v));
+    values.push_back(v.to(DType::Float64).reshape({1}));
+  }
+  acc.sums.copy_(acc.sums + concat(values, 0) * rows);
+  acc.rows.copy_(acc.rows + rows);
+}
+
+void Model::train_step(const Tensor& x, const Tensor& y) {
+  optimizer_->zero_grad();
+  const Tensor pred = (*module_)(x);
+  const Tensor loss = loss_of(y, pred);
+  loss.backward();
+  optimizer_->step();
+  accumulate(train_acc_, loss, y, pred);
+}
+
+// One update in training mode, through the traced step or eagerly.
+void Model::run_train_step(const Tensor& x, const Tensor& y) {
+  TrainingGuard training(true);
+  EnableGradGuard grad;
+  const Tensor bx = on_device(x), by = on_device(y);
+  if (train_fn_)
+    (*train_fn_)({bx, by});
+  else
+    train_step(bx, by);
+  ++iterations_;
+}
+
+void Model::test_step(const Tensor& x, const Tensor& y) {
+  const Tensor pred = (*module_)(x);
+  accumulate(test_acc_, loss_of(y, pred), y, pred);
+}
+
+Tensor Model::predict_step(const Tensor& x) { return (*module_)(x); }
+
+void Model::reset(Accumulator& acc) {
+  acc.sums.zero_();
+  acc.rows.zero_();
+}
+
+Logs Model::read(const Accumulator& acc, const std::string& prefix) const {
+  Logs logs;
+  if (!acc.sums.defined()) return logs;
+  const std::vector<double> sums = acc.sums.to_vector<double>();
+  const double rows = acc.rows.item();
+  const std::vector<std::string> names = log_names();
+  for (size_t i = 0; i < names.size(); ++i) logs[prefix + names[i]] = sums[i] / rows;
+  return logs;
+}
+
+Logs Model::running_logs() const { return read(train_acc_, ""); }
+
+History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
+  require_compiled("fit");
+  ENCORE_CHECK(x.defined() && y.defined() && x.dim() >= 1 && y.dim() >= 1 && x.shape()[0] == y.shape()[0],
+               ShapeError, "[fit] x and y must have the same number of rows, got ",
+               x.defined() ? describe(x) : "none", " and ", y.defined() ? describe(y) : "none");
+  ENCORE_CHECK(options.validation_split >= 0 && options.validation_split < 1, ValueError,
+               "[fit] validation_split must be in [0, 1), got ", options.validation_split);
+  ENCORE_CHECK(options.validation_split == 0 || !options.validation_data, ValueError,
+               "[fit] give validation_split or validation_data, not both");
+  int64_t rows = x.shape()[0];
+  if (options.validation_split > 0) {
+    const auto held = static_cast<int64_t>(static_cast<double>(rows) * options.validation_split);
+    ENCORE_CHECK(held >= 1 && held < rows, ValueError, "[fit] validation_split ", options.validation_split,
+                 " of ", rows, " rows leaves no rows for validation or for training");
+    options.validation_data = std::make_shared<ArrayDataset>(x.slice(0, rows - held, rows), y.slice(0, rows - held, rows),
+                                                             options.batch_size);
+    rows -= held;
+  }
+  ArrayDataset train(x.slice(0, 0, rows), y.slice(0, 0, rows), options.batch_size, options.shuffle, options.seed);
+  return fit(train, std::move(options));
+}
+
+History Model::fit(Dataset& data, FitOptions options) {
+  require_compiled("fit");
+  ENCORE_CHECK(options.epochs >= 0 && options.initial_epoch >= 0, ValueError,
+               "[fit] epochs and initial_epoch must be >= 0, got ", options.epochs, " and ", options.initial_epoch);
+  ProgressBar bar = progress_bar(options.verbose);
+  const CostMark mark = CostMark::now({train_fn_.get(), test_fn_.get()});
+  const int64_t steps_before = iterations_;
+  const ModeRestore modes(*module_);
+  module_->train(true);
+  stop_training = false;
+  bool batch_hooks = false;
+  for (const auto& cb : options.callbacks) {
+    ENCORE_CHECK(cb, ValueError, "[fit] a callback is null");
+    batch_hooks = batch_hooks || cb->wants_batches();
+  }
+  std::vector<std::string> names = log_names();
+  if (options.validation_data)
+    for (const std::string& n : log_names()) names.push_back("val_" + n);
+
+  History history;
+  for (const auto& cb : options.callbacks) cb->on_train_begin(*this);
+  for (int epoch = options.initial_epoch; epoch < options.epochs && !stop_training; ++epoch) {
+    for (const auto& cb : options.callbacks) cb->on_epoch_begin(*this, epoch);
+    data.start(epoch);
+    bar.start(data.size(), detail::cat("Epoch ", epoch + 1, "/", options.epochs), names);
+    int64_t batch = 0;
+    while (!stop_training) {
+      std::optional<Batch> b = data.next();
+      if (!b) break;
+      ENCORE_CHECK(b->x.defined() && b->y.defined(), ValueError, "[fit] batch ", batch, " has no ",
+                   b->x.defined() ? "targets" : "inputs");
+      prepare(b->x);
+      if (batch_hooks)
+        for (const auto& cb : options.callbacks) cb->on_batch_begin(*this, batch);
+      if (batch == 0) reset(train_acc_);
+      run_train_step(b->x, b->y);
+      ++batch;
+      if (batch_hooks)
+        for (const auto& cb : options.callbacks) cb->on_batch_end(*this, batch - 1);
+      bar.update(batch, [this] { return running_logs(); });
+    }
+    ENCORE_CHECK(batch > 0, ValueError, "[fit] the training data gave no batches in epoch ", epoch + 1,
+                 " (an iterable that can be read only once, such as a generator, gives none after the first)");
+    Logs logs = running_logs();
+    if (options.validation_data) {
+      const Logs val = evaluate_pass(*options.validation_data, nullptr);
+      for (const auto& [k, v] : val) logs["val_" + k] = v;
+    }
+    epoch_ = epoch + 1;
+    for (const auto& cb : options.callbacks) cb->on_epoch_end(*this, epoch, logs);
+    history.epoch.push_back(epoch);
+    for (const auto& [k, v] : logs) history.history[k].push_back(v);
+    bar.finish(batch, logs);
+  }
+  for (const auto& cb : options.callbacks) cb->on_train_end(*this);
+
+  // The cost summary, from the ledger and the traced steps' records.
+  const int64_t steps = iterations_ - steps_before;
+  if (options_.mode == ExecutionMode::Eager) {
+    history.cost = detail::cat("cost (eager): ", steps, " training steps, ", mark.since(Counter::OpsDispatched),
+                               " ops dispatched in ", ms(mark.since(Counter::DispatchNs)), " (",
+                               per(mark.since(Counter::DispatchNs), steps), " per step)");
+  } else {
+    std::string traces;
+    int64_t n = 0;
+    for (const TracedFunction* f : {train_fn_.get(), test_fn_.get()}) {
+      if (!f) continue;
+      const TraceStats& s = f->stats();
+      const int64_t new_traces = s.traces - mark.traces_before(f);
+      n += new_traces;
+      const int64_t shown = std::min<int64_t>(new_traces, static_cast<int64_t>(s.records.size()));
+      for (int64_t i = static_cast<int64_t>(s.records.size()) - shown; i < static_cast<int64_t>(s.records.size()); ++i)
+        traces += detail::cat(traces.empty() ? "" : "; ", f->options().name, " call ", s.records[i].call, ": ",
+                              s.records[i].reason);
+    }
+    const int64_t tracing = mark.since(Counter::TraceNs) + mark.since(Counter::OptimizeNs) +
+                            mark.since(Counter::PlanNs) + mark.since(Counter::CaptureNs) +
+                            mark.since(Counter::InstantiateNs);
+    const int64_t replays = mark.since(Counter::Replays), replay_ns = mark.since(Counter::ReplayNs);
+    history.cost = detail::cat("cost (traced): ", n, " traces", n ? " (" + traces + ")" : "", ", ", replays,
+                               " replays; tracing ", ms(tracing), ", replaying ", ms(replay_ns), " (",
+                               per(replay_ns, replays), " per replay)");
+  }
+  if (options.verbose > 0) {
+    if (output_)
+      output_(history.cost + "\n");
+    else
+      std::cout << history.cost << std::endl;
+  }
+  return history;
+}
+
+Logs Model::evaluate_pass(Dataset& data, ProgressBar* bar) {
+  data.start(0);
+  if (bar) bar->start(data.size(), "", log_names());
+  int64_t batch = 0;
+  while (std::optional<Batch> b = data.next()) {
+    ENCORE_CHECK(b->x.defined() && b->y.defined(), ValueError, "[evaluate] batch ", batch, " has no ",
+                 b->x.defined() ? "targets" : "inputs");
+    prepare(b->x);
+    if (batch == 0) reset(test_acc_);
+    TrainingGuard inference(false);
+    NoGradGuard no_grad;
+    const Tensor bx = on_device(b->x), by = on_device(b->y);
+    if (test_fn_)
+      (*test_fn_)({bx, by});
+    else
+      test_step(bx, by);
+    ++batch;
+    if (bar) bar->update(batch, [&] { return read(test_acc_, ""); });
+  }
+  ENCORE_CHECK(batch > 0, ValueError, "[evaluate] the data gave no batches");
+  const Logs logs = read(test_acc_, "");
+  if (bar) bar->finish(batch, logs);
+  return logs;
+}
+
+Logs Model::evaluate(const Tensor& x, const Tensor& y, int64_t batch_size, int verbose) {
+  ArrayDataset data(x, y, batch_size);
+  return evaluate(data, verbose);
+}
+
+Logs Model::evaluate(Dataset& data, int verbose) {
+  require_compiled("evaluate");
+  ProgressBar bar = progress_bar(verbose);
+  return evaluate_pass(data, verbose > 0 ? &bar : nullptr);
+}
+
+Tensor Model::predict(const Tensor& x, int64_t batch_size, int verbose) {
+  ArrayDataset data(x, Tensor(), batch_size);
+  return predict(data, verbose);
+}
+
+Tensor Model::predict(Dataset& data, int verbose) {
+  ProgressBar bar = progress_bar(verbose);
+  data.start(0);
+  bar.start(data.size(), "", {});
+  std::vector<Tensor> outputs;
+  while (std::optional<Batch> b = data.next()) {
+    outputs.push_back(predict_on_batch(b->x));
+    bar.update(static_cast<int64_t>(outputs.size()), [] { return Logs{}; });
+  }
+  ENCORE_CHECK(!outputs.empty(), ValueError, "[predict] the data gave no batches");
+  bar.finish(static_cast<int64_t>(outputs.size()), {});
+  return outputs.size() == 1 ? outputs[0] : concat(outputs, 0);
+}
+
+Logs Model::train_on_batch(const Tensor& x, const Tensor& y) {
+  require_compiled("train_on_batch");
+  prepare(x);
+  const ModeRestore modes(*module_);
+  module_->train(true);
+  reset(train_acc_);
+  run_train_step(x, y);
+  return running_logs();
+}
+
+Logs Model::test_on_batch(const Tensor& x, const Tensor& y) {
+  require_compiled("test_on_batch");
+  ArrayDataset data(x, y, std::max<int64_t>(x.defined() && x.dim() ? x.shape()[0] : 1, 1));
+  return evaluate_pass(data, nullptr);
+}
+
+Tensor Model::predict_on_batch(const Tensor& x) {
+  ENCORE_CHECK(x.defined(), ValueError, "[predict] x is undefined");
+  prepare(x);
+  TrainingGuard inference(false);
+  NoGradGuard no_grad;
+  const Tensor bx = on_device(x);
+  if (predict_fn_) return (*predict_fn_)({bx})[0];
+  return predict_step(bx);
+}
+
+void Model::save_checkpoint(const std::string& path) const {
+  nn::save_checkpoint(path, *module_, optimizer_.get(),
+                      {{"checkpoint.iterations", std::to_string(iterations_)}, {"checkpoint.epoch", std::to_string(epoch_)}});
+}
+
+void Model::load_checkpoint(const std::string& path) {
+  ENCORE_CHECK(module_->built(), ValueError, "[load_checkpoint] build the model first (fit, or Module::build)");
+  if (compiled_ && !optimizer_) optimizer_ = make_optimizer(optimizer_name_, module_->parameters());
+  const Metadata meta = nn::load_checkpoint(path, *module_, optimizer_.get());
+  auto counter = [&](const char* key) -> int64_t {
+    const auto it = meta.find(key);
+    return it == meta.end() ? 0 : std::stoll(it->second);
+  };
+  iterations_ = counter("checkpoint.iterations");
+  epoch_ = static_cast<int>(counter("checkpoint.epoch"));
+}
+
+}  // namespace encore::nn

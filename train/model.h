@@ -1,0 +1,211 @@
+// Keras-style training of a Module: compile, then fit / evaluate / predict (and their
+// *_on_batch forms). The Python API (Module.compile, .fit, ...) is a thin layer over this class.
+//
+//   nn::Model model(net);
+//   model.compile("adam", "binary_crossentropy", {.metrics = {"accuracy"}});
+//   nn::History h = model.fit(x, y, {.batch_size = 32, .epochs = 5, .validation_split = 0.2});
+//   nn::Logs test = model.evaluate(x_test, y_test);
+//   Tensor p = model.predict(x_new);
+//
+// Semantics:
+//  - Mode "traced" (default): each step (train, test, predict) is a traced function (graph/trace.h)
+//    replayed per batch: forward, loss, backward, optimizer update and the running loss and
+//    metrics, which accumulate on the device and are read only when shown. "eager" runs the same
+//    code op by op. Both give the same bits.
+//  - fit trains with the module in training mode (Module::train) and gives it back its modes
+//    after; evaluate and predict always run in inference mode, without autograd.
+//  - The last batch of a pass is smaller when the rows do not divide evenly: it is kept (every
+//    row counts, as in Keras), and being a signature of its own it traces once, in the first
+//    epoch, and replays in the next ones. A data set whose batches vary in length can use a
+//    bucket shape policy (CompileOptions::shapes).
+//  - Loss and metric values per epoch are means over the rows (batches weighted by size).
+//  - The learning-rate schedule, early stopping and checkpoints are callbacks (train/callbacks.h).
+//  - At the end of fit, with verbose > 0, one line gives the cost from the ledger: traces and why,
+//    replays, time tracing vs replaying (eager: ops dispatched and their time).
+#pragma once
+
+#include <concepts>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/trace.h"
+#include "train/callbacks.h"
+#include "nn/data.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+#include "train/progress.h"
+
+namespace encore::nn {
+
+using LossFn = std::function<Tensor(const Tensor& y_true, const Tensor& y_pred)>;
+
+/// A loss: a Keras name — "binary_crossentropy", "sparse_categorical_crossentropy" (both of
+/// probabilities, as Keras' names mean), "mean_squared_error" / "mse", "mean_absolute_error" /
+/// "mae" — or any function of (y_true, y_pred) that returns a scalar.
+struct Loss {
+  Loss(const char* name) : Loss(std::string(name)) {}
+  Loss(const std::string& name);
+  Loss(std::string name, LossFn fn, bool from_logits = false);
+  static Loss binary_crossentropy(bool from_logits = false);
+  static Loss sparse_categorical_crossentropy(bool from_logits = false);
+
+  std::string name;
+  LossFn fn;
+  bool from_logits = false;  // what "accuracy" compares against
+};
+
+/// A metric: a name — "accuracy" / "acc" (binary or sparse categorical, after the loss),
+/// "binary_accuracy", "sparse_categorical_accuracy", "mse", "mae" and their long names — or any
+/// function of (y_true, y_pred) giving a per-batch mean. Epoch values weight batches by size.
+struct Metric {
+  Metric(const char* name) : Metric(std::string(name)) {}
+  Metric(std::string name) : name(std::move(name)) {}
+  Metric(std::string name, LossFn fn) : name(std::move(name)), fn(std::move(fn)) {}
+  std::string name;
+  LossFn fn;  // empty: resolved from the name by compile
+};
+
+/// An optimizer, or the name of one made over the module's parameters, with its defaults, once
+/// the module is built: "sgd", "adam", "adamw", "rmsprop".
+struct OptimizerSpec {
+  template <std::derived_from<Optimizer> O>
+  OptimizerSpec(std::shared_ptr<O> optimizer) : optimizer(std::move(optimizer)) {}
+  OptimizerSpec(const char* name) : name(name) {}
+  OptimizerSpec(std::string name) : name(std::move(name)) {}
+  std::shared_ptr<Optimizer> optimizer;
+  std::string name;
+};
+
+enum class ExecutionMode { Traced, Eager };
+
+struct CompileOptions {
+  std::vector<Metric> metrics = {};
+  ExecutionMode mode = ExecutionMode::Traced;
+  /// The shape policy of the traced steps (graph/trace.h ShapePolicy).
+  ShapePolicy shapes = ShapePolicy::exact();
+};
+
+struct FitOptions {
+  int64_t batch_size = 32;
+  int epochs = 1;
+  /// The epoch to start at (to resume: Model::epoch() after load_checkpoint).
+  int initial_epoch = 0;
+  bool shuffle = true;
+  /// Seeds the shuffle: the order of epoch e depends only on (seed, e).
+  uint64_t seed = 0;
+  /// The last fraction of the rows (taken before shuffling) validates instead of training.
+  double validation_split = 0.0;
+  /// Validation batches (instead of validation_split).
+  std::shared_ptr<Dataset> validation_data = nullptr;
+  std::vector<std::shared_ptr<Callback>> callbacks = {};
+  /// 0 silent, 1 progress bar, 2 one line per epoch; the cost summary with 1 and 2.
+  int verbose = 1;
+};
+
+struct History {
+  std::vector<int> epoch;
+  /// Per logged name ("loss", "val_loss", ...), one value per epoch.
+  std::map<std::string, std::vector<double>> history;
+  /// The fit's cost summary line.
+  std::string cost;
+};
+
+class Model {
+ public:
+  explicit Model(std::shared_ptr<Module> module);
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  /// Sets the optimizer, loss and options. Compiling again drops the traced steps.
+  void compile(OptimizerSpec optimizer, Loss loss, CompileOptions options = {});
+  /// Where progress bars and the cost summary go (default: stdout), and whether bars are redrawn
+  /// in place (default: when standard output is a terminal).
+  void set_output(std::function<void(const std::string&)> write, std::optional<bool> interactive = {});
+
+  History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  /// Trains on the batches of `data` (batch_size, shuffle, seed and validation_split unused).
+  History fit(Dataset& data, FitOptions options = {});
+  /// The loss and metrics over (x, y), in inference mode.
+  Logs evaluate(const Tensor& x, const Tensor& y, int64_t batch_size = 32, int verbose = 0);
+  Logs evaluate(Dataset& data, int verbose = 0);
+  /// The module's outputs for every row of x, in inference mode without autograd, batched and
+  /// concatenated along axis 0 (on the model's device).
+  Tensor predict(const Tensor& x, int64_t batch_size = 32, int verbose = 0);
+  Tensor predict(Dataset& data, int verbose = 0);
+
+  /// One update on one batch (training mode); the batch's loss and metrics.
+  Logs train_on_batch(const Tensor& x, const Tensor& y);
+  /// The batch's loss and metrics in inference mode.
+  Logs test_on_batch(const Tensor& x, const Tensor& y);
+  /// The module's output for one batch in inference mode.
+  Tensor predict_on_batch(const Tensor& x);
+
+  /// The running loss and metrics of the current pass of fit (means so far; reads the device).
+  Logs running_logs() const;
+  /// "loss" then the metrics' names.
+  std::vector<std::string> log_names() const;
+
+  Module& module() { return *module_; }
+  const std::shared_ptr<Module>& module_ptr() const { return module_; }
+  bool compiled() const { return compiled_; }
+  /// The optimizer (made on first use when compile got a name; null before).
+  const std::shared_ptr<Optimizer>& optimizer() const { return optimizer_; }
+  ExecutionMode mode() const { return options_.mode; }
+  /// Updates done through this model (train steps of fit and train_on_batch); a schedule's step.
+  int64_t iterations() const { return iterations_; }
+  /// Epochs fit has completed.
+  int epoch() const { return epoch_; }
+  /// Set by a callback (EarlyStopping) to end fit after the current batch.
+  bool stop_training = false;
+
+  /// The traced steps (null in eager mode and before their first use): stats, explain().
+  const TracedFunction* train_function() const { return train_fn_.get(); }
+  const TracedFunction* test_function() const { return test_fn_.get(); }
+  const TracedFunction* predict_function() const { return predict_fn_.get(); }
+
+  /// Everything needed to resume exactly (nn/resume.h) plus iterations() and epoch().
+  void save_checkpoint(const std::string& path) const;
+  /// Restores a save_checkpoint file, all or nothing; the model must be built (and compiled with
+  /// an optimizer of the same kind when the file has optimizer state).
+  void load_checkpoint(const std::string& path);
+
+ private:
+  // Device sums of the loss and metrics, weighted by batch size, and of the rows seen.
+  struct Accumulator {
+    Tensor sums, rows;
+  };
+  void require_compiled(const char* what) const;
+  void prepare(const Tensor& x);
+  ProgressBar progress_bar(int verbose) const;
+  Tensor loss_of(const Tensor& y, const Tensor& pred) const;
+  Tensor on_device(const Tensor& t) const;
+  void run_train_step(const Tensor& x, const Tensor& y);
+  void train_step(const Tensor& x, const Tensor& y);
+  void test_step(const Tensor& x, const Tensor& y);
+  Tensor predict_step(const Tensor& x);
+  void accumulate(Accumulator& acc, const Tensor& loss, const Tensor& y, const Tensor& pred);
+  Logs read(const Accumulator& acc, const std::string& prefix) const;
+  void reset(Accumulator& acc);
+  Logs evaluate_pass(Dataset& data, ProgressBar* bar);
+
+  std::shared_ptr<Module> module_;
+  std::shared_ptr<Optimizer> optimizer_;
+  std::string optimizer_name_;
+  std::optional<Loss> loss_;
+  std::vector<Metric> metrics_;
+  CompileOptions options_;
+  bool compiled_ = false;
+  std::function<void(const std::string&)> output_;
+  std::optional<bool> interactive_;
+  Tensor probe_;  // the first parameter: where the model lives
+  Device device_;
+  Accumulator train_acc_, test_acc_;
+  std::unique_ptr<TracedFunction> train_fn_, test_fn_, predict_fn_;
+  int64_t iterations_ = 0;
+  int epoch_ = 0;
+};
+
+}  // namespace encore::nn
