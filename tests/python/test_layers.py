@@ -463,5 +463,5 @@ def test_conv1d_layer_activation_is_applied_after_the_bias(activation):
 @pytest.mark.parametrize("activation", ["gelu", "softmax"])
 def test_conv1d_fused_refuses_activations_it_cannot_differentiate(activation):
     x, w, b = encore.zeros(1, 4, 2), encore.zeros(3, 2, 5), encore.zeros(5)
-    with pytest.raises(encore.ValueError, match=r"\[conv1d_fused\] activation " + activation):
+    with pytest.raises(ValueError, match=r"\[conv1d_fused\] activation " + activation):
         encore.conv1d_fused(x, w, b, activation=activation)
