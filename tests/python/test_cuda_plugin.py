@@ -15,7 +15,7 @@ def test_unavailable_reason_is_empty_exactly_when_cuda_is_available():
     reason = encore.cuda.unavailable_reason()
     assert encore.cuda.is_available() == (reason == "")
     if not encore.cuda.is_built():
-        assert f"\n  cuda: not available ({reason})\n" in encore.show_config()
+        assert f"\n  cuda: not available ({reason})\n" in encore._C.show_config()
 
 
 def test_cuda_tensor_without_the_backend_says_why():
