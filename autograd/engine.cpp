@@ -73,7 +73,7 @@ void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
   node->input_metas.reserve(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     node->input_metas.push_back(meta_of(in[i]));
-    if ((def.nondiff >> i & 1u) || !in[i].requires_grad()) continue;
+    if (def.never_differentiated(i) || !in[i].requires_grad()) continue;
     TensorImpl* t = in[i].impl();
     if (t->grad_fn) node->next[i] = {t->grad_fn, t->output_nr, nullptr};
     else node->next[i] = {nullptr, 0, in[i].impl_ptr()};
@@ -153,9 +153,8 @@ void backward(const Tensor& root, const Tensor& grad) {
       size_t v = 0;
       for (const Tensor& t : node->saved_inputs) check_saved(*node, t, node->saved_versions[v++]);
       for (const Tensor& t : node->saved_outputs) check_saved(*node, t, node->saved_versions[v++]);
-      uint32_t needs = 0;
-      for (size_t i = 0; i < node->next.size(); ++i)
-        if (node->next[i].valid()) needs |= 1u << i;
+      std::vector<uint8_t> needs(node->next.size());
+      for (size_t i = 0; i < node->next.size(); ++i) needs[i] = node->next[i].valid();
       const OpDef& def = *node->op;
       const BackwardCtx ctx{node->saved_inputs, node->saved_outputs,
                             {grads.data(), static_cast<size_t>(node->num_outputs)},

@@ -132,7 +132,7 @@ OutList dispatch(const OpDef& def, std::span<const Tensor> in, const Attrs& attr
 
   if (def.differentiable() && GradMode::enabled() && g_tape_hook) {
     for (size_t i = 0; i < in.size(); ++i) {
-      if (!(def.nondiff >> i & 1u) && in[i].requires_grad()) {
+      if (!def.never_differentiated(i) && in[i].requires_grad()) {
         g_tape_hook(def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
         break;
       }

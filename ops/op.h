@@ -127,6 +127,10 @@ struct KernelCtx {
   const char* op = "";
 };
 
+/// Bit i of a per-input mask of an OpDef: inputs past its 32 bits (the many inputs of stack or
+/// concat) are never marked.
+constexpr bool input_bit(uint32_t mask, size_t i) { return i < 32 && (mask >> i & 1u); }
+
 struct BackwardCtx {
   std::span<const Tensor> inputs;   // saved inputs (undefined unless the op saves them)
   std::span<const Tensor> outputs;  // saved outputs (undefined unless the op saves them)
@@ -134,8 +138,9 @@ struct BackwardCtx {
                                     // ops materialize what their formula needs)
   std::span<const TensorMeta> input_metas;  // shape, dtype and device of every input
   const Attrs& attrs;
-  uint32_t needs;  // bit i: input i needs a gradient
-  bool need(int i) const { return needs >> i & 1u; }
+  std::span<const uint8_t> needs;  // per input: whether it needs a gradient (any number of
+                                   // inputs: stack and concat take many)
+  bool need(int i) const { return needs[i] != 0; }
   const Shape& input_shape(int i) const { return input_metas[i].shape; }
 };
 
@@ -234,8 +239,9 @@ struct OpDef {
 
   bool differentiable() const { return backward != nullptr; }
   bool writes(int input, int num_inputs, const Attrs& attrs) const {
-    return mutated_prefix ? input < mutated_prefix(num_inputs, attrs) : (mutates >> input & 1u);
+    return mutated_prefix ? input < mutated_prefix(num_inputs, attrs) : input_bit(mutates, input);
   }
+  bool never_differentiated(size_t input) const { return input_bit(nondiff, input); }
 };
 
 }  // namespace encore

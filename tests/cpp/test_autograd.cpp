@@ -13,6 +13,24 @@ TEST(Autograd, ChainRuleThroughSharedInputs) {
   expect_values(x.grad(), {3, 12, 27});
 }
 
+// Which inputs need a gradient is known for any number of inputs (a mask of 32 bits shifted
+// past its width for the later steps of a long sequence).
+TEST(Autograd, OpsWithManyInputsGiveEachItsGradient) {
+  std::vector<Tensor> xs;
+  for (int i = 0; i < 70; ++i) {
+    Tensor x = from_vector<double>({1.0 * i}, {1});
+    if (i % 3 != 1) x.set_requires_grad();
+    xs.push_back(x);
+  }
+  sum(stack(xs, 0) * stack(xs, 0)).backward();
+  for (int i = 0; i < 70; ++i) {
+    if (i % 3 == 1)
+      EXPECT_FALSE(xs[i].grad().defined()) << i;
+    else
+      expect_values(xs[i].grad(), {2.0 * i});
+  }
+}
+
 TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
   Tensor x = from_vector<double>({1, 2}, {2}).set_requires_grad();
   sum(x * 3.0).backward();
