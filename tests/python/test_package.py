@@ -51,7 +51,7 @@ def test_show_config_and_python_m_encore_info(capsys):
     for expected in ("\n  oneDNN ", "\n  BLAS: OpenBLAS ", "\n  OpenMP max threads: ", "\n  OpenBLAS threads: ",
                      "\n  oneDNN threads: ", "\nbackends:\n  cpu: yes\n", "\npython:\n  Python ", "\n  NumPy "):
         assert expected in shown, expected
-    assert ("\n  cuda: not available (" in shown) != encore.cuda.is_available()
+    assert ("\n  cuda: not available (" in shown) != encore.cuda.is_built()
     info = subprocess.run([sys.executable, "-m", "encore.info"], capture_output=True, text=True, check=True)
     assert info.stdout == shown
     assert info.stderr == ""  # e.g. no runpy warning about encore.info being imported twice
