@@ -6,7 +6,7 @@
 // others run one GEMM per batch entry.
 #include <climits>
 
-#include "core/modes.h"
+#include "ops/cuda/blas.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 #include "ops/matrix_layout.h"
@@ -32,29 +32,6 @@ bool uniform_batch(const MatmulBatch& batch, const int64_t* strides, int64_t& S)
   return true;
 }
 
-int as_int(int64_t v, const char* what) {
-  ENCORE_CHECK(v <= INT_MAX, UnsupportedError, "[matmul] ", what, " ", v,
-               " exceeds cuBLAS's 32-bit limit");
-  return static_cast<int>(v);
-}
-
-// The precision goes with each call (its compute type), not into the handle's math mode: the
-// handle is shared by every thread using the device, and a mode set by one thread would apply
-// to another's GEMM.
-template <class T>
-void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-          const T* a, int lda, long long sa, const T* b, int ldb, long long sb, T* c, int ldc,
-          long long sc, int batch) {
-  const T one = 1, zero = 0;
-  constexpr bool is_float = std::is_same_v<T, float>;
-  const cudaDataType_t type = is_float ? CUDA_R_32F : CUDA_R_64F;
-  const cublasComputeType_t compute = !is_float   ? CUBLAS_COMPUTE_64F
-                                      : allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                     : CUBLAS_COMPUTE_32F;
-  ENCORE_CUDA_CHECK("matmul", cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &one, a, type, lda, sa,
-                                                         b, type, ldb, sb, &zero, c, type, ldc, sc,
-                                                         batch, compute, CUBLAS_GEMM_DEFAULT));
-}
 
 template <class T>
 void matmul(const TensorRef& a, const TensorRef& b, const TensorRef& y, int device,
@@ -74,20 +51,21 @@ void matmul(const TensorRef& a, const TensorRef& b, const TensorRef& y, int devi
   // Column-major: C^T (n x m) = op(B^T) (n x k) * op(A^T) (k x m).
   const cublasOperation_t ob = lb.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t oa = la.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int M = as_int(n, "dimension"), N = as_int(m, "dimension"), K = as_int(k, "dimension");
-  const int ldb = as_int(lb.ld, "leading dimension"), lda = as_int(la.ld, "leading dimension");
+  const int M = blas_int(n, "matmul"), N = blas_int(m, "matmul"), K = blas_int(k, "matmul");
+  const int ldb = blas_int(lb.ld, "matmul"), lda = blas_int(la.ld, "matmul");
   const T* pa = a.ptr<const T>();
   const T* pb = b.ptr<const T>();
   T* pc = y.ptr<T>();
   int64_t ua = 0, ub = 0;
   if (uniform_batch(batch, batch.stride_a, ua) && uniform_batch(batch, batch.stride_b, ub) &&
       batch.count <= INT_MAX) {
-    gemm<T>(h, ob, oa, M, N, K, pb, ldb, ub, pa, lda, ua, pc, M, m * n,
+    gemm<T>(h, "matmul", ob, oa, M, N, K, pb, ldb, ub, pa, lda, ua, T(0), pc, M, m * n,
             static_cast<int>(batch.count));
     return;
   }
   batch.for_each([&](int64_t p, int64_t off_a, int64_t off_b) {
-    gemm<T>(h, ob, oa, M, N, K, pb + off_b, ldb, 0, pa + off_a, lda, 0, pc + p * m * n, M, 0, 1);
+    gemm<T>(h, "matmul", ob, oa, M, N, K, pb + off_b, ldb, 0, pa + off_a, lda, 0, T(0), pc + p * m * n, M,
+            0, 1);
   });
 }
 

@@ -2,9 +2,7 @@
 // ops/defs/recurrent.cpp with cuBLAS GEMMs and one gate kernel per step (the math:
 // ops/lstm_math.h, ops/gru_math.h). Row-major matrices are handed
 // to column-major cuBLAS as their transposes: C = A op(B) is computed as C^T = op(B)^T A^T.
-#include <climits>
-
-#include "core/modes.h"
+#include "ops/cuda/blas.h"
 #include "ops/cuda/device/vector.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
@@ -14,32 +12,13 @@
 namespace encore::cuda {
 namespace {
 
-int as_int(int64_t v, const char* op) {
-  ENCORE_CHECK(v <= INT_MAX, UnsupportedError, "[", op, "] size ", v, " exceeds cuBLAS's 32-bit limit");
-  return static_cast<int>(v);
-}
-
 // Row-major C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * C, leading dimensions given.
 template <class T>
-void gemm(cublasHandle_t h, const char* op, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+void gemm_rows(cublasHandle_t h, const char* op, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
           const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  const T one = 1;
   const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int M = as_int(n, op), N = as_int(m, op), K = as_int(k, op);
-  if constexpr (std::is_same_v<T, float>)
-    ENCORE_CUDA_CHECK(op, cublasSgemm(h, ob, oa, M, N, K, &one, b, as_int(ldb, op), a, as_int(lda, op),
-                                      &beta, c, as_int(ldc, op)));
-  else
-    ENCORE_CUDA_CHECK(op, cublasDgemm(h, ob, oa, M, N, K, &one, b, as_int(ldb, op), a, as_int(lda, op),
-                                      &beta, c, as_int(ldc, op)));
-}
-
-cublasHandle_t blas(int device, bool float32) {
-  const cublasHandle_t h = cublas(device);
-  const bool tf32 = float32 && allow_tf32();
-  ENCORE_CUDA_CHECK("lstm_sequence",
-                    cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-  return h;
+  gemm<T>(h, op, ob, oa, blas_int(n, op), blas_int(m, op), blas_int(k, op), b, blas_int(ldb, op), 0, a,
+          blas_int(lda, op), 0, beta, c, blas_int(ldc, op), 0, 1);
 }
 
 // gR += sum over steps of h_prev^T gz, gz (B, T, width): per batch row one GEMM over all steps
@@ -49,7 +28,7 @@ void recurrent_kernel_grad(cublasHandle_t h, const char* op, const T* y, const T
                            int64_t batch, int64_t steps, int64_t units, int64_t width, bool reverse) {
   const int64_t first = reverse ? 1 : 0;  // the first row of y that is some step's h_prev
   for (int64_t b = 0; b < batch && steps > 1; ++b)
-    gemm<T>(h, op, true, false, units, width, steps - 1, y + seq_row(b, first, steps, units), units,
+    gemm_rows<T>(h, op, true, false, units, width, steps - 1, y + seq_row(b, first, steps, units), units,
             gz + seq_row(b, 1 - first, steps, width), width, T(1), gr, width);
 }
 
@@ -79,7 +58,7 @@ void lstm_sequence(const KernelCtx& c) {
   const int64_t g = 4 * units;
   if (batch * steps * units == 0) return;
   visit_float(c.in[0].dtype, [&]<class T>() {
-    const cublasHandle_t h = blas(dev.device(), std::is_same_v<T, float>);
+    const cublasHandle_t h = cublas(dev.device());
     const T* r = c.in[1].ptr<const T>();
     T* y = c.out[0].ptr<T>();
     T* cs = c.out[1].ptr<T>();
@@ -89,7 +68,7 @@ void lstm_sequence(const KernelCtx& c) {
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse);
       if (tp >= 0)
-        gemm<T>(h, "lstm_sequence", false, false, batch, g, units, y + tp * units, steps * units, r, g,
+        gemm_rows<T>(h, "lstm_sequence", false, false, batch, g, units, y + tp * units, steps * units, r, g,
                 T(1), z + t * g, steps * g);
       lstm_step_kernel<T><<<grid_for(batch * units), kBlock, 0, dev.stream()>>>(
           z, y, cs, batch, units, t, tp, steps, a.activation, a.recurrent_activation);
@@ -117,12 +96,12 @@ void lstm_sequence_backward(const KernelCtx& c) {
     ENCORE_CUDA_CHECK(op, cudaMemsetAsync(gr, 0, units * g * sizeof(T), dev.stream()));
     if (batch * steps * units == 0) return;
     ENCORE_CUDA_CHECK(op, cudaMemsetAsync(dc, 0, batch * units * sizeof(T), dev.stream()));
-    const cublasHandle_t h = blas(dev.device(), std::is_same_v<T, float>);
+    const cublasHandle_t h = cublas(dev.device());
     for (int64_t s = steps - 1; s >= 0; --s) {
       const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse),
                     tn = seq_step(s + 1, steps, a.reverse);
       if (tn >= 0)
-        gemm<T>(h, op, false, true, batch, units, g, gz + tn * g, steps * g, r, g, T(0), dh, units);
+        gemm_rows<T>(h, op, false, true, batch, units, g, gz + tn * g, steps * g, r, g, T(0), dh, units);
       lstm_step_backward_kernel<T><<<grid_for(batch * units), kBlock, 0, dev.stream()>>>(
           z, cs, gy, tn >= 0 ? dh : nullptr, dc, gz, batch, units, t, tp, steps, a.activation,
           a.recurrent_activation);
@@ -178,7 +157,7 @@ void gru_sequence(const KernelCtx& c) {
   const int64_t g = 3 * units;
   if (batch * steps * units == 0) return;
   visit_float(c.in[0].dtype, [&]<class T>() {
-    const cublasHandle_t h = blas(dev.device(), std::is_same_v<T, float>);
+    const cublasHandle_t h = cublas(dev.device());
     const T* xw = c.in[0].ptr<const T>();
     const T* r = c.in[1].ptr<const T>();
     const T* bias = c.in[2].ptr<const T>();
@@ -189,7 +168,7 @@ void gru_sequence(const KernelCtx& c) {
       fill_rows_kernel<T><<<grid_for(batch * g), kBlock, 0, dev.stream()>>>(hz, bias, batch, g, t, steps);
       ENCORE_CUDA_LAUNCH_CHECK("gru_sequence");
       if (tp >= 0)
-        gemm<T>(h, "gru_sequence", false, false, batch, g, units, y + tp * units, steps * units, r, g,
+        gemm_rows<T>(h, "gru_sequence", false, false, batch, g, units, y + tp * units, steps * units, r, g,
                 T(1), hz + t * g, steps * g);
       gru_step_kernel<T><<<grid_for(batch * units), kBlock, 0, dev.stream()>>>(
           xw, hz, y, batch, units, t, tp, steps, a.activation, a.recurrent_activation);
@@ -219,12 +198,12 @@ void gru_sequence_backward(const KernelCtx& c) {
     ENCORE_CUDA_CHECK(op, cudaMemsetAsync(gr, 0, units * g * sizeof(T), dev.stream()));
     ENCORE_CUDA_CHECK(op, cudaMemsetAsync(gb, 0, g * sizeof(T), dev.stream()));
     if (batch * steps * units == 0) return;
-    const cublasHandle_t h = blas(dev.device(), std::is_same_v<T, float>);
+    const cublasHandle_t h = cublas(dev.device());
     for (int64_t s = steps - 1; s >= 0; --s) {
       const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse),
                     tn = seq_step(s + 1, steps, a.reverse);
       if (tn >= 0)
-        gemm<T>(h, op, false, true, batch, units, g, ghz + tn * g, steps * g, r, g, T(0), dh, units);
+        gemm_rows<T>(h, op, false, true, batch, units, g, ghz + tn * g, steps * g, r, g, T(0), dh, units);
       gru_step_backward_kernel<T><<<grid_for(batch * units), kBlock, 0, dev.stream()>>>(
           xw, hz, y, gy, tn >= 0 ? dh : nullptr, dd, gxw, ghz, batch, units, t, tp, steps,
           a.activation, a.recurrent_activation);
