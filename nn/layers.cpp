@@ -90,43 +90,29 @@ Shape GlobalMaxPooling1D::build_impl(const Shape& s) {
 }
 Tensor GlobalMaxPooling1D::forward_impl(const Tensor& x) { return max(x, {1}); }
 
-MaxPooling1D::MaxPooling1D(int64_t pool_size, Pooling1DOptions options)
-    : pool_size_(pool_size), options_(std::move(options)) {
-  ENCORE_CHECK(pool_size >= 1 && options_.strides.value_or(1) >= 1, ValueError,
-               "[max_pooling1d] pool_size and strides must be >= 1, got ", pool_size, " and ",
+Pooling1D::Pooling1D(const char* op, PoolFn pool, int64_t pool_size, Pooling1DOptions options)
+    : op_(op), pool_(pool), pool_size_(pool_size), options_(std::move(options)) {
+  ENCORE_CHECK(pool_size >= 1 && options_.strides.value_or(1) >= 1, ValueError, "[", op,
+               "] pool_size and strides must be >= 1, got ", pool_size, " and ",
                options_.strides.value_or(pool_size));
-  const Padding p = Padding::parse(options_.padding, "max_pooling1d");
-  ENCORE_CHECK(p.kind != Padding::Causal, ValueError, "[max_pooling1d] padding must be 'valid' or 'same'");
+  const Padding p = Padding::parse(options_.padding, op);
+  ENCORE_CHECK(p.kind != Padding::Causal, ValueError, "[", op, "] padding must be 'valid' or 'same'");
 }
-Shape MaxPooling1D::build_impl(const Shape& s) {
-  require_rank("max_pooling1d", s, 3, "(batch, steps, channels)");
+Shape Pooling1D::build_impl(const Shape& s) {
+  require_rank(op_, s, 3, "(batch, steps, channels)");
   const int64_t stride = options_.strides.value_or(pool_size_);
-  const auto [l, r] = window_padding("max_pooling1d", s[1], pool_size_, stride, 1,
-                                     Padding::parse(options_.padding, "max_pooling1d"));
-  return {s[0], window_out_length("max_pooling1d", s[1], pool_size_, stride, 1, l, r), s[2]};
+  const auto [l, r] = window_padding(op_, s[1], pool_size_, stride, 1, Padding::parse(options_.padding, op_));
+  return {s[0], window_out_length(op_, s[1], pool_size_, stride, 1, l, r), s[2]};
 }
-Tensor MaxPooling1D::forward_impl(const Tensor& x) {
-  return max_pool1d(x, pool_size_, options_.strides, Padding::parse(options_.padding, "max_pooling1d"));
+Tensor Pooling1D::forward_impl(const Tensor& x) {
+  return pool_(x, pool_size_, options_.strides, Padding::parse(options_.padding, op_));
 }
 
+MaxPooling1D::MaxPooling1D(int64_t pool_size, Pooling1DOptions options)
+    : Pooling1D("max_pooling1d", &max_pool1d, pool_size, std::move(options)) {}
+
 AveragePooling1D::AveragePooling1D(int64_t pool_size, Pooling1DOptions options)
-    : pool_size_(pool_size), options_(std::move(options)) {
-  ENCORE_CHECK(pool_size >= 1 && options_.strides.value_or(1) >= 1, ValueError,
-               "[average_pooling1d] pool_size and strides must be >= 1, got ", pool_size, " and ",
-               options_.strides.value_or(pool_size));
-  const Padding p = Padding::parse(options_.padding, "average_pooling1d");
-  ENCORE_CHECK(p.kind != Padding::Causal, ValueError, "[average_pooling1d] padding must be 'valid' or 'same'");
-}
-Shape AveragePooling1D::build_impl(const Shape& s) {
-  require_rank("average_pooling1d", s, 3, "(batch, steps, channels)");
-  const int64_t stride = options_.strides.value_or(pool_size_);
-  const auto [l, r] = window_padding("average_pooling1d", s[1], pool_size_, stride, 1,
-                                     Padding::parse(options_.padding, "average_pooling1d"));
-  return {s[0], window_out_length("average_pooling1d", s[1], pool_size_, stride, 1, l, r), s[2]};
-}
-Tensor AveragePooling1D::forward_impl(const Tensor& x) {
-  return avg_pool1d(x, pool_size_, options_.strides, Padding::parse(options_.padding, "average_pooling1d"));
-}
+    : Pooling1D("average_pooling1d", &avg_pool1d, pool_size, std::move(options)) {}
 
 Embedding::Embedding(int64_t input_dim, int64_t output_dim) : input_dim_(input_dim), output_dim_(output_dim) {
   ENCORE_CHECK(input_dim >= 1 && output_dim >= 1, ValueError,

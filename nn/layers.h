@@ -5,6 +5,7 @@
 
 #include "nn/module.h"
 #include "ops/activation.h"
+#include "ops/window.h"
 
 namespace encore::nn {
 
@@ -94,36 +95,36 @@ struct Pooling1DOptions {
   std::string padding = "valid";   // "valid" or "same"
 };
 
-/// Keras MaxPooling1D: the max of each window of steps, (batch, steps, channels) ->
-/// (batch, windows, channels).
-class MaxPooling1D : public Module {
+/// What MaxPooling1D and AveragePooling1D share: their options, checks and output shape; each
+/// is its pooling op over windows of steps, (batch, steps, channels) -> (batch, windows, channels).
+class Pooling1D : public Module {
  public:
-  explicit MaxPooling1D(int64_t pool_size = 2, Pooling1DOptions options = {});
-  std::string type_name() const override { return "max_pooling1d"; }
+  using PoolFn = Tensor (*)(const Tensor&, int64_t, std::optional<int64_t>, Padding);
+  std::string type_name() const override { return op_; }
 
  protected:
+  Pooling1D(const char* op, PoolFn pool, int64_t pool_size, Pooling1DOptions options);
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
 
  private:
+  const char* op_;
+  PoolFn pool_;
   int64_t pool_size_;
   Pooling1DOptions options_;
 };
 
-/// Keras AveragePooling1D: the mean of each window of steps, (batch, steps, channels) ->
-/// (batch, windows, channels); with 'same' padding a window averages its real steps only.
-class AveragePooling1D : public Module {
+/// Keras MaxPooling1D: the max of each window of steps.
+class MaxPooling1D : public Pooling1D {
+ public:
+  explicit MaxPooling1D(int64_t pool_size = 2, Pooling1DOptions options = {});
+};
+
+/// Keras AveragePooling1D: the mean of each window of steps; with 'same' padding a window
+/// averages its real steps only.
+class AveragePooling1D : public Pooling1D {
  public:
   explicit AveragePooling1D(int64_t pool_size = 2, Pooling1DOptions options = {});
-  std::string type_name() const override { return "average_pooling1d"; }
-
- protected:
-  Shape build_impl(const Shape& input_shape) override;
-  Tensor forward_impl(const Tensor& x) override;
-
- private:
-  int64_t pool_size_;
-  Pooling1DOptions options_;
 };
 
 /// Keras Embedding: int32/int64 indices of any shape (...) -> (..., output_dim), the rows of
