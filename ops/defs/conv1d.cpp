@@ -276,29 +276,25 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
              : dnnl::convolution_forward::primitive_desc(
                    {dnnl::prop_kind::forward_training, alg, p->src, p->weights, p->dst, strides, dilates, pl, pr},
                    fwd_attr, engine());
+  // The primitive, its scratchpad, the layout it wants the weights in and its name.
+  const auto adopt = [&p](dnnl::primitive primitive, const auto& pd, const dnnl::memory::desc& weights) {
+    p->primitive = std::move(primitive);
+    p->scratchpad = pd.scratchpad_desc();
+    p->weights = weights;
+    p->impl = pd.impl_info_str();
+  };
   switch (k.kind) {
-    case ConvKind::Forward:
-      p->primitive = dnnl::convolution_forward(fwd);
-      p->scratchpad = fwd.scratchpad_desc();
-      p->weights = fwd.weights_desc();
-      p->impl = fwd.impl_info_str();
-      break;
+    case ConvKind::Forward: adopt(dnnl::convolution_forward(fwd), fwd, fwd.weights_desc()); break;
     case ConvKind::BackwardData: {
-      dnnl::convolution_backward_data::primitive_desc bwd(
+      const dnnl::convolution_backward_data::primitive_desc bwd(
           {alg, p->src, p->weights, p->dst, strides, dilates, pl, pr}, attr, engine(), fwd);
-      p->primitive = dnnl::convolution_backward_data(bwd);
-      p->scratchpad = bwd.scratchpad_desc();
-      p->weights = bwd.weights_desc();
-      p->impl = bwd.impl_info_str();
+      adopt(dnnl::convolution_backward_data(bwd), bwd, bwd.weights_desc());
       break;
     }
     case ConvKind::BackwardFilter: {
-      dnnl::convolution_backward_weights::primitive_desc bwd(
+      const dnnl::convolution_backward_weights::primitive_desc bwd(
           {alg, p->src, p->weights, p->dst, strides, dilates, pl, pr}, attr, engine(), fwd);
-      p->primitive = dnnl::convolution_backward_weights(bwd);
-      p->scratchpad = bwd.scratchpad_desc();
-      p->weights = bwd.diff_weights_desc();
-      p->impl = bwd.impl_info_str();
+      adopt(dnnl::convolution_backward_weights(bwd), bwd, bwd.diff_weights_desc());
       break;
     }
   }
