@@ -216,21 +216,23 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     r.mode = runners[k].mode();
     r.baseline = baseline_of(r.mode);
     clear_per_shape_caches();
-    const int64_t setup0 = ledger.get(Counter::AutotuneNs);
+    const int64_t setup0 = ledger.get(Counter::AutotuneNs), traces0 = ledger.get(Counter::Traces);
     r.first_call_ms = run(k, 0);
     r.setup_ms = (ledger.get(Counter::AutotuneNs) - setup0) / 1e6;
+    r.traces = ledger.get(Counter::Traces) - traces0;
     r.step_ms.push_back(r.first_call_ms);
   }
   // The modes take their steps in turn, so drift on the machine hits them alike.
   for (int round = 1; round <= options.warmup + options.steps; ++round) {
     for (size_t k = 0; k < runners.size(); ++k) {
       if (failed[k]) continue;
-      const int64_t setup0 = ledger.get(Counter::AutotuneNs);
+      const int64_t setup0 = ledger.get(Counter::AutotuneNs), traces0 = ledger.get(Counter::Traces);
       const int64_t live = ledger.live_bytes();
       ledger.reset_peak();
       const double ms = run(k, round);
       ModeReport& r = report.modes[k];
       if (failed[k]) continue;
+      r.traces += ledger.get(Counter::Traces) - traces0;
       // Setup after the first call counts once warm-up is over (a fixed-shape mode redoes its
       // setup in warm-up when another mode's first call cleared the caches).
       if (round > options.warmup) r.setup_ms += (ledger.get(Counter::AutotuneNs) - setup0) / 1e6;
@@ -272,7 +274,6 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     r.step_ms_median = median(steady);
     if (const TracedFunction* f = runners[k].function()) {
       const TraceStats& s = f->stats();
-      r.traces = s.traces;
       r.records = s.records;
       for (const TraceRecord& rec : s.records) r.trace_ms_total += rec.total_ns() / 1e6;
       if (!s.records.empty()) r.arena_bytes = static_cast<int64_t>(s.records.back().arena_bytes);

@@ -87,6 +87,8 @@ struct ModeReport {
   double kernel_ms = 0, overhead_ms = 0, copy_in_ms = 0;
   double setup_ms =
       0;  // per-shape setup (primitive creation, algorithm search) in the mode's calls
+  /// traces: every trace the timed calls made (the ledger's count), so a step that makes
+  /// traced functions of its own (Model::predict, a new trace per call) shows them too.
   int64_t calls = 0, traces = 0;
   double trace_ms_total = 0;  // trace + optimize + plan + capture over every trace
   std::vector<TraceRecord> records;

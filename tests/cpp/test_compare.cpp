@@ -142,6 +142,24 @@ TEST(CompareModes, BucketingAPerStepLossIsExactAndCounted) {
   EXPECT_GT(b.real_elements, b.padding_elements);
 }
 
+TEST(CompareModes, TracesCountTheStepsOwnTracedFunctions) {
+  auto model = per_step_model();
+  const auto forward = [&](const std::vector<Arg>& a) { return std::vector<Tensor>{(*model)(std::get<Tensor>(a[0]))}; };
+  // The wrong pattern: a new traced function every call traces every call, though the mode is eager.
+  const Step fresh = [&](const Batch& b) {
+    TracedFunction f(forward);
+    return f({b[0]});
+  };
+  TracedFunction kept(forward);
+  const Step reused = [&](const Batch& b) { return kept({b[0]}); };
+  const CompareOptions o{.modes = {"eager"}, .steps = 3, .warmup = 1, .state = model->parameters()};
+  const CompareReport r = compare_modes(fresh, BatchSource::of(make_batch(6)), o);
+  EXPECT_EQ(r["eager"].traces, r["eager"].calls);
+  EXPECT_EQ(r["eager"].calls, 5);
+  // One function reused: it traced in the start-up call, before the timed calls.
+  EXPECT_EQ(compare_modes(reused, BatchSource::of(make_batch(6)), o)["eager"].traces, 0);
+}
+
 TEST(CompareModes, UserErrorsAreNamed) {
   auto model = per_step_model();
   const Step step = [&](const Batch& b) -> std::vector<Tensor> { return {(*model)(b[0])}; };
