@@ -5,16 +5,9 @@ steps of all runners taken in turn (machine drift hits every runner alike), 2 th
 by default. Prints per-model step medians, ratios to encore traced and GFLOP/s against a
 2048^3 SGEMM timed in turn with the steps; --json writes the rows.
 
-  models  small   Conv1D(128, 40, strides 4, same) -> GAP -> Dropout -> Dense(64) -> Dense(1)
-          medium  6 x Conv1D(f, 20) for f in 64 128 256 256 128 64 -> GAP -> Dense(256)
-                  -> Dropout -> Dense(128) -> Dense(64) -> Dense(1)
-          large   Conv1D(64, 400, strides 4) -> Conv1D(128, 200) -> 40 x Conv1D(256, 12, same)
-                  -> Conv1D(512, 20, strides 2) -> Conv1D(1028, 10, strides 2) -> Conv1D(256, 1)
-                  -> GAP -> Dense(256) -> Dropout -> Dense(128) -> Dense(64) -> Dense(1)
-          flatten Conv1D(128, 400, strides 4, same) -> Flatten -> Dropout -> Dense(64) -> Dense(1)
-          bilstm  Bidirectional(LSTM(512, relu)) -> LSTM(512, relu) -> Conv1D(128, 400, strides 4,
-                  same) -> Flatten -> Dense(256) -> Dropout -> Dense(128) -> Dense(64) -> Dense(1)
-  All: Adam(1e-4), binary cross-entropy, batch 32, channels-last (batch, steps, features).
+  models  small, medium, large, flatten, bilstm: the layers are in
+          examples/puzzles/benchmark_models.py (Adam(1e-4), binary cross-entropy, batch 32,
+          channels-last).
 
   python examples/bench_peers.py                      # small@140, medium@140: a few minutes
   python examples/bench_peers.py --runs small@1400,large@1400 --steps 5
@@ -33,6 +26,7 @@ import json
 import math
 import os
 import statistics
+import sys
 import time
 
 # Both OpenMP runtimes (encore's and PyTorch's own) read this when they load: spinning
@@ -44,6 +38,9 @@ import numpy as np  # noqa: E402
 import encore  # noqa: E402
 from encore import nn, optim  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "puzzles"))
+from benchmark_models import build_encore, features, forward_flops, layers_of, same_padding  # noqa: E402
+
 try:
     import torch
     import torch.nn.functional as F
@@ -53,85 +50,6 @@ except ImportError:  # PyTorch is optional
 ALL_RUNS = ["small@140", "small@1400", "small@14000", "medium@140", "medium@1400", "large@1400",
             "flatten@400", "bilstm@400"]
 DEFAULT_RUNS = ["small@140", "medium@140"]
-FEATURES = {"flatten": 16, "bilstm": 16}
-
-
-def conv(f, k, s=1, p="valid"):
-    return ("conv", f, k, s, p)
-
-
-def layers_of(model):
-    """The model as a list of layer specs, shared by the encore and PyTorch builders."""
-    head = [("gap",), ("dense", 256, "relu"), ("dropout",), ("dense", 128, "relu"),
-            ("dense", 64, "relu"), ("dense", 1, "sigmoid")]
-    if model == "small":
-        return [conv(128, 40, 4, "same"), ("gap",), ("dropout",), ("dense", 64, "relu"),
-                ("dense", 1, "sigmoid")]
-    if model == "medium":
-        return [conv(f, 20) for f in (64, 128, 256, 256, 128, 64)] + head
-    if model == "large":
-        return ([conv(64, 400, 4), conv(128, 200)] + [conv(256, 12, 1, "same")] * 40 +
-                [conv(512, 20, 2), conv(1028, 10, 2), conv(256, 1)] + head)
-    if model == "flatten":
-        return [conv(128, 400, 4, "same"), ("flatten",), ("dropout",), ("dense", 64, "relu"),
-                ("dense", 1, "sigmoid")]
-    if model == "bilstm":
-        return [("bilstm", 512), ("lstm", 512), conv(128, 400, 4, "same"), ("flatten",),
-                ("dense", 256, "relu"), ("dropout",), ("dense", 128, "relu"), ("dense", 64, "relu"),
-                ("dense", 1, "sigmoid")]
-    raise SystemExit(f"unknown model {model!r} (small, medium, large, flatten, bilstm)")
-
-
-def same_padding(length, k, s):
-    out = -(-length // s)
-    total = max((out - 1) * s + k - length, 0)
-    return total // 2, total - total // 2
-
-
-def forward_flops(spec, shape):
-    """Multiply-adds x 2 of the forward pass; a training step is about 3x this."""
-    n, length, c = shape
-    flops = 0
-    for layer in spec:
-        if layer[0] == "conv":
-            _, f, k, s, p = layer
-            pl, pr = same_padding(length, k, s) if p == "same" else (0, 0)
-            length = (length + pl + pr - k) // s + 1
-            flops += 2 * n * length * f * c * k
-            c = f
-        elif layer[0] in ("lstm", "bilstm"):
-            dirs = 2 if layer[0] == "bilstm" else 1
-            flops += dirs * 2 * n * length * (c + layer[1]) * 4 * layer[1]
-            c = dirs * layer[1]
-        elif layer[0] == "dense":
-            flops += 2 * n * length * c * layer[1]
-            c = layer[1]
-        elif layer[0] == "gap":
-            length = 1
-        elif layer[0] == "flatten":
-            c, length = c * length, 1
-    return flops
-
-
-def build_encore(spec):
-    mods = []
-    for layer in spec:
-        kind = layer[0]
-        if kind == "conv":
-            mods.append(nn.Conv1D(layer[1], layer[2], strides=layer[3], padding=layer[4]))
-        elif kind == "dense":
-            mods.append(nn.Dense(layer[1], activation=layer[2]))
-        elif kind == "gap":
-            mods.append(nn.GlobalAveragePooling1D())
-        elif kind == "dropout":
-            mods.append(nn.Dropout(0.5))
-        elif kind == "flatten":
-            mods.append(nn.Flatten())
-        elif kind == "lstm":
-            mods.append(nn.LSTM(layer[1], activation="relu", return_sequences=True))
-        elif kind == "bilstm":
-            mods.append(nn.Bidirectional(nn.LSTM(layer[1], activation="relu", return_sequences=True)))
-    return nn.Sequential(mods)
 
 
 class EncoreRunner:
@@ -315,7 +233,7 @@ class Sgemm:
 def bench(run, args):
     model, length = run.split("@")
     spec = layers_of(model)
-    shape = (args.batch, int(length), FEATURES.get(model, 30))
+    shape = (args.batch, int(length), features(model))
     rng = np.random.default_rng(0)
     batches = [(rng.standard_normal(shape).astype(np.float32),
                 (rng.random((shape[0], 1)) > 0.5).astype(np.float32)) for _ in range(2)]

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The recurrent benchmark model of issues 12 and 14, one training step eager and traced.
+"""The recurrent benchmark model of issues 12 and 14 (`bilstm` in
+examples/puzzles/benchmark_models.py), one training step eager and traced.
 
   Bidirectional(LSTM(512, relu, return_sequences)) -> LSTM(512, relu, return_sequences)
   -> Conv1D(128, 400, strides=4, 'same') -> Flatten -> Dense(256, relu) -> Dropout(0.5)
@@ -22,27 +23,14 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 
 import encore
 from encore import nn, optim
 
-
-def build(args):
-    cell = nn.LSTM if args.cell == "lstm" else nn.GRU
-    model = nn.Sequential([
-        nn.Bidirectional(cell(args.units, activation="relu", return_sequences=True)),
-        cell(args.units, activation="relu", return_sequences=True),
-        nn.Conv1D(128, 400, strides=4, padding="same"),
-        nn.Flatten(),
-        nn.Dense(256, activation="relu"),
-        nn.Dropout(0.5),
-        nn.Dense(128, activation="relu"),
-        nn.Dense(64, activation="relu"),
-        nn.Dense(1, activation="sigmoid"),
-    ])
-    model.build((args.batch, args.length, 16))
-    return model
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "puzzles"))
+from benchmark_models import build_encore, layers_of  # noqa: E402
 
 
 def main():
@@ -57,7 +45,8 @@ def main():
     args = p.parse_args()
 
     encore.manual_seed(0)
-    model = build(args)
+    model = build_encore(layers_of("bilstm", units=args.units, cell=args.cell))
+    model.build((args.batch, args.length, 16))
     adam = optim.Adam(model.parameters(), lr=1e-4)
 
     def step(x, y):
