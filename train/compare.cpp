@@ -242,27 +242,32 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     }
   }
   // Kernel time against the rest, and copy-in, from a profiled pass: both measured in that
-  // pass, so the timers' own cost lands on both sides alike.
+  // pass, so the timers' own cost lands on both sides alike. Medians over its steps, as for the
+  // step times, so that one step the machine interrupted does not move them.
   const int64_t next = options.warmup + options.steps + 1;
   for (size_t k = 0; k < runners.size(); ++k) {
     ModeReport& r = report.modes[k];
     r.kernel_ms = r.overhead_ms = r.copy_in_ms = NAN;
     // Variable-length modes trace or set up per call: kernel time is no measure of them.
     if (failed[k] || runners[k].variable() || options.profile_steps == 0) continue;
-    const int64_t kernel0 = ledger.get(Counter::KernelNs), copy0 = ledger.get(Counter::CopyInNs);
+    std::vector<double> kernel, overhead, copy_in;
     ledger.set_profiling(true);
-    double wall = 0;
     try {
-      for (int i = 0; i < options.profile_steps; ++i) wall += runners[k].call(next + i);
+      for (int i = 0; i < options.profile_steps; ++i) {
+        const int64_t kernel0 = ledger.get(Counter::KernelNs), copy0 = ledger.get(Counter::CopyInNs);
+        const double wall = runners[k].call(next + i);
+        kernel.push_back((ledger.get(Counter::KernelNs) - kernel0) / 1e6);
+        overhead.push_back(wall - kernel.back());
+        copy_in.push_back((ledger.get(Counter::CopyInNs) - copy0) / 1e6);
+      }
     } catch (...) {
       ledger.set_profiling(false);
       throw;
     }
     ledger.set_profiling(false);
-    r.kernel_ms = (ledger.get(Counter::KernelNs) - kernel0) / 1e6 / options.profile_steps;
-    if (runners[k].traced())
-      r.copy_in_ms = (ledger.get(Counter::CopyInNs) - copy0) / 1e6 / options.profile_steps;
-    r.overhead_ms = wall / options.profile_steps - r.kernel_ms;
+    r.kernel_ms = median(kernel);
+    r.overhead_ms = median(overhead);
+    if (runners[k].traced()) r.copy_in_ms = median(copy_in);
   }
 
   for (size_t k = 0; k < runners.size(); ++k) {

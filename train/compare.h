@@ -18,7 +18,8 @@
 // Every mode's first call is timed after per-shape caches are cleared; then the modes take
 // their steps in turn (one step of each, round after round), so whatever else the machine does
 // hits them alike, and the median is taken after `warmup` rounds. A profiled pass splits each
-// step into kernel time and framework overhead, and measures input copy-in (padding included).
+// step into kernel time and framework overhead, and measures input copy-in (padding included;
+// medians over its steps).
 //
 // State: the step trains whatever it trains. The model + loss + optimizer form restores the
 // parameters and the optimizer state afterwards (slots the optimizer created meanwhile are

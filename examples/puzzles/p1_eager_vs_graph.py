@@ -11,8 +11,10 @@ overhead, never the kernels: the speedup is bounded by (kernel + overhead) / ker
   python examples/puzzles/p1_eager_vs_graph.py --full     # every model x data size (long)
   options: --runs small@140,medium@1400 --batch 32 --steps 10 --warmup 2 --threads N
            --device cpu|cuda --json out.json --plot out.png
-Runs are MODEL@LENGTH; data is (batch, LENGTH, 30), or (batch, LENGTH, 16) for flatten and
-bilstm. A model its data is too short for (large@140) is skipped with encore's error.
+Runs are MODEL@LENGTH, or MODEL@LENGTH:BATCH for another batch size than --batch; data is
+(batch, LENGTH, 30), or (batch, LENGTH, 16) for flatten and bilstm. small@140:1 (one sample a
+step) is where the overhead shows. A model its data is too short for (large@140) is skipped
+with encore's error.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ import benchmark_models  # noqa: E402
 import puzzle_cli  # noqa: E402
 
 PROGRAM = "p1_eager_vs_graph.py"
-FULL = ["small@140", "small@1400", "small@14000", "medium@140", "medium@1400", "medium@14000",
+FULL = ["small@140:1", "small@140", "small@1400", "small@14000", "medium@140", "medium@1400", "medium@14000",
         "large@140", "large@1400", "large@14000", "flatten@400", "bilstm@400"]
-DEFAULT = ["small@140", "small@1400", "medium@140", "flatten@400"]
+DEFAULT = ["small@140:1", "small@140", "small@1400", "medium@140", "flatten@400"]
 COLUMNS = ["run", "input", "nodes", "eager_ms", "traced_ms", "speedup", "kernel_ms", "eager_overhead_ms",
            "traced_overhead_ms", "overhead_share", "bound", "us_per_node"]
 
@@ -39,11 +41,14 @@ COLUMNS = ["run", "input", "nodes", "eager_ms", "traced_ms", "speedup", "kernel_
 def measure(run, args, device):
     """One row: compare_modes' eager and traced modes on MODEL@LENGTH; None (and the reason)
     when the model cannot take that length."""
-    model, _, length = run.partition("@")
-    if model not in benchmark_models.MODELS or not length.isdigit():
-        raise SystemExit(f"{PROGRAM}: error: --runs: {run!r} is not MODEL@LENGTH "
+    model, _, rest = run.partition("@")
+    length, _, batch = rest.partition(":")
+    if (model not in benchmark_models.MODELS or not length.isdigit() or not (batch == "" or batch.isdigit())
+            or int(length) < 1 or batch and int(batch) < 1):
+        raise SystemExit(f"{PROGRAM}: error: --runs: {run!r} is not MODEL@LENGTH or MODEL@LENGTH:BATCH "
                          f"(models: {', '.join(benchmark_models.MODELS)})")
-    shape = (args.batch, int(length), benchmark_models.features(model))
+    batch = int(batch) if batch else args.batch
+    shape = (batch, int(length), benchmark_models.features(model))
     encore.manual_seed(0)
     try:
         net, adam = benchmark_models.build(model, shape)
@@ -52,7 +57,7 @@ def measure(run, args, device):
     net.to(device)
     g = encore.Generator(1)
     x = encore.normal(shape, generator=g).to(device)
-    y = (encore.uniform((args.batch, 1), generator=g) > 0.5).to(device)
+    y = (encore.uniform((batch, 1), generator=g) > 0.5).to(device)
     report = encore.compare_modes(model=net, loss=nn.binary_crossentropy, optimizer=adam, data=(x, y),
                                   modes=["eager", "traced"], steps=args.steps, warmup=args.warmup,
                                   profile_steps=args.profile_steps, name=run)
@@ -78,7 +83,7 @@ def conclusion(rows):
     """Where graph mode helps and where it cannot, in the measured numbers."""
     lines = []
     for r in rows:
-        if r["speedup"] >= 1.15:
+        if r["speedup"] >= 1.1:
             lines.append(f"graph mode helps {r['run']}: {r['overhead_share']:.0%} of its eager step is framework "
                          f"overhead ({r['eager_overhead_ms']:.3g} ms over {r['nodes']} ops, "
                          f"{r['us_per_node']:.3g} us each); replay removes most of it: {r['speedup']:.2f}x")
@@ -136,7 +141,7 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=10, help="measured steps per mode (median)")
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--profile-steps", type=int, default=3, help="profiled steps (kernel vs overhead)")
+    p.add_argument("--profile-steps", type=int, default=5, help="profiled steps (kernel vs overhead)")
     args = p.parse_args()
     if args.full and args.runs:
         p.error("--full and --runs exclude each other")
@@ -144,7 +149,7 @@ def main():
         p.error("needs --batch >= 1, --steps >= 1, --warmup >= 0, --profile-steps >= 1")
     device = puzzle_cli.setup(args, PROGRAM)
     runs = FULL if args.full else (args.runs.split(",") if args.runs else DEFAULT)
-    title = puzzle_cli.header(f"puzzle 1, eager vs graph: batch {args.batch}, medians of {args.steps} steps",
+    title = puzzle_cli.header(f"puzzle 1, eager vs graph: medians of {args.steps} training steps",
                               device)
     print(title, flush=True)
     rows, reports, skipped = [], {}, {}
