@@ -23,7 +23,8 @@ inline int64_t benchmark_features(const std::string& model) {
 }
 
 /// The model, unbuilt; throws std::invalid_argument for an unknown name.
-inline std::shared_ptr<encore::nn::Sequential> benchmark_model(const std::string& name, int64_t units = 512) {
+inline std::shared_ptr<encore::nn::Sequential> benchmark_model(const std::string& name,
+                                                               int64_t units = 512) {
   using namespace encore::nn;
   auto m = std::make_shared<Sequential>();
   auto conv = [&](int64_t f, int64_t k, int64_t s = 1, const char* p = "valid") {
@@ -75,7 +76,8 @@ inline std::shared_ptr<encore::nn::Sequential> benchmark_model(const std::string
     dense(64, "relu");
     dense(1, "sigmoid");
   } else {
-    throw std::invalid_argument("unknown model '" + name + "' (small, medium, large, flatten, bilstm)");
+    throw std::invalid_argument("unknown model '" + name +
+                                "' (small, medium, large, flatten, bilstm)");
   }
   return m;
 }

@@ -34,8 +34,8 @@ inline Device puzzle_device(const Args& args) {
     usage_error(args.program(), std::string("--device: ") + e.what());
   }
   if (device.is_cuda() && !encore::cuda_available()) {
-    std::printf("%s: skipped: --device %s: no CUDA device (%s)\n", args.program().c_str(), d.c_str(),
-                encore::cuda::unavailable_reason().c_str());
+    std::printf("%s: skipped: --device %s: no CUDA device (%s)\n", args.program().c_str(),
+                d.c_str(), encore::cuda::unavailable_reason().c_str());
     std::exit(0);
   }
   return device;

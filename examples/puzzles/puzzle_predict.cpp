@@ -45,8 +45,8 @@ std::string fmt(const char* spec, double v) {
   return b;
 }
 
-std::vector<Way> run_model(const Spec& spec, int64_t batch, const CompareOptions& common, Device device,
-                           std::vector<Row>& rows, nlohmann::json& reports) {
+std::vector<Way> run_model(const Spec& spec, int64_t batch, const CompareOptions& common,
+                           Device device, std::vector<Row>& rows, nlohmann::json& reports) {
   manual_seed(0);
   auto net = std::make_shared<nn::Sequential>();
   for (int64_t h : spec.hidden) net->add<nn::Dense>(h, nn::DenseOptions{.activation = "relu"});
@@ -67,8 +67,12 @@ std::vector<Way> run_model(const Spec& spec, int64_t batch, const CompareOptions
     TracedFunction f([&](const std::vector<Arg>& a) { return forward({std::get<Tensor>(a[0])}); });
     return f({b[0]});
   };
-  const Step predict = [&](const Batch& b) { return std::vector<Tensor>{model.predict(b[0], batch)}; };
-  const Step on_batch = [&](const Batch& b) { return std::vector<Tensor>{model.predict_on_batch(b[0])}; };
+  const Step predict = [&](const Batch& b) {
+    return std::vector<Tensor>{model.predict(b[0], batch)};
+  };
+  const Step on_batch = [&](const Batch& b) {
+    return std::vector<Tensor>{model.predict_on_batch(b[0])};
+  };
 
   CompareOptions o = common;
   o.state = net->parameters();
@@ -77,10 +81,11 @@ std::vector<Way> run_model(const Spec& spec, int64_t batch, const CompareOptions
   o.name = spec.name + "_forward";
   const CompareReport main = compare_modes(forward, BatchSource::of(make, batch), o);
   reports[spec.name]["forward"] = nlohmann::json::parse(main.json());
-  std::vector<std::pair<std::string, ModeReport>> ways = {{"eager", main["eager"]},
-                                                          {"traced", main["traced"]},
-                                                          {"eager_new_batch", main["eager_new_length"]},
-                                                          {"retrace_per_call", main["traced_new_length"]}};
+  std::vector<std::pair<std::string, ModeReport>> ways = {
+      {"eager", main["eager"]},
+      {"traced", main["traced"]},
+      {"eager_new_batch", main["eager_new_length"]},
+      {"retrace_per_call", main["traced_new_length"]}};
   o.modes = {"eager"};
   for (const auto& [way, step] : {std::pair<std::string, Step>{"new_function", new_function},
                                   {"Model.predict", predict},
@@ -94,8 +99,10 @@ std::vector<Way> run_model(const Spec& spec, int64_t batch, const CompareOptions
   for (const auto& [way, m] : ways) {
     // New-batch ways against eager on the same batch sizes, the others against eager.
     const bool new_batch = way == "eager_new_batch" || way == "retrace_per_call";
-    const double vs = m.step_ms_median / main[new_batch ? "eager_new_length" : "eager"].step_ms_median;
-    out.push_back({spec.name, way, 1e3 * m.step_ms_median, vs, 1e3 * m.kernel_ms, m.calls, m.traces});
+    const double vs =
+        m.step_ms_median / main[new_batch ? "eager_new_length" : "eager"].step_ms_median;
+    out.push_back(
+        {spec.name, way, 1e3 * m.step_ms_median, vs, 1e3 * m.kernel_ms, m.calls, m.traces});
     rows.push_back(Row()
                        .add("model", spec.name)
                        .add("way", way)
@@ -118,26 +125,31 @@ std::vector<std::string> conclusion(const std::vector<Way>& ways) {
       if (w.model == model && w.way == way) return w;
     throw std::logic_error("no row " + model + " " + way);
   };
-  const Way &e = at("tiny", "eager"), &t = at("tiny", "traced"), &rt = at("tiny", "retrace_per_call"),
-            &nf = at("tiny", "new_function"), &p = at("tiny", "Model.predict"), &pb = at("tiny", "predict_on_batch");
-  const Way &me = at("medium", "eager"), &mt = at("medium", "traced"), &mp = at("medium", "Model.predict"),
-            &mr = at("medium", "retrace_per_call");
+  const Way &e = at("tiny", "eager"), &t = at("tiny", "traced"),
+            &rt = at("tiny", "retrace_per_call"), &nf = at("tiny", "new_function"),
+            &p = at("tiny", "Model.predict"), &pb = at("tiny", "predict_on_batch");
+  const Way &me = at("medium", "eager"), &mt = at("medium", "traced"),
+            &mp = at("medium", "Model.predict"), &mr = at("medium", "retrace_per_call");
   return {
-      "tiny model: eager " + fmt("%.3g", e.per_call_us) + " us per call, of which kernels " + fmt("%.3g", e.kernel_us) +
-          " us; replaying one trace takes " + fmt("%.3g", t.per_call_us) + " us (" + fmt("%.2fx", 1 / t.vs_eager) +
+      "tiny model: eager " + fmt("%.3g", e.per_call_us) + " us per call, of which kernels " +
+          fmt("%.3g", e.kernel_us) + " us; replaying one trace takes " +
+          fmt("%.3g", t.per_call_us) + " us (" + fmt("%.2fx", 1 / t.vs_eager) +
           " faster): the time is framework overhead and the graph removes it",
-      "a retrace every call (a new batch size each time) costs " + fmt("%.3g", rt.per_call_us) + " us per call (" +
-          fmt("%.1fx", rt.vs_eager) + " eager on the same batch sizes): " + std::to_string(rt.traces) + " traces in " +
-          std::to_string(rt.calls) + " calls",
-      "a new traced function per call costs " + fmt("%.3g", nf.per_call_us) + " us (" + fmt("%.1fx", nf.vs_eager) +
-          " eager): " + std::to_string(nf.traces) + " traces in " + std::to_string(nf.calls) +
+      "a retrace every call (a new batch size each time) costs " + fmt("%.3g", rt.per_call_us) +
+          " us per call (" + fmt("%.1fx", rt.vs_eager) + " eager on the same batch sizes): " +
+          std::to_string(rt.traces) + " traces in " + std::to_string(rt.calls) + " calls",
+      "a new traced function per call costs " + fmt("%.3g", nf.per_call_us) + " us (" +
+          fmt("%.1fx", nf.vs_eager) + " eager): " + std::to_string(nf.traces) + " traces in " +
+          std::to_string(nf.calls) +
           " calls although the shape never changes; make the traced function once",
-      "Model.predict on one small batch: " + fmt("%.3g", p.per_call_us) + " us (" + std::to_string(p.traces) +
+      "Model.predict on one small batch: " + fmt("%.3g", p.per_call_us) + " us (" +
+          std::to_string(p.traces) +
           " traces in the timed calls: its predict step traced before them), predict_on_batch " +
           fmt("%.3g", pb.per_call_us) + " us: the batching loop is the difference to a bare replay",
       "medium model: eager " + fmt("%.0f", me.per_call_us) + " us per call, of which kernels " +
-          fmt("%.0f", me.kernel_us) + " us; traced " + fmt("%.0f", mt.per_call_us) + " us, Model.predict " +
-          fmt("%.0f", mp.per_call_us) + " us: the kernels dominate and the ways converge (a retrace per call still costs " +
+          fmt("%.0f", me.kernel_us) + " us; traced " + fmt("%.0f", mt.per_call_us) +
+          " us, Model.predict " + fmt("%.0f", mp.per_call_us) +
+          " us: the kernels dominate and the ways converge (a retrace per call still costs " +
           fmt("%.2fx", mr.vs_eager) + ")",
   };
 }
@@ -146,7 +158,8 @@ std::vector<std::string> conclusion(const std::vector<Way>& ways) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> known = examples::kPuzzleOptions;
-  for (const char* k : {"calls", "warmup", "profile-steps", "tiny-batch", "medium-batch"}) known.push_back(k);
+  for (const char* k : {"calls", "warmup", "profile-steps", "tiny-batch", "medium-batch"})
+    known.push_back(k);
   const examples::Args args(argc, argv, known);
   return examples::guarded(args, [&] {
     const Device device = examples::puzzle_device(args);
@@ -156,18 +169,26 @@ int main(int argc, char** argv) {
     common.profile_steps = static_cast<int>(args.num("profile-steps", 5));
     const int64_t tiny = args.num("tiny-batch", 8), medium = args.num("medium-batch", 64);
     if (common.steps < 1 || common.warmup < 0 || common.profile_steps < 1 || tiny < 1 || medium < 1)
-      examples::usage_error(args.program(), "needs --calls, --tiny-batch, --medium-batch, --profile-steps >= 1 and --warmup >= 0");
-    const std::string title = examples::puzzle_header(
-        "puzzle 5, predict one batch at a time: medians of " + std::to_string(common.steps) + " calls", device);
+      examples::usage_error(
+          args.program(),
+          "needs --calls, --tiny-batch, --medium-batch, --profile-steps >= 1 and --warmup >= 0");
+    const std::string title =
+        examples::puzzle_header("puzzle 5, predict one batch at a time: medians of " +
+                                    std::to_string(common.steps) + " calls",
+                                device);
     std::printf("%s\n", title.c_str());
     std::vector<Row> rows;
     nlohmann::json reports = nlohmann::json::object();
     std::vector<Way> ways = run_model({"tiny", {16}, 16}, tiny, common, device, rows, reports);
-    for (Way& w : run_model({"medium", {1024, 1024}, 512}, medium, common, device, rows, reports)) ways.push_back(w);
+    for (Way& w : run_model({"medium", {1024, 1024}, 512}, medium, common, device, rows, reports))
+      ways.push_back(w);
     examples::print_table(rows);
-    std::printf("(per call, medians; vs_eager: against eager on the same batches (eager_new_batch for the new-batch "
-                "ways); traces: made during the timed calls, from the ledger; kernel_us / overhead_us: the ledger's "
-                "profiled pass, fixed-shape ways only)\n");
+    std::printf(
+        "(per call, medians; vs_eager: against eager on the same batches (eager_new_batch for the "
+        "new-batch "
+        "ways); traces: made during the timed calls, from the ledger; kernel_us / overhead_us: the "
+        "ledger's "
+        "profiled pass, fixed-shape ways only)\n");
     const std::vector<std::string> lines = conclusion(ways);
     for (const std::string& l : lines) std::printf("%s\n", l.c_str());
     if (args.flag("json"))
