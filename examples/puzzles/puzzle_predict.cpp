@@ -185,10 +185,8 @@ int main(int argc, char** argv) {
     examples::print_table(rows);
     std::printf(
         "(per call, medians; vs_eager: against eager on the same batches (eager_new_batch for the "
-        "new-batch "
-        "ways); traces: made during the timed calls, from the ledger; kernel_us / overhead_us: the "
-        "ledger's "
-        "profiled pass, fixed-shape ways only)\n");
+        "new-batch ways); traces: made during the timed calls, from the ledger; kernel_us / "
+        "overhead_us: the ledger's profiled pass, fixed-shape ways only)\n");
     const std::vector<std::string> lines = conclusion(ways);
     for (const std::string& l : lines) std::printf("%s\n", l.c_str());
     if (args.flag("json"))
