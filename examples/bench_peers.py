@@ -232,7 +232,10 @@ class Sgemm:
 
 def bench(run, args):
     model, length = run.split("@")
-    spec = layers_of(model)
+    try:
+        spec = layers_of(model)
+    except ValueError as e:
+        raise SystemExit(f"bench_peers.py: error: {e}")
     shape = (args.batch, int(length), features(model))
     rng = np.random.default_rng(0)
     batches = [(rng.standard_normal(shape).astype(np.float32),
