@@ -30,7 +30,6 @@ from encore import nn  # noqa: E402
 import benchmark_models  # noqa: E402
 import puzzle_cli  # noqa: E402
 
-PROGRAM = "p1_eager_vs_graph.py"
 FULL = ["small@140:1", "small@140", "small@1400", "small@14000", "medium@140", "medium@1400", "medium@14000",
         "large@140", "large@1400", "large@14000", "flatten@400", "bilstm@400"]
 DEFAULT = ["small@140:1", "small@140", "small@1400", "medium@140", "flatten@400"]
@@ -38,17 +37,19 @@ COLUMNS = ["run", "input", "nodes", "eager_ms", "traced_ms", "speedup", "kernel_
            "traced_overhead_ms", "overhead_share", "bound", "us_per_node"]
 
 
-def measure(run, args, device):
-    """One row: compare_modes' eager and traced modes on MODEL@LENGTH; None (and the reason)
-    when the model cannot take that length."""
+def parse_run(run, default_batch):
+    """MODEL@LENGTH or MODEL@LENGTH:BATCH as (model, shape), or None when it is neither."""
     model, _, rest = run.partition("@")
     length, _, batch = rest.partition(":")
-    if (model not in benchmark_models.MODELS or not length.isdigit() or not (batch == "" or batch.isdigit())
-            or int(length) < 1 or batch and int(batch) < 1):
-        raise SystemExit(f"{PROGRAM}: error: --runs: {run!r} is not MODEL@LENGTH or MODEL@LENGTH:BATCH "
-                         f"(models: {', '.join(benchmark_models.MODELS)})")
-    batch = int(batch) if batch else args.batch
-    shape = (batch, int(length), benchmark_models.features(model))
+    if model not in benchmark_models.MODELS or not length.isdigit() or not (batch == "" or batch.isdigit()):
+        return None
+    shape = (int(batch) if batch else default_batch, int(length), benchmark_models.features(model))
+    return (model, shape) if min(shape) >= 1 else None
+
+
+def measure(run, model, shape, args, device):
+    """One row: compare_modes' eager and traced modes on the run; None (and the reason) when the
+    model cannot take that length."""
     encore.manual_seed(0)
     try:
         net, adam = benchmark_models.build(model, shape)
@@ -57,7 +58,7 @@ def measure(run, args, device):
     net.to(device)
     g = encore.Generator(1)
     x = encore.normal(shape, generator=g).to(device)
-    y = (encore.uniform((batch, 1), generator=g) > 0.5).to(device)
+    y = (encore.uniform((shape[0], 1), generator=g) > 0.5).to(device)
     report = encore.compare_modes(model=net, loss=nn.binary_crossentropy, optimizer=adam, data=(x, y),
                                   modes=["eager", "traced"], steps=args.steps, warmup=args.warmup,
                                   profile_steps=args.profile_steps, name=run)
@@ -152,14 +153,19 @@ def main():
         p.error("--full and --runs exclude each other")
     if args.batch < 1 or args.steps < 1 or args.warmup < 0 or args.profile_steps < 1:
         p.error("needs --batch >= 1, --steps >= 1, --warmup >= 0, --profile-steps >= 1")
-    device = puzzle_cli.setup(args, PROGRAM)
+    device = puzzle_cli.setup(p, args)
     runs = FULL if args.full else (args.runs.split(",") if args.runs else DEFAULT)
+    parsed = {run: parse_run(run, args.batch) for run in runs}
+    for run, spec in parsed.items():
+        if spec is None:
+            p.error(f"--runs: {run!r} is not MODEL@LENGTH or MODEL@LENGTH:BATCH "
+                    f"(models: {', '.join(benchmark_models.MODELS)})")
     title = puzzle_cli.header(f"puzzle 1, eager vs graph: medians of {args.steps} training steps",
                               device)
     print(title, flush=True)
     rows, reports, skipped = [], {}, {}
     for run in runs:
-        row, report = measure(run, args, device)
+        row, report = measure(run, *parsed[run], args, device)
         if row is None:
             skipped[run] = report
             print(f"{run}: skipped: {report}", flush=True)

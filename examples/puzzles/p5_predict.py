@@ -33,7 +33,6 @@ from encore import nn  # noqa: E402
 
 import puzzle_cli  # noqa: E402
 
-PROGRAM = "p5_predict.py"
 # (name, layers, features): tiny is all framework overhead, medium all kernels.
 MODELS = [
     ("tiny", lambda: [nn.Dense(16, activation="relu"), nn.Dense(1, activation="sigmoid")], 16),
@@ -165,7 +164,7 @@ def main():
     args = p.parse_args()
     if min(args.calls, args.tiny_batch, args.medium_batch, args.profile_steps) < 1 or args.warmup < 0:
         p.error("needs --calls, --tiny-batch, --medium-batch, --profile-steps >= 1 and --warmup >= 0")
-    device = puzzle_cli.setup(args, PROGRAM)
+    device = puzzle_cli.setup(p, args)
     title = puzzle_cli.header(f"puzzle 5, predict one batch at a time: medians of {args.calls} calls", device)
     print(title, flush=True)
     rows, reports = [], {}

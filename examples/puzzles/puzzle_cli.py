@@ -22,20 +22,20 @@ def parser(doc: str) -> argparse.ArgumentParser:
     return p
 
 
-def setup(args: argparse.Namespace, program: str) -> encore.Device:
+def setup(parser: argparse.ArgumentParser, args: argparse.Namespace) -> encore.Device:
     """Applies --threads and returns the device; exits 0 with a message when --device cuda has no
-    GPU to run on (the puzzle's GPU variant is skipped, not failed)."""
+    GPU to run on (the puzzle's GPU variant is skipped, not failed). Bad values are usage errors."""
     if args.threads is not None:
         if args.threads < 1:
-            raise SystemExit(f"{program}: error: --threads must be at least 1")
+            parser.error("--threads must be at least 1")
         encore.set_num_threads(args.threads)
     if args.device.startswith("cuda") and not encore.cuda.is_available():
-        print(f"{program}: skipped: --device {args.device}: no CUDA device ({encore.cuda.unavailable_reason()})")
+        print(f"{parser.prog}: skipped: --device {args.device}: no CUDA device ({encore.cuda.unavailable_reason()})")
         sys.exit(0)
     try:
         return encore.Device(args.device)
     except (ValueError, RuntimeError) as e:
-        raise SystemExit(f"{program}: error: --device: {e}")
+        parser.error(f"--device: {e}")
 
 
 def header(title: str, device: encore.Device) -> str:
