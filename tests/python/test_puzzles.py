@@ -69,3 +69,8 @@ def test_gpu_variant_skips_cleanly_and_unknown_flags_are_errors(script):
         assert result.returncode == 0 and "skipped: --device cuda: no CUDA device" in result.stdout
     result = run(script, "--stpes", "3")
     assert result.returncode == 2 and "unrecognized arguments: --stpes" in result.stderr
+
+
+def test_eager_vs_graph_names_a_bad_run():
+    result = run("p1_eager_vs_graph.py", "--runs", "small@140:0")
+    assert result.returncode == 2 and "'small@140:0' is not MODEL@LENGTH or MODEL@LENGTH:BATCH" in result.stderr
