@@ -142,7 +142,7 @@ def plot(path, rows, title):
 
 def main():
     p = puzzle_cli.parser(__doc__)
-    p.add_argument("--runs", help="comma-separated MODEL@LENGTH (default %s)" % ",".join(DEFAULT))
+    p.add_argument("--runs", help="comma-separated MODEL@LENGTH or MODEL@LENGTH:BATCH (default %s)" % ",".join(DEFAULT))
     p.add_argument("--full", action="store_true", help="every model x data size: " + ",".join(FULL))
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=10, help="measured steps per mode (median)")
