@@ -7,6 +7,7 @@
 
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "graph/lengths.h"
 #include "graph/passes.h"
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
@@ -246,7 +247,7 @@ std::string TracedFunction::retrace_advice(Entry& e, const std::vector<Arg>& arg
   probe.bucketed = true;
   const ShapePolicy policy = ShapePolicy::bucket(axis, {probe.length}, varying);
   try {
-    graph::check_bucket_exact(*e.plan, policy, probe, options_.name, options_.arg_names);
+    graph::check_bucket_exact(*e.plan, policy, probe, options_.name, options_.arg_names, {});
   } catch (const ValueError&) {
     return detail::cat("Padding along axis ", axis,
                        " would not be exact for this function (a bucket policy would be refused): results depend on "
@@ -332,7 +333,8 @@ std::optional<graph::RetraceCause> TracedFunction::guard_reason(const Entry& e) 
   return std::nullopt;
 }
 
-void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry) {
+void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry,
+                                  const graph::BucketedCall* bucketed) {
   graph::Tracer tracer(g);
   std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>> flags_read;
   try {
@@ -342,14 +344,30 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
       int k = 0;
       for (size_t i = 0; i < args.size(); ++i) {
         if (const Tensor* t = std::get_if<Tensor>(&args[i])) {
-          const std::string label = i < options_.arg_names.size() ? options_.arg_names[i] : "arg" + std::to_string(i);
+          const std::string label = static_cast<int>(i) == (bucketed ? bucketed->length_arg : -1) ? "length"
+                                    : i < options_.arg_names.size()                               ? options_.arg_names[i]
+                                                                      : "arg" + std::to_string(i);
           symbolic[i] = tracer.input(k++, *t, label);
         }
+      }
+      // A bucketed call: the true length is the graph's last input, and the padded arguments
+      // carry it (graph/lengths.h) for the layers to mask with.
+      std::optional<graph::LengthScope> scope;
+      if (bucketed && bucketed->length_arg >= 0) {
+        scope.emplace();
+        const Tensor length = std::get<Tensor>(symbolic[bucketed->length_arg]);
+        symbolic.erase(symbolic.begin() + bucketed->length_arg);
+        for (int i : options_.shapes.args)
+          graph::set_lengths(std::get<Tensor>(symbolic[i]), {length, bucketed->axis, [](int64_t n) { return n; }});
       }
       const std::vector<Tensor> out = fn_(symbolic);
       for (size_t i = 0; i < out.size(); ++i) {
         ENCORE_CHECK(out[i].defined(), ValueError, "[trace] '", options_.name, "' returned an undefined tensor as output ", i);
         g.outputs.push_back(tracer.value(out[i], "trace"));
+        if (const std::optional<graph::Lengths> l = graph::lengths_of(out[i])) {
+          entry.trim.resize(out.size());
+          entry.trim[i] = {l->axis, l->of_call};
+        }
       }
     }  // the function's symbolic tensors die here, unless something outside keeps them
     for (const auto& [flag, value] : flags_read) entry.flag_guards.push_back({flag, value});
@@ -409,7 +427,7 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   graph::Graph g;
   {
     ScopedTimer timer(Counter::TraceNs, "trace", options_.name);
-    record_graph(args, g, entry);
+    record_graph(args, g, entry, bucketed);
     rec.trace_ns = timer.stop();
   }
   Ledger& ledger = Ledger::global();
@@ -445,7 +463,8 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   rec.peak_live_bytes = entry.plan->memory().peak_live_bytes;
   if (bucketed) {
     ScopedTimer timer(Counter::PlanNs, "plan", options_.name);
-    entry.trim = graph::check_bucket_exact(*entry.plan, options_.shapes, *bucketed, options_.name, options_.arg_names);
+    entry.trim = graph::check_bucket_exact(*entry.plan, options_.shapes, *bucketed, options_.name, options_.arg_names,
+                                           std::move(entry.trim));
     rec.plan_ns += timer.stop();
   }
 
@@ -487,11 +506,12 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   return cache_.front();
 }
 
-void TracedFunction::check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager, int64_t pad) {
+void TracedFunction::check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager,
+                                          const graph::BucketedCall& b) {
   const std::vector<graph::Value>& outs = e.plan->graph().outputs;
   for (size_t i = 0; i < outs.size() && i < eager.size(); ++i) {
     Shape s = outs[i].shape;
-    if (e.trim[i] >= 0) s[e.trim[i]] -= pad;
+    if (const graph::Trim& t = e.trim[i]; t.axis >= 0) s[t.axis] = t.trimmed(s[t.axis], b.length, b.pad());
     if (s == eager[i].shape()) continue;
     const std::string bucket = options_.shapes.str();
     if (last_ == &cache_.front()) last_ = nullptr;
@@ -542,6 +562,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
   graph::BucketedCall bucketed;
   const bool bucketing = options_.shapes.kind == ShapePolicy::Kind::Bucket;
   std::string bucket_note;
+  bool new_length = false;
   if (bucketing) {
     if (!Ledger::global().profiling()) {
       bucketed = graph::bucket_call(options_.shapes, call_args, options_.name);
@@ -551,7 +572,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
     }
     args = &bucketed.args;
     for (int i : options_.shapes.args) {
-      ++bucket_lengths_[{i, bucketed.axis}][bucketed.length];
+      new_length = ++bucket_lengths_[{i, bucketed.axis}][bucketed.length] == 1;
       const int64_t n = std::get<Tensor>(call_args[i]).numel();
       stats_.real_elements += n;
       stats_.padding_elements += bucketed.length ? n / bucketed.length * bucketed.pad() : 0;
@@ -561,7 +582,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
                                 options_.shapes.sizes.back(), ")");
   }
   auto trim = [&](std::vector<Tensor> out) {
-    if (bucketing) graph::trim_outputs(out, cache_.front().trim, bucketed.pad());
+    if (bucketing) graph::trim_outputs(out, cache_.front().trim, bucketed.length, bucketed.pad());
     return out;
   };
 
@@ -587,6 +608,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
       continue;
     }
     ++stats_.hits;
+    if (new_length) ++stats_.retraces_saved;
     ++it->calls;
     if (it != cache_.begin()) cache_.splice(cache_.begin(), cache_, it);
     return trim(replay(cache_.front(), *args));
@@ -627,7 +649,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
   log.swap();
   try {
     Entry& e = trace(*args, reason + bucket_note, std::move(causes), bucketing ? &bucketed : nullptr);
-    if (bucketing && bucketed.pad() > 0) check_trimmed_shapes(e, out, bucketed.pad());
+    if (bucketing) check_trimmed_shapes(e, out, bucketed);
   } catch (...) {
     log.swap();
     throw;
