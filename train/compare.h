@@ -11,7 +11,7 @@
 //   traced_new_length                schedule, by default one step longer each call, or lengths
 //                                    drawn from any distribution): per-shape setup, a retrace
 //   bucket                           the same lengths, traced with ShapePolicy::bucket(buckets);
-//                                    refused (the row says why) when padding is not exact
+//                                    refused (the row says why) when padding cannot be made exact
 //   predict_eager, predict_traced    the forward pass only (CompareOptions::predict, or the
 //                                    model), in inference mode without gradients
 //
