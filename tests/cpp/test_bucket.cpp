@@ -14,6 +14,7 @@
 #include "nn/lstm.h"
 #include "nn/normalization.h"
 #include "nn/optim.h"
+#include "train/model.h"
 
 namespace encore {
 namespace {
@@ -286,6 +287,32 @@ TEST(Bucket, BatchAxisBucketTrainsAsEager) {
   const auto pe = eager_model->named_weights(), pt = traced_model->named_weights();
   for (size_t i = 0; i < pe.size(); ++i)
     EXPECT_LT(test::max_abs_diff(pt[i].second, pe[i].second), 1e-4) << pe[i].first;
+}
+
+// The training API: a bucketed Model averages its loss and its metrics over the valid steps
+// (per-step labels), as the eager Model does on the unpadded batch.
+TEST(Bucket, ModelTrainsAndMeasuresAsEager) {
+  auto make = [](nn::CompileOptions options) {
+    manual_seed(8);
+    auto net = std::make_shared<nn::Sequential>();
+    net->add<nn::Conv1D>(4, 3, nn::Conv1DOptions{.padding = "same", .activation = "relu"});
+    net->add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
+    net->build({2, 9, 3});
+    auto model = std::make_unique<nn::Model>(net);
+    options.metrics = {"accuracy", "mae"};
+    model->compile("sgd", "binary_crossentropy", options);
+    return std::make_pair(net, std::move(model));
+  };
+  auto [eager_net, eager] = make({.mode = nn::ExecutionMode::Eager});
+  auto [traced_net, traced] = make({.shapes = ShapePolicy::bucket(1, {16, 32}, {0, 1})});
+  for (int64_t len : random_lengths(20, 5, 32, 19)) {
+    const auto seed = static_cast<uint64_t>(500 + len);
+    const Tensor x = rand32({2, len, 3}, seed), y = gt(rand32({2, len, 1}, seed + 1), 0.0);
+    const nn::Logs le = eager->train_on_batch(x, y), lt = traced->train_on_batch(x, y);
+    for (const auto& [name, value] : le) EXPECT_NEAR(lt.at(name), value, 1e-5) << name << " at length " << len;
+  }
+  const auto pe = eager_net->parameters(), pt = traced_net->parameters();
+  for (size_t i = 0; i < pe.size(); ++i) EXPECT_LT(test::max_abs_diff(pt[i], pe[i]), 1e-4) << i;
 }
 
 void expect_refused(const std::function<void()>& call, const std::string& says) {
