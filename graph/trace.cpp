@@ -33,6 +33,9 @@ std::string TraceStats::table(const std::string& name) const {
                   r.reason.c_str());
     s += line;
   }
+  if (real_elements > 0)
+    s += detail::cat("  bucketing: ", retraces_saved, " retraces saved; ", padding_elements, " zeros added to ",
+                     real_elements, " elements (", 100 * padding_elements / real_elements, "% padding)\n");
   if (const int64_t n = break_even_replays(); n != 0) {
     const double trace_ms = [&] {
       double t = 0;
@@ -269,7 +272,9 @@ void TracedFunction::retire(const Entry& e) { count_axis_values(e.signature, e.c
 
 void TracedFunction::count_axis_values(const graph::Signature& s, int64_t calls, AxisCounts& into) const {
   const ShapePolicy& p = options_.shapes;
-  for (size_t i = 0; i < s.args.size(); ++i) {
+  // A bucketed call's last argument is its true length, not the caller's.
+  const size_t args = s.args.size() - (p.kind == ShapePolicy::Kind::Bucket && !s.args.empty() ? 1 : 0);
+  for (size_t i = 0; i < args; ++i) {
     const auto* t = std::get_if<graph::TensorKey>(&s.args[i]);
     if (!t) continue;
     const bool bucketed = p.kind == ShapePolicy::Kind::Bucket &&
@@ -423,7 +428,12 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   rec.causes = std::move(causes);
   Entry entry;
   entry.signature = graph::Signature::of(args);
-  rec.signature = entry.signature.str(options_.arg_names);
+  std::vector<std::string> names = options_.arg_names;
+  if (bucketed) {  // the true length, the last argument (graph/bucket.h)
+    names.resize(args.size() - 1);
+    names.push_back("length");
+  }
+  rec.signature = entry.signature.str(names);
   graph::Graph g;
   {
     ScopedTimer timer(Counter::TraceNs, "trace", options_.name);

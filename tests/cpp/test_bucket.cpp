@@ -250,6 +250,11 @@ TEST(Bucket, LengthIsDataAndStatsCountWhatBucketingSaves) {
   EXPECT_EQ(s.retraces_saved, 3);  // lengths 10, 11 and 16 replayed the graph traced at 9
   EXPECT_EQ(s.real_elements, 2 * 3 * (9 + 10 + 11 + 16 + 10));
   EXPECT_EQ(s.padding_elements, 2 * 3 * (7 + 6 + 5 + 0 + 6));
+  EXPECT_NE(s.table("f").find("bucketing: 3 retraces saved; 144 zeros added to 336 elements (42% padding)"),
+            std::string::npos)
+      << s.table("f");
+  EXPECT_NE(s.records[0].signature.find("length: (1,) int64"), std::string::npos) << s.records[0].signature;
+  for (const AxisValues& v : f.function().axis_values()) EXPECT_EQ(v.arg, 0);  // not the length
 }
 
 // A batch-axis bucket: the loss averages over the real rows, BatchNormalization takes its
