@@ -38,11 +38,13 @@ void set_lengths(const Tensor& t, Lengths lengths) {
 }
 
 std::optional<Lengths> same_lengths(const Lengths& in, const Tensor& x, const Tensor& y) {
-  if (in.axis >= y.dim() || in.axis >= x.dim() || y.shape()[in.axis] != x.shape()[in.axis]) return std::nullopt;
+  if (in.axis >= y.dim() || in.axis >= x.dim() || y.shape()[in.axis] != x.shape()[in.axis])
+    return std::nullopt;
   return in;
 }
 
-Lengths window_lengths(const Lengths& in, int64_t size, int64_t stride, int64_t dilation, int64_t left) {
+Lengths window_lengths(const Lengths& in, int64_t size, int64_t stride, int64_t dilation,
+                       int64_t left) {
   // Windows that lie inside the valid entries: (length + left - span) / stride + 1.
   const int64_t shift = left - (size - 1) * dilation - 1;
   Lengths out = in;

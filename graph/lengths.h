@@ -52,7 +52,8 @@ std::optional<Lengths> same_lengths(const Lengths& in, const Tensor& x, const Te
 
 /// `lengths` for a tensor whose axis shrank by a window: `size` entries `dilation` apart,
 /// `stride` apart, with `left` fixed padding ('valid': 0, 'causal': (size - 1) * dilation).
-Lengths window_lengths(const Lengths& in, int64_t size, int64_t stride, int64_t dilation, int64_t left);
+Lengths window_lengths(const Lengths& in, int64_t size, int64_t stride, int64_t dilation,
+                       int64_t left);
 
 /// `x` with the entries past its valid length along `axis` set to `value` (x itself when it
 /// has no registered lengths along `axis`).

@@ -80,8 +80,6 @@ std::pair<Tensor, Tensor> GRU::run_sequence(const Tensor& x) {
   return {back ? flip(y, 1) : y, h};
 }
 
-// reset_after=False: the reset gate multiplies h before its GEMM, so each step is composed of
-// ops (one GEMM for all input projections first).
 // A bucketed call: `y` holds the states in processing order, run over each row's valid steps
 // only (a backward layer over its valid prefix reversed), so the state never saw the padding.
 // The sequence output is in processing order, as Keras returns it, zero at padded steps.
@@ -90,6 +88,8 @@ std::pair<Tensor, Tensor> GRU::valid_outputs(const Tensor& y, const Tensor& leng
   return {options_.return_sequences ? mask_sequence(y, length) : h, h};
 }
 
+// reset_after=False: the reset gate multiplies h before its GEMM, so each step is composed of
+// ops (one GEMM for all input projections first).
 std::pair<Tensor, Tensor> GRU::run_steps(const Tensor& x) {
   const int64_t batch = x.shape()[0], steps = x.shape()[1], u = units_;
   const auto valid = graph::lengths_of(x);

@@ -17,9 +17,10 @@ using MaybeLengths = std::optional<Lengths>;
 
 namespace {
 
-[[noreturn]] void refuse(const std::string& layer, const Lengths& in, const Tensor& x, const std::string& why) {
-  throw ValueError(detail::cat("[", layer, "] cannot be exact under a bucket policy: ", why, " (input ",
-                               x.shape().str(), ", padded along axis ", in.axis,
+[[noreturn]] void refuse(const std::string& layer, const Lengths& in, const Tensor& x,
+                         const std::string& why) {
+  throw ValueError(detail::cat("[", layer, "] cannot be exact under a bucket policy: ", why,
+                               " (input ", x.shape().str(), ", padded along axis ", in.axis,
                                "). Trace exactly (the default policy), or bucket another axis"));
 }
 
@@ -48,10 +49,13 @@ std::pair<Tensor, Padding> Conv1D::bucketed_input(const Tensor& x) const {
   if (p.kind != Padding::Same || !l || l->axis != kSteps) return {x, p};
   const Tensor masked = graph::mask_padding(x, kSteps);
   if (options_.strides == 1) return {masked, p};
-  const int64_t s = options_.strides, span = window_span("conv1d", kernel_size_, options_.dilation_rate);
+  const int64_t s = options_.strides,
+                span = window_span("conv1d", kernel_size_, options_.dilation_rate);
   const Tensor& n = l->length;
-  const Tensor total = maximum(((n + (s - 1)) / s - 1) * s - n + span, zeros({}, DType::Int64, x.device()));
-  const Tensor shifted = reverse_sequence(reverse_sequence(pad(masked, kSteps, 0, span - 1), n), n + total / 2);
+  const Tensor total =
+      maximum(((n + (s - 1)) / s - 1) * s - n + span, zeros({}, DType::Int64, x.device()));
+  const Tensor shifted =
+      reverse_sequence(reverse_sequence(pad(masked, kSteps, 0, span - 1), n), n + total / 2);
   return {shifted, Padding::valid()};
 }
 
@@ -62,8 +66,10 @@ MaybeLengths Conv1D::output_lengths(const Lengths& in, const Tensor& x, const Te
   }
   const Padding p = Padding::parse(options_.padding, "conv1d");
   const int64_t s = options_.strides, span = (kernel_size_ - 1) * options_.dilation_rate;
-  if (p.kind == Padding::Valid) return graph::window_lengths(in, kernel_size_, s, options_.dilation_rate, 0);
-  if (p.kind == Padding::Causal) return graph::window_lengths(in, kernel_size_, s, options_.dilation_rate, span);
+  if (p.kind == Padding::Valid)
+    return graph::window_lengths(in, kernel_size_, s, options_.dilation_rate, 0);
+  if (p.kind == Padding::Causal)
+    return graph::window_lengths(in, kernel_size_, s, options_.dilation_rate, span);
   // 'same': ceil(length / strides) windows.
   return graph::window_lengths(in, 1, s, 1, 0);
 }
@@ -76,17 +82,20 @@ MaybeLengths Pooling1D::output_lengths(const Lengths& in, const Tensor& x, const
 }
 
 // Global pooling ends the steps axis (the masking is in forward_impl); other axes pass.
-MaybeLengths GlobalAveragePooling1D::output_lengths(const Lengths& in, const Tensor& x, const Tensor& y) const {
+MaybeLengths GlobalAveragePooling1D::output_lengths(const Lengths& in, const Tensor& x,
+                                                    const Tensor& y) const {
   return in.axis == 0 ? graph::same_lengths(in, x, y) : std::nullopt;
 }
-MaybeLengths GlobalMaxPooling1D::output_lengths(const Lengths& in, const Tensor& x, const Tensor& y) const {
+MaybeLengths GlobalMaxPooling1D::output_lengths(const Lengths& in, const Tensor& x,
+                                                const Tensor& y) const {
   return in.axis == 0 ? graph::same_lengths(in, x, y) : std::nullopt;
 }
 
 MaybeLengths Dropout::output_lengths(const Lengths& in, const Tensor& x, const Tensor& y) const {
   return graph::same_lengths(in, x, y);
 }
-MaybeLengths ActivationLayer::output_lengths(const Lengths& in, const Tensor& x, const Tensor& y) const {
+MaybeLengths ActivationLayer::output_lengths(const Lengths& in, const Tensor& x,
+                                             const Tensor& y) const {
   if (activation_ == Activation::Softmax && in.axis == x.dim() - 1)
     refuse(label(), in, x, "softmax normalizes over the padded axis");
   return graph::same_lengths(in, x, y);
@@ -100,12 +109,14 @@ MaybeLengths Flatten::output_lengths(const Lengths& in, const Tensor& x, const T
   return graph::same_lengths(in, x, y);
 }
 
-MaybeLengths BatchNormalization::output_lengths(const Lengths& in, const Tensor& x, const Tensor& y) const {
+MaybeLengths BatchNormalization::output_lengths(const Lengths& in, const Tensor& x,
+                                                const Tensor& y) const {
   if (in.axis == normalize_axis(options_.axis, x.dim(), "batch_normalization"))
     refuse(label(), in, x, "the padded axis is its channels axis");
   return graph::same_lengths(in, x, y);  // batch statistics are taken over the valid entries
 }
-MaybeLengths LayerNormalization::output_lengths(const Lengths& in, const Tensor& x, const Tensor& y) const {
+MaybeLengths LayerNormalization::output_lengths(const Lengths& in, const Tensor& x,
+                                                const Tensor& y) const {
   if (in.axis == normalize_axis(options_.axis, x.dim(), "layer_normalization"))
     refuse(label(), in, x, "it normalizes over the padded axis");
   return graph::same_lengths(in, x, y);
@@ -113,12 +124,15 @@ MaybeLengths LayerNormalization::output_lengths(const Lengths& in, const Tensor&
 
 // A recurrence returning its last state ends the steps axis; its sequences keep it.
 MaybeLengths LSTM::output_lengths(const Lengths& in, const Tensor& x, const Tensor& y) const {
-  return in.axis != kSteps || options_.return_sequences ? graph::same_lengths(in, x, y) : std::nullopt;
+  return in.axis != kSteps || options_.return_sequences ? graph::same_lengths(in, x, y)
+                                                        : std::nullopt;
 }
 MaybeLengths GRU::output_lengths(const Lengths& in, const Tensor& x, const Tensor& y) const {
-  return in.axis != kSteps || options_.return_sequences ? graph::same_lengths(in, x, y) : std::nullopt;
+  return in.axis != kSteps || options_.return_sequences ? graph::same_lengths(in, x, y)
+                                                        : std::nullopt;
 }
-MaybeLengths Bidirectional::output_lengths(const Lengths& in, const Tensor& x, const Tensor& y) const {
+MaybeLengths Bidirectional::output_lengths(const Lengths& in, const Tensor& x,
+                                           const Tensor& y) const {
   return forward_->output_lengths(in, x, y);
 }
 

@@ -26,7 +26,9 @@ ENCORE_HD int64_t clamp_length(int64_t length, int64_t n) {
 }
 /// Where entry j of a reverse_sequence output comes from: the valid prefix reversed, the rest
 /// in place.
-ENCORE_HD int64_t reversed_source(int64_t j, int64_t length) { return j < length ? length - 1 - j : j; }
+ENCORE_HD int64_t reversed_source(int64_t j, int64_t length) {
+  return j < length ? length - 1 - j : j;
+}
 /// The row of `lengths` that entry `outer` (an index over the axes before the sequence axis)
 /// reads: one length for every row, or one per entry of axis 0.
 ENCORE_HD int64_t length_row(int64_t outer, int64_t outer_count, int64_t batch, int64_t lengths) {

@@ -10,19 +10,23 @@ namespace {
 
 // x, y: (outer, n, after) contiguous; lengths: (1,) or one per row of axis 0.
 template <bool Reverse, class T, class I>
-__global__ void sequence_kernel_impl(const T* __restrict__ x, const I* __restrict__ lengths, T* __restrict__ y,
-                                     int64_t outer, int64_t n, int64_t after, int64_t batch, int64_t count,
-                                     T fill) {
+__global__ void sequence_kernel_impl(const T* __restrict__ x, const I* __restrict__ lengths,
+                                     T* __restrict__ y, int64_t outer, int64_t n, int64_t after,
+                                     int64_t batch, int64_t count, T fill) {
   const int64_t total = outer * n * after;
   for (int64_t e = thread_index(); e < total; e += thread_count()) {
     const int64_t k = e % after, j = e / after % n, o = e / after / n;
-    const int64_t l = seq::clamp_length(static_cast<int64_t>(lengths[seq::length_row(o, outer, batch, count)]), n);
-    if constexpr (Reverse) y[e] = x[(o * n + seq::reversed_source(j, l)) * after + k];
-    else y[e] = j < l ? x[e] : fill;
+    const int64_t l = seq::clamp_length(
+        static_cast<int64_t>(lengths[seq::length_row(o, outer, batch, count)]), n);
+    if constexpr (Reverse)
+      y[e] = x[(o * n + seq::reversed_source(j, l)) * after + k];
+    else
+      y[e] = j < l ? x[e] : fill;
   }
 }
 
-template <bool Reverse> void sequence_kernel(const KernelCtx& c) {
+template <bool Reverse>
+void sequence_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const TensorRef &x = c.in[0], &len = c.in[1];
   const int axis = c.attrs.as<SequenceAttrs>().axis;
@@ -34,12 +38,14 @@ template <bool Reverse> void sequence_kernel(const KernelCtx& c) {
   visit_dtype(x.dtype, [&]<class T>() {
     auto run = [&]<class I>() {
       sequence_kernel_impl<Reverse, T, I><<<grid_for(x.numel()), kBlock, 0, dev.stream()>>>(
-          x.ptr<const T>(), len.ptr<const I>(), c.out[0].ptr<T>(), outer, n, after, x.shape[0], len.numel(),
-          static_cast<T>(c.attrs.as<SequenceAttrs>().value));
+          x.ptr<const T>(), len.ptr<const I>(), c.out[0].ptr<T>(), outer, n, after, x.shape[0],
+          len.numel(), static_cast<T>(c.attrs.as<SequenceAttrs>().value));
       ENCORE_CUDA_LAUNCH_CHECK(c.op);
     };
-    if (len.dtype == DType::Int32) run.template operator()<int32_t>();
-    else run.template operator()<int64_t>();
+    if (len.dtype == DType::Int32)
+      run.template operator()<int32_t>();
+    else
+      run.template operator()<int64_t>();
   });
 }
 

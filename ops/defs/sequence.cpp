@@ -3,8 +3,9 @@
 // reverses the first `lengths` entries along an axis (tf.reverse_sequence); mask_sequence
 // overwrites the entries past them. Rows, shape inference, backward formulas, CPU kernels and
 // public functions.
-#include "ops/defs/common.h"
 #include "ops/sequence.h"
+
+#include "ops/defs/common.h"
 
 namespace encore {
 namespace {
@@ -14,15 +15,17 @@ namespace {
 int infer_sequence(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const Tensor &x = in[0], &lengths = in[1];
   const int axis = a.as<SequenceAttrs>().axis;
-  ENCORE_CHECK(axis >= 0 && axis < x.dim(), ShapeError, "[", op.name, "] axis ", axis, " out of range for ",
-               describe(x));
-  ENCORE_CHECK(lengths.dtype() == DType::Int32 || lengths.dtype() == DType::Int64, DTypeError, "[", op.name,
-               "] lengths must be int32 or int64, got ", describe(lengths));
-  ENCORE_CHECK(lengths.dim() == 1 && (lengths.numel() == 1 || (axis > 0 && lengths.numel() == x.shape()[0])),
-               ShapeError, "[", op.name, "] lengths ", lengths.shape().str(), " must be (1,) or, one per row of ",
-               x.shape().str(), " along axis ", axis, " > 0, (", x.shape()[0], ",)");
-  ENCORE_CHECK(x.device() == lengths.device(), DeviceError, "[", op.name, "] ", describe(x), " and lengths ",
-               describe(lengths), " are on different devices");
+  ENCORE_CHECK(axis >= 0 && axis < x.dim(), ShapeError, "[", op.name, "] axis ", axis,
+               " out of range for ", describe(x));
+  ENCORE_CHECK(lengths.dtype() == DType::Int32 || lengths.dtype() == DType::Int64, DTypeError, "[",
+               op.name, "] lengths must be int32 or int64, got ", describe(lengths));
+  ENCORE_CHECK(
+      lengths.dim() == 1 && (lengths.numel() == 1 || (axis > 0 && lengths.numel() == x.shape()[0])),
+      ShapeError, "[", op.name, "] lengths ", lengths.shape().str(),
+      " must be (1,) or, one per row of ", x.shape().str(), " along axis ", axis, " > 0, (",
+      x.shape()[0], ",)");
+  ENCORE_CHECK(x.device() == lengths.device(), DeviceError, "[", op.name, "] ", describe(x),
+               " and lengths ", describe(lengths), " are on different devices");
   out[0] = defs::meta_like(x);
   return 1;
 }
@@ -33,7 +36,8 @@ void bw_mask_sequence(const BackwardCtx& c, Tensor* g) {
   g[0] = mask_sequence(c.grads[0], c.inputs[1], c.attrs.as<SequenceAttrs>().axis, 0.0);
 }
 
-template <bool Reverse, class T, class I> void sequence_cpu(const KernelCtx& c) {
+template <bool Reverse, class T, class I>
+void sequence_cpu(const KernelCtx& c) {
   const TensorRef &x = c.in[0], &len = c.in[1], &y = c.out[0];
   const int axis = c.attrs.as<SequenceAttrs>().axis;
   const int64_t n = x.shape[axis];
@@ -60,10 +64,13 @@ template <bool Reverse, class T, class I> void sequence_cpu(const KernelCtx& c) 
     }
   }
 }
-template <bool Reverse> void sequence_kernel(const KernelCtx& c) {
+template <bool Reverse>
+void sequence_kernel(const KernelCtx& c) {
   visit_dtype(c.in[0].dtype, [&]<class T>() {
-    if (c.in[1].dtype == DType::Int32) sequence_cpu<Reverse, T, int32_t>(c);
-    else sequence_cpu<Reverse, T, int64_t>(c);
+    if (c.in[1].dtype == DType::Int32)
+      sequence_cpu<Reverse, T, int32_t>(c);
+    else
+      sequence_cpu<Reverse, T, int64_t>(c);
   });
 }
 
@@ -83,8 +90,12 @@ OpDef& reverse_sequence_op = define_op({
     .backward = bw_reverse_sequence,
     .cpu = {sequence_kernel<true>},
     .signature = "reverse_sequence(x: Tensor, lengths: Tensor, axis: int = 1) -> Tensor",
-    .invoke = [](const CallArgs& a) { return one(reverse_sequence(a.tensor(0), a.tensor(1), a.integer(2))); },
-    .doc = "Reverses the first lengths[b] entries along `axis` of each row b (one length for all rows when "
+    .invoke =
+        [](const CallArgs& a) {
+          return one(reverse_sequence(a.tensor(0), a.tensor(1), a.integer(2)));
+        },
+    .doc = "Reverses the first lengths[b] entries along `axis` of each row b (one length for all "
+           "rows when "
            "lengths is (1,)); the entries past them stay in place",
     .example = {.inputs = {{{3, 5, 2}}, {{3}, ExampleInput::Index, 6}}, .args = "axis=1"},
 });
@@ -99,17 +110,22 @@ OpDef& mask_sequence_op = define_op({
     .infer = infer_sequence,
     .backward = bw_mask_sequence,
     .cpu = {sequence_kernel<false>},
-    .signature = "mask_sequence(x: Tensor, lengths: Tensor, axis: int = 1, value: float = 0.0) -> Tensor",
-    .invoke = [](const CallArgs& a) {
-      return one(mask_sequence(a.tensor(0), a.tensor(1), a.integer(2), a.real(3)));
-    },
-    .doc = "x with the entries at or past lengths[b] along `axis` of each row b set to `value` (one length for "
+    .signature =
+        "mask_sequence(x: Tensor, lengths: Tensor, axis: int = 1, value: float = 0.0) -> Tensor",
+    .invoke =
+        [](const CallArgs& a) {
+          return one(mask_sequence(a.tensor(0), a.tensor(1), a.integer(2), a.real(3)));
+        },
+    .doc = "x with the entries at or past lengths[b] along `axis` of each row b set to `value` "
+           "(one length for "
            "all rows when lengths is (1,))",
-    .example = {.inputs = {{{3, 5, 2}}, {{3}, ExampleInput::Index, 6}}, .args = "axis=1, value=-2.0"},
+    .example = {.inputs = {{{3, 5, 2}}, {{3}, ExampleInput::Index, 6}},
+                .args = "axis=1, value=-2.0"},
 });
 
 Tensor reverse_sequence(const Tensor& x, const Tensor& lengths, int64_t axis) {
-  return call(reverse_sequence_op, {x, lengths}, SequenceAttrs{normalize_axis(axis, x.dim(), "reverse_sequence"), 0.0});
+  return call(reverse_sequence_op, {x, lengths},
+              SequenceAttrs{normalize_axis(axis, x.dim(), "reverse_sequence"), 0.0});
 }
 Tensor mask_sequence(const Tensor& x, const Tensor& lengths, int64_t axis, double value) {
   return call(mask_sequence_op, {x, lengths},
