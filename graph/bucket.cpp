@@ -60,6 +60,7 @@ BucketedCall bucket_call(const ShapePolicy& p, const std::vector<Arg>& call,
       zs[b.axis] = b.pad();
       b.args[i] = concat({t, zeros(zs, t.dtype(), t.device())}, b.axis);
     }
+  b.padded_args = p.args;
   b.length_arg = static_cast<int>(b.args.size());
   b.args.emplace_back(full({1}, b.length, DType::Int64, std::get<Tensor>(call[p.args[0]]).device()));
   return b;

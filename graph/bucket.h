@@ -54,6 +54,7 @@ struct BucketedCall {
   int64_t shortest = 0;   // the shortest length this bucket serves
   bool bucketed = false;  // false: above the largest bucket, traced exactly
   int length_arg = -1;    // the index in `args` of the true length, int64 (1,) (-1: none)
+  std::vector<int> padded_args;  // the policy's arguments, padded along `axis`
   int64_t pad() const { return bucket - length; }
 };
 

@@ -229,7 +229,7 @@ void TracedFunction::clear() {
   last_ = nullptr;
 }
 
-std::string TracedFunction::retrace_advice(Entry& e, const std::vector<Arg>& args,
+std::string TracedFunction::retrace_advice(const std::vector<Arg>& args,
                                            const std::vector<RetraceCause>& causes) {
   const std::string statics = "Keep values that change every call out of the static arguments.";
   int axis = -1;
@@ -240,21 +240,24 @@ std::string TracedFunction::retrace_advice(Entry& e, const std::vector<Arg>& arg
     varying.push_back(c.arg);
   }
   if (varying.empty() || options_.shapes.kind == ShapePolicy::Kind::Bucket) return statics;
-  // Would padding along that axis be exact? Probe this call's graph with its last quarter
-  // treated as padding (the same check a bucket's first trace runs).
-  graph::BucketedCall probe;
-  probe.args = args;
-  probe.axis = axis;
-  probe.length = probe.bucket = std::get<Tensor>(args[varying[0]]).shape()[axis];
-  probe.shortest = std::max<int64_t>(1, probe.length - std::max<int64_t>(1, probe.length / 4));
-  probe.bucketed = true;
-  const ShapePolicy policy = ShapePolicy::bucket(axis, {probe.length}, varying);
+  // Would a bucket policy be exact? Trace this call as a bucket would (the true length as an
+  // input, the layers masking with it) and probe it with its last quarter treated as padding:
+  // the same check a bucket's first trace runs.
+  const int64_t length = std::get<Tensor>(args[varying[0]]).shape()[axis];
+  const ShapePolicy policy = ShapePolicy::bucket(axis, {length}, varying);
   try {
-    graph::check_bucket_exact(*e.plan, policy, probe, options_.name, options_.arg_names, {});
-  } catch (const ValueError&) {
-    return detail::cat("Padding along axis ", axis,
-                       " would not be exact for this function (a bucket policy would be refused): results depend on "
-                       "every position along it. Fix the length yourself (pad and mask), or accept the traces.");
+    graph::BucketedCall probe = graph::bucket_call(policy, args, options_.name);
+    probe.shortest = std::max<int64_t>(1, length - std::max<int64_t>(1, length / 4));
+    Entry trial;
+    graph::Graph g;
+    record_graph(probe.args, g, trial, &probe);
+    restore_written_constants(g);
+    if (options_.optimize) graph::run_passes(g);
+    graph::Plan plan(std::move(g));
+    graph::check_bucket_exact(plan, policy, probe, options_.name, options_.arg_names, std::move(trial.trim));
+  } catch (const Error& refused) {
+    return detail::cat("A bucket policy along axis ", axis, " would not be exact for this function (it would be refused: ",
+                       refused.what(), "). Fix the length yourself (pad and mask), or accept the traces.");
   }
   int64_t longest = 0;
   for (const AxisValues& v : axis_values())
@@ -362,7 +365,7 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
         scope.emplace();
         const Tensor length = std::get<Tensor>(symbolic[bucketed->length_arg]);
         symbolic.erase(symbolic.begin() + bucketed->length_arg);
-        for (int i : options_.shapes.args)
+        for (int i : bucketed->padded_args)
           graph::set_lengths(std::get<Tensor>(symbolic[i]), {length, bucketed->axis, [](int64_t n) { return n; }});
       }
       const std::vector<Tensor> out = fn_(symbolic);
@@ -509,7 +512,7 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
     const std::string msg = detail::cat(
         "[trace] '", options_.name, "' has been traced ", stats_.traces, " times (warning threshold ",
         options_.retrace_warning, "). Latest: ", rec.reason, ". Each trace costs tracing and planning time. ",
-        retrace_advice(cache_.front(), args, rec.causes));
+        retrace_advice(args, rec.causes));
     if (options_.on_warning) options_.on_warning(msg);
     else std::fprintf(stderr, "%s\n", msg.c_str());
   }

@@ -196,7 +196,7 @@ class TracedFunction {
   };
   using AxisCounts = std::map<std::pair<int, int>, std::map<int64_t, int64_t>>;
   void retire(const Entry& e);
-  std::string retrace_advice(Entry& e, const std::vector<Arg>& args, const std::vector<RetraceCause>& causes);
+  std::string retrace_advice(const std::vector<Arg>& args, const std::vector<RetraceCause>& causes);
   void count_axis_values(const graph::Signature& s, int64_t calls, AxisCounts& into) const;
 
   std::optional<graph::RetraceCause> stale_reason(const Entry& e) const;

@@ -320,6 +320,28 @@ TEST(Bucket, ModelTrainsAndMeasuresAsEager) {
   for (size_t i = 0; i < pe.size(); ++i) EXPECT_LT(test::max_abs_diff(pt[i], pe[i]), 1e-4) << i;
 }
 
+// The retrace warning suggests a bucket policy where one would be exact: checked on a trace
+// made as a bucket would make it (the layers masking), so a recurrent model gets the
+// suggestion and a softmax over the steps does not.
+TEST(Bucket, RetraceWarningSuggestsABucketWhereMaskingMakesItExact) {
+  manual_seed(9);
+  nn::Sequential model;
+  model.add<nn::LSTM>(4);
+  model.add<nn::Dense>(1);
+  model.build({2, 4, 3});
+  nn::ActivationLayer softmax("softmax");
+  std::string warning;
+  const TraceOptions options{.retrace_warning = 2, .on_warning = [&](const std::string& w) { warning = w; }};
+  auto f = trace([&](const Tensor& x) { return model(x); }, options);
+  for (int64_t len : {4, 5, 6}) f(rand32({2, len, 3}));
+  EXPECT_NE(warning.find("is exact for this function: bucket(axis 1, sizes 8)"), std::string::npos) << warning;
+  auto g = trace([&](const Tensor& x) { return softmax(x); }, options);
+  for (int64_t len : {4, 5, 6}) g(rand32({2, len}));
+  EXPECT_NE(warning.find("would not be exact for this function (it would be refused: [activation] cannot be exact"),
+            std::string::npos)
+      << warning;
+}
+
 void expect_refused(const std::function<void()>& call, const std::string& says) {
   try {
     call();
