@@ -95,6 +95,7 @@ struct ModeReport {
   int64_t peak_bytes =
       0;  // most bytes allocated at once during one steady step, above what was live before
   int64_t real_elements = 0, padding_elements = 0;  // bucket: elements called with, zeros added
+  int64_t retraces_saved = 0;  // bucket: calls at a new length that replayed (TraceStats)
   /// The call after which this mode's total time is below its baseline's (first calls
   /// included, steps at the medians): 1 when the first call is already cheaper, -1 never, 0 for
   /// eager modes.

@@ -138,6 +138,7 @@ TEST(CompareModes, BucketingAPerStepLossIsExactAndCounted) {
   const ModeReport& b = r["bucket"];
   EXPECT_TRUE(b.error.empty()) << b.error;
   EXPECT_EQ(b.traces, 2);  // lengths 7..16: buckets 8 and 16
+  EXPECT_GT(b.retraces_saved, 0);
   EXPECT_GT(b.padding_elements, 0);
   EXPECT_GT(b.real_elements, b.padding_elements);
 }

@@ -42,6 +42,7 @@ def test_model_form_reports_modes_and_restores_the_model():
     assert report["eager"]["peak_bytes"] > 0
     # The loss averages over every step: the bucketed step averages over the valid ones.
     assert not report["bucket"].get("error") and report["bucket"]["padding_elements"] > 0
+    assert report["bucket"]["retraces_saved"] > 0
     # Every retrace of the new-length mode is recorded as data.
     causes = [r["causes"][0] for r in report["traced_new_length"]["records"][1:]]
     assert all(c["kind"] == "shape" and c["arg_name"] == "x" and c["axis"] == 1 for c in causes)
