@@ -261,6 +261,7 @@ py::dict stats_dict(const TraceStats& s) {
   d["break_even_replays"] = s.break_even_replays();
   d["real_elements"] = s.real_elements;
   d["padding_elements"] = s.padding_elements;
+  d["retraces_saved"] = s.retraces_saved;
   py::list records;
   for (const TraceRecord& r : s.records) records.append(record_dict(r));
   d["records"] = records;

@@ -12,8 +12,8 @@
 //            lstm        Bidirectional(LSTM(units)) -> Dense(1) on (32, length, 16)
 //                        (--lstm; the medium model is --lstm-units 512 --lstm-length 400)
 //   modes    eager, traced, eager_new_length, traced_new_length (a new length every call),
-//            bucket (the new lengths padded to a few sizes: refused, with the reason, for the
-//            models that pool or recur over the padded steps)
+//            bucket (the new lengths padded to a few sizes, the layers masking with the true
+//            length; refused, with the reason, where the step cannot be made exact)
 //
 //   compare_modes [--steps 30] [--device cpu|cuda] [--json out.json] [--only MODEL]
 //                 [--lstm [--lstm-units 64] [--lstm-length 50] [--lstm-impl auto|composed|cudnn]]

@@ -12,8 +12,8 @@ come from the library call, which measures your own model the same way (see also
            per_step    Conv1D(16, 5, causal, relu) -> Dense(1) per step, a loss on the first
                        steps, batch (32, 40, 8): a model bucketing serves exactly
            lstm        Bidirectional(LSTM(units)) -> Dense(1) on (32, length, 16) (--lstm)
-  modes    eager, traced, eager_new_length, traced_new_length, bucket (refused, with the
-           reason, for the models that pool or recur over the padded steps)
+  modes    eager, traced, eager_new_length, traced_new_length, bucket (the layers mask with
+           the true length; refused, with the reason, where the step cannot be made exact)
 
   python examples/compare_modes.py [--steps 30] [--device cpu|cuda] [--json out.json]
                                    [--plot modes.png] [--only MODEL]

@@ -60,6 +60,9 @@ BucketedCall bucket_call(const ShapePolicy& p, const std::vector<Arg>& call,
       zs[b.axis] = b.pad();
       b.args[i] = concat({t, zeros(zs, t.dtype(), t.device())}, b.axis);
     }
+  b.padded_args = p.args;
+  b.length_arg = static_cast<int>(b.args.size());
+  b.args.emplace_back(full({1}, b.length, DType::Int64, std::get<Tensor>(call[p.args[0]]).device()));
   return b;
 }
 
@@ -86,11 +89,12 @@ struct Probe {
 
 }  // namespace
 
-std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const BucketedCall& b,
-                                    const std::string& name,
-                                    const std::vector<std::string>& arg_names) {
+std::vector<Trim> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const BucketedCall& b,
+                                     const std::string& name, const std::vector<std::string>& arg_names,
+                                     std::vector<Trim> known) {
   const Graph& g = plan.graph();
-  std::vector<int> trim(g.outputs.size(), -1);
+  known.resize(g.outputs.size());
+  std::vector<Trim> trim = known;
   if (!b.bucketed || b.bucket == b.shortest) return trim;  // this bucket never pads
 
   std::vector<Written> written;
@@ -121,6 +125,10 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
     for (size_t i = 0; i < b.args.size(); ++i) {
       const Tensor* t = std::get_if<Tensor>(&b.args[i]);
       if (!t) continue;
+      if (static_cast<int>(i) == b.length_arg) {
+        inputs.push_back(full({1}, kept, DType::Int64, t->device()));
+        continue;
+      }
       if (std::find(policy.args.begin(), policy.args.end(), static_cast<int>(i)) ==
           policy.args.end()) {
         inputs.push_back(*t);
@@ -163,6 +171,15 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
                same_bits(part(probes[0]), part(probes[2]));
       };
       for (size_t i = 0; i < g.outputs.size(); ++i) {
+        if (const Trim& k = known[i]; k.axis >= 0) {
+          // A layer registered this output as carrying the padded axis: its valid part must
+          // not depend on the padding.
+          const int64_t valid = k.size(kept);
+          if (valid < 0 || valid > g.outputs[i].shape[k.axis] ||
+              !agree([&](const Probe& p) { return p.outputs[i].slice(k.axis, 0, valid); }))
+            bad_output[i] = true;
+          continue;
+        }
         int axis = -1;
         auto whole = [&](const Probe& p) { return p.outputs[i]; };
         if (!agree(whole)) {
@@ -189,8 +206,8 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
           if (axis < 0) bad_output[i] = true;
         }
         if (l == 0)
-          trim[i] = axis;
-        else if (trim[i] != axis)
+          trim[i].axis = axis;
+        else if (trim[i].axis != axis)
           bad_output[i] = true;
       }
       for (size_t k = 0; k < written.size(); ++k) {
@@ -226,17 +243,19 @@ std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const
   throw ValueError(detail::cat("[trace] ", policy.str(), " of '", name, "' cannot be exact: ", what,
                                " depend on the padded positions of ", args, " along axis ", b.axis,
                                " (lengths ", b.shortest, " to ", b.bucket,
-                               " share this bucket). Something reads across that axis: pooling, a "
-                               "mean or loss over it, a recurrence run "
-                               "backwards from the padded end, a 'same' convolution, Flatten. "
-                               "Trace exactly (the default policy), or bucket "
-                               "only a function that keeps positions along the axis apart"));
+                               " share this bucket). Something reads across that axis without masking the padding: "
+                               "an op or layer of your own (the built-in layers and losses mask "
+                               "with the call's true length, see graph/lengths.h), a reduction "
+                               "written with plain ops. Trace exactly (the default policy), or mask "
+                               "with graph::lengths_of / mask_sequence"));
 }
 
-void trim_outputs(std::vector<Tensor>& out, const std::vector<int>& trim_axes, int64_t pad) {
-  if (pad == 0) return;
-  for (size_t i = 0; i < out.size() && i < trim_axes.size(); ++i)
-    if (const int a = trim_axes[i]; a >= 0) out[i] = out[i].slice(a, 0, out[i].shape()[a] - pad);
+void trim_outputs(std::vector<Tensor>& out, const std::vector<Trim>& trims, int64_t length, int64_t pad) {
+  for (size_t i = 0; i < out.size() && i < trims.size(); ++i)
+    if (const int a = trims[i].axis; a >= 0) {
+      const int64_t extent = out[i].shape()[a], keep = trims[i].trimmed(extent, length, pad);
+      if (keep != extent) out[i] = out[i].slice(a, 0, keep);
+    }
 }
 
 }  // namespace graph

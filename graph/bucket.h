@@ -1,15 +1,20 @@
 // Shape bucketing for traced functions: a call whose length along one axis varies is padded up
-// to the next of a few sizes, so a handful of graphs serve every length. Padding is only
-// allowed where it is exact: when a bucket's graph is built, it is run on probes whose padded
-// positions hold different values (NaN, +1e4, -1e4) from the state the call started in, and
-// every result (outputs, parameter updates, gradients, optimizer and generator state) must be
-// bitwise the same on the real positions. A function whose results depend on the padding
-// (pooling or a loss over the padded axis, a recurrence that runs backwards from the padded
-// end, 'same' convolutions, Flatten) is refused with an error naming the results it spoils;
-// outputs are trimmed only on the axes the probes show to derive from the padded one.
+// to the next of a few sizes, so a handful of graphs serve every length. Bucketing is exact by
+// masking: the call's true length enters the graph as one more input (graph/lengths.h), and
+// the layers that read across the padded axis (global pooling, recurrences, 'same'
+// convolutions, losses) use it to leave the padding out, exactly as the unpadded eager call
+// never sees it. Outputs that carry the padded axis (a layer registered them) are trimmed back
+// to the call's length. The probe stays as the safety net: when a bucket's graph is built, it
+// is run on probes whose padded positions hold different values (64, -64, 0.5) from the state
+// the call started in, and every result (outputs, parameter updates, gradients, optimizer and
+// generator state) must be bitwise the same on the real positions. A function whose results
+// still depend on the padding (user code without a rule) is refused with an error naming the
+// results it spoils; a built-in layer that cannot be made exact (Flatten over the padded axis)
+// refuses while tracing, naming itself.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,12 +34,11 @@ struct ShapePolicy {
   /// One graph per exact signature (the default).
   static ShapePolicy exact() { return {}; }
   /// Pads the tensor arguments `args` with zeros along `axis` up to the next size in `sizes`
-  /// (lengths above the largest size trace exactly). Exact or refused: a bucket's first
-  /// trace checks that no result depends on the padded positions (see graph/bucket.h) and
-  /// raises an error naming what does otherwise; outputs whose axis derives from the padded
-  /// one are trimmed back. Length-equivariant functions qualify (elementwise and per-step
-  /// layers, stacks of 'valid' or 'causal' Conv1D, forward LSTMs returning sequences);
-  /// whatever pools, averages or recurs backwards over the padded axis does not.
+  /// (lengths above the largest size trace exactly) and passes the true length into the
+  /// graph, where the built-in layers and losses mask with it (see graph/bucket.h). Exact or
+  /// refused: a bucket's first trace checks that no result depends on the padded positions
+  /// and raises an error naming what does otherwise; outputs that carry the padded axis are
+  /// trimmed back.
   static ShapePolicy bucket(int axis, std::vector<int64_t> sizes, std::vector<int> args = {0});
   std::string str() const;
 };
@@ -49,22 +53,36 @@ struct BucketedCall {
   int64_t bucket = 0;     // the size it is padded to (== length above the largest bucket)
   int64_t shortest = 0;   // the shortest length this bucket serves
   bool bucketed = false;  // false: above the largest bucket, traced exactly
+  int length_arg = -1;    // the index in `args` of the true length, int64 (1,) (-1: none)
+  std::vector<int> padded_args;  // the policy's arguments, padded along `axis`
   int64_t pad() const { return bucket - length; }
 };
 
-/// Pads the policy's arguments of `call`; `name` names the traced function in errors.
+/// How an output is trimmed back after a bucketed call.
+struct Trim {
+  int axis = -1;  // -1: not trimmed
+  /// Its valid size from the call's length (a layer registered it); null: its size less the
+  /// padding (found by the probes).
+  std::function<int64_t(int64_t)> size;
+  int64_t trimmed(int64_t extent, int64_t length, int64_t pad) const { return size ? size(length) : extent - pad; }
+};
+
+/// Pads the policy's arguments of `call` and appends the true length; `name` names the traced
+/// function in errors.
 BucketedCall bucket_call(const ShapePolicy& policy, const std::vector<Arg>& call,
                          const std::string& name);
 
 /// Checks that `plan`, traced for `b.args`, gives results independent of the padding of every
-/// length its bucket serves; returns, per output, the axis to trim (-1: none). Leaves every
-/// buffer the plan writes as it found it. Throws ValueError naming the spoiled results.
-std::vector<int> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const BucketedCall& b,
-                                    const std::string& name,
-                                    const std::vector<std::string>& arg_names);
+/// length its bucket serves: outputs with a `known` trim (registered by a layer) on their
+/// valid part, the others whole or on the axis whose trailing positions alone change. Returns
+/// how to trim each output. Leaves every buffer the plan writes as it found it. Throws
+/// ValueError naming the spoiled results.
+std::vector<Trim> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const BucketedCall& b,
+                                     const std::string& name, const std::vector<std::string>& arg_names,
+                                     std::vector<Trim> known);
 
-/// Trims `pad` positions off the end of each output along its trim axis.
-void trim_outputs(std::vector<Tensor>& out, const std::vector<int>& trim_axes, int64_t pad);
+/// Trims each output back to its valid size for a call of `length` padded by `pad`.
+void trim_outputs(std::vector<Tensor>& out, const std::vector<Trim>& trims, int64_t length, int64_t pad);
 
 }  // namespace graph
 }  // namespace encore

@@ -7,6 +7,7 @@
 
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "graph/lengths.h"
 #include "graph/passes.h"
 #include "graph/tracer.h"
 #include "ops/dispatch.h"
@@ -32,6 +33,9 @@ std::string TraceStats::table(const std::string& name) const {
                   r.reason.c_str());
     s += line;
   }
+  if (real_elements > 0)
+    s += detail::cat("  bucketing: ", retraces_saved, " retraces saved; ", padding_elements, " zeros added to ",
+                     real_elements, " elements (", 100 * padding_elements / real_elements, "% padding)\n");
   if (const int64_t n = break_even_replays(); n != 0) {
     const double trace_ms = [&] {
       double t = 0;
@@ -225,7 +229,7 @@ void TracedFunction::clear() {
   last_ = nullptr;
 }
 
-std::string TracedFunction::retrace_advice(Entry& e, const std::vector<Arg>& args,
+std::string TracedFunction::retrace_advice(const std::vector<Arg>& args,
                                            const std::vector<RetraceCause>& causes) {
   const std::string statics = "Keep values that change every call out of the static arguments.";
   int axis = -1;
@@ -236,21 +240,24 @@ std::string TracedFunction::retrace_advice(Entry& e, const std::vector<Arg>& arg
     varying.push_back(c.arg);
   }
   if (varying.empty() || options_.shapes.kind == ShapePolicy::Kind::Bucket) return statics;
-  // Would padding along that axis be exact? Probe this call's graph with its last quarter
-  // treated as padding (the same check a bucket's first trace runs).
-  graph::BucketedCall probe;
-  probe.args = args;
-  probe.axis = axis;
-  probe.length = probe.bucket = std::get<Tensor>(args[varying[0]]).shape()[axis];
-  probe.shortest = std::max<int64_t>(1, probe.length - std::max<int64_t>(1, probe.length / 4));
-  probe.bucketed = true;
-  const ShapePolicy policy = ShapePolicy::bucket(axis, {probe.length}, varying);
+  // Would a bucket policy be exact? Trace this call as a bucket would (the true length as an
+  // input, the layers masking with it) and probe it with its last quarter treated as padding:
+  // the same check a bucket's first trace runs.
+  const int64_t length = std::get<Tensor>(args[varying[0]]).shape()[axis];
+  const ShapePolicy policy = ShapePolicy::bucket(axis, {length}, varying);
   try {
-    graph::check_bucket_exact(*e.plan, policy, probe, options_.name, options_.arg_names);
-  } catch (const ValueError&) {
-    return detail::cat("Padding along axis ", axis,
-                       " would not be exact for this function (a bucket policy would be refused): results depend on "
-                       "every position along it. Fix the length yourself (pad and mask), or accept the traces.");
+    graph::BucketedCall probe = graph::bucket_call(policy, args, options_.name);
+    probe.shortest = std::max<int64_t>(1, length - std::max<int64_t>(1, length / 4));
+    Entry trial;
+    graph::Graph g;
+    record_graph(probe.args, g, trial, &probe);
+    restore_written_constants(g);
+    if (options_.optimize) graph::run_passes(g);
+    graph::Plan plan(std::move(g));
+    graph::check_bucket_exact(plan, policy, probe, options_.name, options_.arg_names, std::move(trial.trim));
+  } catch (const Error& refused) {
+    return detail::cat("A bucket policy along axis ", axis, " would not be exact for this function (it would be refused: ",
+                       refused.what(), "). Fix the length yourself (pad and mask), or accept the traces.");
   }
   int64_t longest = 0;
   for (const AxisValues& v : axis_values())
@@ -268,7 +275,9 @@ void TracedFunction::retire(const Entry& e) { count_axis_values(e.signature, e.c
 
 void TracedFunction::count_axis_values(const graph::Signature& s, int64_t calls, AxisCounts& into) const {
   const ShapePolicy& p = options_.shapes;
-  for (size_t i = 0; i < s.args.size(); ++i) {
+  // A bucketed call's last argument is its true length, not the caller's.
+  const size_t args = s.args.size() - (p.kind == ShapePolicy::Kind::Bucket && !s.args.empty() ? 1 : 0);
+  for (size_t i = 0; i < args; ++i) {
     const auto* t = std::get_if<graph::TensorKey>(&s.args[i]);
     if (!t) continue;
     const bool bucketed = p.kind == ShapePolicy::Kind::Bucket &&
@@ -332,7 +341,8 @@ std::optional<graph::RetraceCause> TracedFunction::guard_reason(const Entry& e) 
   return std::nullopt;
 }
 
-void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry) {
+void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry,
+                                  const graph::BucketedCall* bucketed) {
   graph::Tracer tracer(g);
   std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>> flags_read;
   try {
@@ -342,14 +352,30 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
       int k = 0;
       for (size_t i = 0; i < args.size(); ++i) {
         if (const Tensor* t = std::get_if<Tensor>(&args[i])) {
-          const std::string label = i < options_.arg_names.size() ? options_.arg_names[i] : "arg" + std::to_string(i);
+          const std::string label = static_cast<int>(i) == (bucketed ? bucketed->length_arg : -1) ? "length"
+                                    : i < options_.arg_names.size()                               ? options_.arg_names[i]
+                                                                      : "arg" + std::to_string(i);
           symbolic[i] = tracer.input(k++, *t, label);
         }
+      }
+      // A bucketed call: the true length is the graph's last input, and the padded arguments
+      // carry it (graph/lengths.h) for the layers to mask with.
+      std::optional<graph::LengthScope> scope;
+      if (bucketed && bucketed->length_arg >= 0) {
+        scope.emplace();
+        const Tensor length = std::get<Tensor>(symbolic[bucketed->length_arg]);
+        symbolic.erase(symbolic.begin() + bucketed->length_arg);
+        for (int i : bucketed->padded_args)
+          graph::set_lengths(std::get<Tensor>(symbolic[i]), {length, bucketed->axis, [](int64_t n) { return n; }});
       }
       const std::vector<Tensor> out = fn_(symbolic);
       for (size_t i = 0; i < out.size(); ++i) {
         ENCORE_CHECK(out[i].defined(), ValueError, "[trace] '", options_.name, "' returned an undefined tensor as output ", i);
         g.outputs.push_back(tracer.value(out[i], "trace"));
+        if (const std::optional<graph::Lengths> l = graph::lengths_of(out[i])) {
+          entry.trim.resize(out.size());
+          entry.trim[i] = {l->axis, l->of_call};
+        }
       }
     }  // the function's symbolic tensors die here, unless something outside keeps them
     for (const auto& [flag, value] : flags_read) entry.flag_guards.push_back({flag, value});
@@ -405,11 +431,16 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   rec.causes = std::move(causes);
   Entry entry;
   entry.signature = graph::Signature::of(args);
-  rec.signature = entry.signature.str(options_.arg_names);
+  std::vector<std::string> names = options_.arg_names;
+  if (bucketed) {  // the true length, the last argument (graph/bucket.h)
+    names.resize(args.size() - 1);
+    names.push_back("length");
+  }
+  rec.signature = entry.signature.str(names);
   graph::Graph g;
   {
     ScopedTimer timer(Counter::TraceNs, "trace", options_.name);
-    record_graph(args, g, entry);
+    record_graph(args, g, entry, bucketed);
     rec.trace_ns = timer.stop();
   }
   Ledger& ledger = Ledger::global();
@@ -445,7 +476,8 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
   rec.peak_live_bytes = entry.plan->memory().peak_live_bytes;
   if (bucketed) {
     ScopedTimer timer(Counter::PlanNs, "plan", options_.name);
-    entry.trim = graph::check_bucket_exact(*entry.plan, options_.shapes, *bucketed, options_.name, options_.arg_names);
+    entry.trim = graph::check_bucket_exact(*entry.plan, options_.shapes, *bucketed, options_.name, options_.arg_names,
+                                           std::move(entry.trim));
     rec.plan_ns += timer.stop();
   }
 
@@ -480,18 +512,19 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
     const std::string msg = detail::cat(
         "[trace] '", options_.name, "' has been traced ", stats_.traces, " times (warning threshold ",
         options_.retrace_warning, "). Latest: ", rec.reason, ". Each trace costs tracing and planning time. ",
-        retrace_advice(cache_.front(), args, rec.causes));
+        retrace_advice(args, rec.causes));
     if (options_.on_warning) options_.on_warning(msg);
     else std::fprintf(stderr, "%s\n", msg.c_str());
   }
   return cache_.front();
 }
 
-void TracedFunction::check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager, int64_t pad) {
+void TracedFunction::check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager,
+                                          const graph::BucketedCall& b) {
   const std::vector<graph::Value>& outs = e.plan->graph().outputs;
   for (size_t i = 0; i < outs.size() && i < eager.size(); ++i) {
     Shape s = outs[i].shape;
-    if (e.trim[i] >= 0) s[e.trim[i]] -= pad;
+    if (const graph::Trim& t = e.trim[i]; t.axis >= 0) s[t.axis] = t.trimmed(s[t.axis], b.length, b.pad());
     if (s == eager[i].shape()) continue;
     const std::string bucket = options_.shapes.str();
     if (last_ == &cache_.front()) last_ = nullptr;
@@ -542,6 +575,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
   graph::BucketedCall bucketed;
   const bool bucketing = options_.shapes.kind == ShapePolicy::Kind::Bucket;
   std::string bucket_note;
+  bool new_length = false;
   if (bucketing) {
     if (!Ledger::global().profiling()) {
       bucketed = graph::bucket_call(options_.shapes, call_args, options_.name);
@@ -551,7 +585,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
     }
     args = &bucketed.args;
     for (int i : options_.shapes.args) {
-      ++bucket_lengths_[{i, bucketed.axis}][bucketed.length];
+      new_length = ++bucket_lengths_[{i, bucketed.axis}][bucketed.length] == 1;
       const int64_t n = std::get<Tensor>(call_args[i]).numel();
       stats_.real_elements += n;
       stats_.padding_elements += bucketed.length ? n / bucketed.length * bucketed.pad() : 0;
@@ -561,7 +595,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
                                 options_.shapes.sizes.back(), ")");
   }
   auto trim = [&](std::vector<Tensor> out) {
-    if (bucketing) graph::trim_outputs(out, cache_.front().trim, bucketed.pad());
+    if (bucketing) graph::trim_outputs(out, cache_.front().trim, bucketed.length, bucketed.pad());
     return out;
   };
 
@@ -587,6 +621,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
       continue;
     }
     ++stats_.hits;
+    if (new_length) ++stats_.retraces_saved;
     ++it->calls;
     if (it != cache_.begin()) cache_.splice(cache_.begin(), cache_, it);
     return trim(replay(cache_.front(), *args));
@@ -627,7 +662,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
   log.swap();
   try {
     Entry& e = trace(*args, reason + bucket_note, std::move(causes), bucketing ? &bucketed : nullptr);
-    if (bucketing && bucketed.pad() > 0) check_trimmed_shapes(e, out, bucketed.pad());
+    if (bucketing) check_trimmed_shapes(e, out, bucketed);
   } catch (...) {
     log.swap();
     throw;

@@ -126,6 +126,9 @@ struct TraceStats {
   int64_t break_even_replays() const;
   /// Bucketing: elements of the bucketed arguments as called, and the zeros added to them.
   int64_t real_elements = 0, padding_elements = 0;
+  /// Bucketing: calls with a length not seen before that replayed a bucket's graph (each
+  /// would have traced under the exact policy).
+  int64_t retraces_saved = 0;
   std::vector<TraceRecord> records;
   /// A printable summary with one line per trace and its reason.
   std::string table(const std::string& name) const;
@@ -186,22 +189,22 @@ class TracedFunction {
     std::vector<Captured> captured;
     std::vector<GradGuard> grad_guards;
     std::vector<GradWrite> grad_writes;
-    std::vector<int> trim;  // bucketing: per output, the axis padding is trimmed from (-1: none)
+    std::vector<graph::Trim> trim;  // bucketing: how each output is trimmed back
     int64_t calls = 1;      // calls with this signature (the first ran eagerly)
     size_t bytes = 0;       // arena plus graph-owned buffers
     std::vector<FlagGuard> flag_guards;
   };
   using AxisCounts = std::map<std::pair<int, int>, std::map<int64_t, int64_t>>;
   void retire(const Entry& e);
-  std::string retrace_advice(Entry& e, const std::vector<Arg>& args, const std::vector<RetraceCause>& causes);
+  std::string retrace_advice(const std::vector<Arg>& args, const std::vector<RetraceCause>& causes);
   void count_axis_values(const graph::Signature& s, int64_t calls, AxisCounts& into) const;
 
   std::optional<graph::RetraceCause> stale_reason(const Entry& e) const;
   std::optional<graph::RetraceCause> guard_reason(const Entry& e) const;
   Entry& trace(const std::vector<Arg>& args, std::string reason, std::vector<graph::RetraceCause> causes,
                const graph::BucketedCall* bucketed);
-  void check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager, int64_t pad);
-  void record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry);
+  void check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager, const graph::BucketedCall& b);
+  void record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry, const graph::BucketedCall* bucketed);
   std::vector<Tensor> replay(Entry& e, const std::vector<Arg>& args);
 
   Fn fn_;

@@ -32,7 +32,7 @@ std::shared_ptr<Recurrent> GRU::reversed() const {
 
 bool GRU::uses_cudnn(const Tensor& x) const {
   // cuDNN has no empty problems: an empty batch takes the composed path.
-  const bool supported = x.device().is_cuda() && activation_ == Activation::Tanh &&
+  const bool supported = x.device().is_cuda() && !graph::lengths_of(x) && activation_ == Activation::Tanh &&
                          recurrent_activation_ == Activation::Sigmoid && options_.reset_after &&
                          x.dtype() == DType::Float32 && x.numel() > 0;
   switch (options_.implementation) {
@@ -66,8 +66,13 @@ std::pair<Tensor, Tensor> GRU::run(const Tensor& x) {
 // recurrence in one op.
 std::pair<Tensor, Tensor> GRU::run_sequence(const Tensor& x) {
   const bool back = options_.go_backwards;
-  const Tensor y = gru_sequence(matmul(x, kernel_) + bias_.slice(0, 0, 1).squeeze(0), recurrent_kernel_,
-                                bias_.slice(0, 1, 2).squeeze(0), activation_, recurrent_activation_, back);
+  const Tensor xw = matmul(x, kernel_) + bias_.slice(0, 0, 1).squeeze(0);
+  if (const auto l = graph::lengths_of(x); l && l->axis == 1)
+    return valid_outputs(gru_sequence(back ? reverse_sequence(xw, l->length) : xw, recurrent_kernel_,
+                                      bias_.slice(0, 1, 2).squeeze(0), activation_, recurrent_activation_, false),
+                         l->length);
+  const Tensor y = gru_sequence(xw, recurrent_kernel_, bias_.slice(0, 1, 2).squeeze(0), activation_,
+                                recurrent_activation_, back);
   const int64_t last = back ? 0 : x.shape()[1] - 1;
   const Tensor h = y.slice(1, last, last + 1).squeeze(1);
   // Keras returns a backward sequence in processing order.
@@ -75,24 +80,36 @@ std::pair<Tensor, Tensor> GRU::run_sequence(const Tensor& x) {
   return {back ? flip(y, 1) : y, h};
 }
 
+// A bucketed call: `y` holds the states in processing order, run over each row's valid steps
+// only (a backward layer over its valid prefix reversed), so the state never saw the padding.
+// The sequence output is in processing order, as Keras returns it, zero at padded steps.
+std::pair<Tensor, Tensor> GRU::valid_outputs(const Tensor& y, const Tensor& length) const {
+  const Tensor h = reverse_sequence(y, length).slice(1, 0, 1).squeeze(1);
+  return {options_.return_sequences ? mask_sequence(y, length) : h, h};
+}
+
 // reset_after=False: the reset gate multiplies h before its GEMM, so each step is composed of
 // ops (one GEMM for all input projections first).
 std::pair<Tensor, Tensor> GRU::run_steps(const Tensor& x) {
   const int64_t batch = x.shape()[0], steps = x.shape()[1], u = units_;
-  const Tensor xw = matmul(x, kernel_) + bias_;
+  const auto valid = graph::lengths_of(x);
+  const bool by_length = valid && valid->axis == 1;
+  Tensor xw = matmul(x, kernel_) + bias_;
+  if (by_length && options_.go_backwards) xw = reverse_sequence(xw, valid->length);
   const Tensor r_zr = recurrent_kernel_.slice(1, 0, 2 * u), r_h = recurrent_kernel_.slice(1, 2 * u, 3 * u);
   Tensor h = zeros({batch, u}, x.dtype(), x.device());
   std::vector<Tensor> states;
-  if (options_.return_sequences) states.reserve(steps);
+  states.reserve(steps);
   for (int64_t s = 0; s < steps; ++s) {
-    const int64_t t = options_.go_backwards ? steps - 1 - s : s;
+    const int64_t t = options_.go_backwards && !by_length ? steps - 1 - s : s;
     const Tensor xt = xw.slice(1, t, t + 1).squeeze(1);
     const Tensor zr = activation(xt.slice(1, 0, 2 * u) + matmul(h, r_zr), recurrent_activation_);
     const Tensor z = zr.slice(1, 0, u), r = zr.slice(1, u, 2 * u);
     const Tensor hh = activation(xt.slice(1, 2 * u, 3 * u) + matmul(r * h, r_h), activation_);
     h = z * h + (1.0 - z) * hh;
-    if (options_.return_sequences) states.push_back(h);
+    if (options_.return_sequences || by_length) states.push_back(h);
   }
+  if (by_length) return valid_outputs(stack(states, 1), valid->length);
   return {options_.return_sequences ? stack(states, 1) : h, h};
 }
 

@@ -49,12 +49,14 @@ class GRU : public Recurrent {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 
  private:
   std::pair<Tensor, Tensor> run(const Tensor& x);
   std::pair<Tensor, Tensor> run_sequence(const Tensor& x);
   std::pair<Tensor, Tensor> run_steps(const Tensor& x);
   std::pair<Tensor, Tensor> run_cudnn(const Tensor& x);
+  std::pair<Tensor, Tensor> valid_outputs(const Tensor& y, const Tensor& length) const;
 
   int64_t units_;
   GRUOptions options_;

@@ -1,5 +1,7 @@
 #include "nn/layers.h"
 
+#include <limits>
+
 #include "core/modes.h"
 #include "nn/init.h"
 #include "ops/ops.h"
@@ -60,8 +62,8 @@ Shape Conv1D::build_impl(const Shape& s) {
   return {s[0], len, filters_};
 }
 
-Tensor Conv1D::forward_impl(const Tensor& x) {
-  const Padding padding = Padding::parse(options_.padding, "conv1d");
+Tensor Conv1D::forward_impl(const Tensor& input) {
+  const auto [x, padding] = bucketed_input(input);  // as called, but in a bucketed trace
   // Bias and activation as the convolution's epilogue; sigmoid stays its own op, whose result
   // remembers its logits for binary_crossentropy.
   if (options_.use_bias && activation_ != Activation::Sigmoid && fusable_activation(activation_))
@@ -82,13 +84,21 @@ Shape GlobalAveragePooling1D::build_impl(const Shape& s) {
   require_rank("global_average_pooling1d", s, 3, "(batch, steps, channels)");
   return {s[0], s[2]};
 }
-Tensor GlobalAveragePooling1D::forward_impl(const Tensor& x) { return mean(x, {1}); }
+Tensor GlobalAveragePooling1D::forward_impl(const Tensor& x) {
+  if (const auto l = graph::lengths_of(x); l && l->axis == 1)  // a bucketed call: the valid steps
+    return sum(mask_sequence(x, l->length, 1), {1}) / l->length.to(x.dtype());
+  return mean(x, {1});
+}
 
 Shape GlobalMaxPooling1D::build_impl(const Shape& s) {
   require_rank("global_max_pooling1d", s, 3, "(batch, steps, channels)");
   return {s[0], s[2]};
 }
-Tensor GlobalMaxPooling1D::forward_impl(const Tensor& x) { return max(x, {1}); }
+Tensor GlobalMaxPooling1D::forward_impl(const Tensor& x) {
+  if (const auto l = graph::lengths_of(x); l && l->axis == 1)  // a bucketed call: the valid steps
+    return max(mask_sequence(x, l->length, 1, -std::numeric_limits<double>::infinity()), {1});
+  return max(x, {1});
+}
 
 Pooling1D::Pooling1D(const char* op, PoolFn pool, int64_t pool_size, Pooling1DOptions options)
     : op_(op), pool_(pool), pool_size_(pool_size), options_(std::move(options)) {

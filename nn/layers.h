@@ -23,6 +23,7 @@ class Dense : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 
  private:
   int64_t units_;
@@ -48,8 +49,10 @@ class Conv1D : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 
  private:
+  std::pair<Tensor, Padding> bucketed_input(const Tensor& x) const;
   int64_t filters_, kernel_size_;
   Conv1DOptions options_;
   Activation activation_;
@@ -65,6 +68,7 @@ class Dropout : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override { return input_shape; }
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 
  private:
   double rate_;
@@ -78,6 +82,7 @@ class GlobalAveragePooling1D : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 };
 
 /// Max over the steps axis: (batch, steps, channels) -> (batch, channels).
@@ -88,6 +93,7 @@ class GlobalMaxPooling1D : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 };
 
 struct Pooling1DOptions {
@@ -106,6 +112,7 @@ class Pooling1D : public Module {
   Pooling1D(const char* op, PoolFn pool, int64_t pool_size, Pooling1DOptions options);
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 
  private:
   const char* op_;
@@ -138,6 +145,7 @@ class Embedding : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 
  private:
   int64_t input_dim_, output_dim_;
@@ -154,6 +162,7 @@ class ActivationLayer : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override { return input_shape; }
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 
  private:
   Activation activation_;
@@ -167,6 +176,7 @@ class Flatten : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 };
 
 }  // namespace encore::nn

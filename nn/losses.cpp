@@ -4,6 +4,7 @@
 #include <span>
 
 #include "core/modes.h"
+#include "graph/lengths.h"
 #include "ops/ops.h"
 
 namespace encore::nn {
@@ -42,9 +43,10 @@ Tensor sigmoid_logits(const Tensor& p) {
   return p.is_leaf() ? Tensor() : z;
 }
 
-Tensor binary_crossentropy_of_logits(const Tensor& y_true, const Tensor& z) {
+// `like`: the predictions as the caller passed them (what a bucketed trace registered).
+Tensor binary_crossentropy_of_logits(const Tensor& y_true, const Tensor& z, const Tensor& like) {
   // softplus(z) - z * y = -(y log sigmoid(z) + (1 - y) log(1 - sigmoid(z))), without rounding.
-  return mean(softplus(z) - z * y_true);
+  return graph::valid_mean(softplus(z) - z * y_true, like);
 }
 
 // Probabilities as Keras 3 takes them when not from_logits: scaled to sum to 1 over the class
@@ -70,18 +72,18 @@ std::string bad_label(const Tensor& labels, int64_t classes) {
 
 Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits) {
   check_pair("binary_crossentropy", y_true, y_pred);
-  if (from_logits) return binary_crossentropy_of_logits(y_true, y_pred);
+  if (from_logits) return binary_crossentropy_of_logits(y_true, y_pred, y_pred);
   if (const Tensor z = sigmoid_logits(y_pred); z.defined())
-    return binary_crossentropy_of_logits(y_true, z);
+    return binary_crossentropy_of_logits(y_true, z, y_pred);
   constexpr double kEps = 1e-7;
   const Tensor p = clip(y_pred, kEps, 1.0 - kEps);
-  return neg(mean(y_true * log(p) + (1.0 - y_true) * log(1.0 - p)));
+  return neg(graph::valid_mean(y_true * log(p) + (1.0 - y_true) * log(1.0 - p), y_pred));
 }
 
 Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred) {
   check_pair("mean_squared_error", y_true, y_pred);
   const Tensor d = y_pred - y_true;
-  return mean(d * d);
+  return graph::valid_mean(d * d, y_pred);
 }
 
 Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits) {
@@ -90,7 +92,7 @@ Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool
   ENCORE_CHECK(y_pred.dim() >= 1, ShapeError, "[", loss, "] predictions ", describe(y_pred),
                " need a class axis (the last)");
   const Tensor logp = from_logits ? log_softmax(y_pred, -1) : keras_log_probabilities(y_pred);
-  return neg(mean(sum(y_true * logp, {-1})));
+  return neg(graph::valid_mean(sum(y_true * logp, {-1}), y_pred));
 }
 
 Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pred, bool from_logits) {
@@ -116,7 +118,7 @@ Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pre
     if (what.empty()) throw;
     throw ValueError(detail::cat("[", loss, "] ", what));
   }
-  return neg(mean(picked));
+  return neg(graph::valid_mean(picked, y_pred));
 }
 
 double binary_accuracy(const Tensor& y_true, const Tensor& y_pred, double threshold) {

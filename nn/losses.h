@@ -1,4 +1,5 @@
-// Losses (Keras argument order: targets first), each averaged over all elements/rows.
+// Losses (Keras argument order: targets first), each averaged over all elements/rows (in a
+// bucketed trace, over the valid ones: graph/lengths.h).
 #pragma once
 
 #include "core/tensor.h"

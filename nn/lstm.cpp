@@ -30,8 +30,9 @@ Shape LSTM::build_impl(const Shape& s) {
 }
 
 bool LSTM::uses_cudnn(const Tensor& x) const {
-  // cuDNN has no empty problems: an empty batch takes the composed path.
-  const bool supported = x.device().is_cuda() && activation_ == Activation::Tanh &&
+  // cuDNN has no empty problems: an empty batch takes the composed path, as does a bucketed
+  // call (the valid lengths are a tensor there).
+  const bool supported = x.device().is_cuda() && !graph::lengths_of(x) && activation_ == Activation::Tanh &&
                          recurrent_activation_ == Activation::Sigmoid &&
                          x.dtype() == DType::Float32 && x.numel() > 0;
   switch (options_.implementation) {
@@ -56,11 +57,25 @@ Tensor LSTM::forward_impl(const Tensor& x) {
 Tensor LSTM::forward_composed(const Tensor& x) {
   // All input projections in one GEMM: (batch * steps, features) @ (features, 4 units); then
   // the recurrence in one op.
+  if (const auto l = graph::lengths_of(x); l && l->axis == 1) return forward_valid(x, l->length);
   const Tensor y = lstm_sequence(matmul(x, kernel_) + bias_, recurrent_kernel_, activation_,
                                  recurrent_activation_, options_.reverse);
   if (options_.return_sequences) return y;
   const int64_t last = options_.reverse ? 0 : x.shape()[1] - 1;
   return y.slice(1, last, last + 1).squeeze(1);
+}
+
+// A bucketed call: the recurrence runs over the valid steps of each row only, so the state
+// never sees the padding; a reversed layer starts at the true end (the valid prefix reversed,
+// run forwards, reversed back). Outputs at padded steps are zero.
+Tensor LSTM::forward_valid(const Tensor& x, const Tensor& length) {
+  Tensor xw = matmul(x, kernel_) + bias_;
+  if (options_.reverse) xw = reverse_sequence(xw, length);
+  Tensor y = lstm_sequence(xw, recurrent_kernel_, activation_, recurrent_activation_, false);
+  if (!options_.return_sequences)  // the state after the last valid step
+    return reverse_sequence(y, length).slice(1, 0, 1).squeeze(1);
+  y = mask_sequence(y, length);
+  return options_.reverse ? reverse_sequence(y, length) : y;
 }
 
 Tensor LSTM::forward_cudnn(const Tensor& x) {

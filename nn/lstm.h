@@ -38,10 +38,12 @@ class LSTM : public Recurrent {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 
  private:
   Tensor forward_composed(const Tensor& x);
   Tensor forward_cudnn(const Tensor& x);
+  Tensor forward_valid(const Tensor& x, const Tensor& length);
 
   int64_t units_;
   LSTMOptions options_;

@@ -26,7 +26,10 @@ void Module::prepare_forward(const Tensor& x) {
 
 Tensor Module::forward(const Tensor& x) {
   prepare_forward(x);
-  return forward_impl(x);
+  Tensor y = forward_impl(x);
+  if (const auto in = graph::lengths_of(x); in && !graph::lengths_of(y))
+    if (auto out = output_lengths(*in, x, y)) graph::set_lengths(y, std::move(*out));
+  return y;
 }
 
 Tensor& Module::add_parameter(const std::string& name, Tensor value) {

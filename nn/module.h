@@ -10,6 +10,7 @@
 
 #include "core/modes.h"
 #include "core/tensor.h"
+#include "graph/lengths.h"
 
 namespace encore::nn {
 
@@ -31,6 +32,12 @@ class Module {
 
   Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }
+  /// Bucketing (graph/lengths.h): the valid lengths of output `y` along the padded axis, given
+  /// input `x`'s; nullopt when `y` does not carry that axis. The default knows nothing, so
+  /// the layers after it do not mask and the bucket probe decides (the built-in layers' rules
+  /// are in nn/lengths.cpp). May throw when the layer cannot be made exact.
+  virtual std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                                       const Tensor& y) const;
 
   /// Parameters with names relative to this module ("kernel", "forward_lstm.kernel", ...).
   NamedTensors named_parameters() const;

@@ -60,7 +60,7 @@ Tensor BatchNormalization::normalize_training(const Tensor& x, int axis) {
   std::vector<int64_t> axes;
   for (int d = 0; d < x.dim(); ++d)
     if (d != axis) axes.push_back(d);
-  const auto [mean, variance] = moments(x, axes);
+  const auto [mean, variance] = graph::valid_moments(x, axes);  // a bucketed call: the valid steps
   {
     // Keras' update, with the biased batch variance that also normalizes the batch.
     NoGradGuard no_grad;

@@ -30,6 +30,7 @@ class BatchNormalization : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 
  private:
   Tensor normalize_training(const Tensor& x, int axis);
@@ -55,6 +56,7 @@ class LayerNormalization : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 
  private:
   LayerNormalizationOptions options_;

@@ -26,7 +26,11 @@ Shape Bidirectional::build_impl(const Shape& s) {
 Tensor Bidirectional::forward_impl(const Tensor& x) {
   const Tensor f = forward_->forward(x);
   Tensor b = backward_->forward(x);
-  if (backward_->reverses_sequence_output()) b = flip(b, 1);
+  if (backward_->reverses_sequence_output()) {
+    // A bucketed call: the valid steps alone are in reversed order.
+    const auto l = graph::lengths_of(x);
+    b = l && l->axis == 1 ? reverse_sequence(b, l->length) : flip(b, 1);
+  }
   if (merge_mode_ == "concat") return concat({f, b}, -1);
   if (merge_mode_ == "sum") return f + b;
   if (merge_mode_ == "mul") return f * b;

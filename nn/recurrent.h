@@ -33,6 +33,7 @@ class Bidirectional : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 
  private:
   std::shared_ptr<Recurrent> forward_, backward_;

@@ -119,6 +119,11 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t axis = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t sections, int64_t axis = 0);
 /// Reverses the order of entries along `axis` (a copy).
 Tensor flip(const Tensor& x, int64_t axis);
+/// Per row b, the first lengths[b] entries along `axis` reversed, the rest in place
+/// (tf.reverse_sequence); lengths: int32/int64 (1,) (every row) or (rows,) with axis > 0.
+Tensor reverse_sequence(const Tensor& x, const Tensor& lengths, int64_t axis = 1);
+/// `x` with the entries at or past lengths[b] along `axis` set to `value` (lengths as above).
+Tensor mask_sequence(const Tensor& x, const Tensor& lengths, int64_t axis = 1, double value = 0.0);
 /// `x` with `before` and `after` entries of `value` added along `axis`.
 Tensor pad(const Tensor& x, int64_t axis, int64_t before, int64_t after, Scalar value = 0);
 /// The windows of `size` entries, `step` apart, along `axis`, as a view (no copy): `axis`

@@ -285,6 +285,7 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
       r.axis_values = f->axis_values();
       r.real_elements = s.real_elements;
       r.padding_elements = s.padding_elements;
+      r.retraces_saved = s.retraces_saved;
     }
   }
   for (ModeReport& r : report.modes) {
@@ -455,6 +456,7 @@ std::string CompareReport::json() const {
                           {"peak_bytes", m.peak_bytes},
                           {"real_elements", m.real_elements},
                           {"padding_elements", m.padding_elements},
+                          {"retraces_saved", m.retraces_saved},
                           {"break_even_step", m.break_even_step},
                           {"speedup", number(m.speedup)}});
   }

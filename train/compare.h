@@ -11,7 +11,7 @@
 //   traced_new_length                schedule, by default one step longer each call, or lengths
 //                                    drawn from any distribution): per-shape setup, a retrace
 //   bucket                           the same lengths, traced with ShapePolicy::bucket(buckets);
-//                                    refused (the row says why) when padding is not exact
+//                                    refused (the row says why) when padding cannot be made exact
 //   predict_eager, predict_traced    the forward pass only (CompareOptions::predict, or the
 //                                    model), in inference mode without gradients
 //
@@ -98,6 +98,7 @@ struct ModeReport {
   int64_t peak_bytes =
       0;  // most bytes allocated at once during one steady step, above what was live before
   int64_t real_elements = 0, padding_elements = 0;  // bucket: elements called with, zeros added
+  int64_t retraces_saved = 0;  // bucket: calls at a new length that replayed (TraceStats)
   /// The call after which this mode's total time is below its baseline's (first calls
   /// included, steps at the medians): 1 when the first call is already cheaper, -1 never, 0 for
   /// eager modes.

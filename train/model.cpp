@@ -6,6 +6,7 @@
 
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "graph/lengths.h"
 #include "nn/losses.h"
 #include "train/progress.h"
 #include "nn/resume.h"
@@ -15,15 +16,18 @@ namespace encore::nn {
 
 namespace {
 
-Tensor mean_absolute_error(const Tensor& y, const Tensor& p) { return mean(abs(p - y)); }
+// Means over the valid entries in a bucketed trace (graph/lengths.h), as the losses.
+Tensor mean_absolute_error(const Tensor& y, const Tensor& p) { return graph::valid_mean(abs(p - y), p); }
 
 LossFn binary_accuracy_fn(double threshold) {
-  return [threshold](const Tensor& y, const Tensor& p) { return mean(eq(gt(p, threshold), y.to(p.dtype()))); };
+  return [threshold](const Tensor& y, const Tensor& p) {
+    return graph::valid_mean(eq(gt(p, threshold), y.to(p.dtype())), p);
+  };
 }
 
 Tensor sparse_categorical_accuracy(const Tensor& labels, const Tensor& p) {
   // Ties with the largest score count as right (Keras' argmax takes the first).
-  return mean(ge(gather_last(p, labels), max(p, {-1})));
+  return graph::valid_mean(ge(gather_last(p, labels), max(p, {-1})), p);
 }
 
 LossFn metric_fn(const std::string& name, const Loss& loss) {
@@ -225,14 +229,27 @@ Tensor Model::loss_of(const Tensor& y, const Tensor& pred) const {
 void Model::accumulate(Accumulator& acc, const Tensor& loss, const Tensor& y, const Tensor& pred) {
   NoGradGuard no_grad;
   const double rows = static_cast<double>(pred.dim() ? pred.shape()[0] : 1);
+  // A bucketed trace: the metrics see the valid entries as the loss did, and a batch-axis
+  // bucket counts the real rows (graph/lengths.h).
+  const Tensor p = pred.detach();
+  Tensor real_rows;
+  if (const auto l = graph::lengths_of(pred)) {
+    graph::set_lengths(p, *l);
+    if (l->axis == 0) real_rows = l->length.to(DType::Float64).reshape({});
+  }
   std::vector<Tensor> values{loss.detach().to(DType::Float64).reshape({1})};
   for (const Metric& m : metrics_) {
-    const Tensor v = m.fn(y, pred.detach());
+    const Tensor v = m.fn(y, p);
     ENCORE_CHECK(v.numel() == 1, ShapeError, "[", m.name, "] a metric must give a scalar, got ", describe(v));
     values.push_back(v.to(DType::Float64).reshape({1}));
   }
-  acc.sums.copy_(acc.sums + concat(values, 0) * rows);
-  acc.rows.copy_(acc.rows + rows);
+  if (real_rows.defined()) {
+    acc.sums.copy_(acc.sums + concat(values, 0) * real_rows);
+    acc.rows.copy_(acc.rows + real_rows);
+  } else {
+    acc.sums.copy_(acc.sums + concat(values, 0) * rows);
+    acc.rows.copy_(acc.rows + rows);
+  }
 }
 
 void Model::train_step(const Tensor& x, const Tensor& y) {

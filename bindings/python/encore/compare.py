@@ -182,7 +182,7 @@ def compare_modes(
     function of the call number or a sequence (cycled); default one longer every call.
     ``modes``: any of eager, traced, eager_new_length, traced_new_length, bucket (padded to
     ``buckets`` along ``length_axis`` of the batch tensors ``length_args``; refused, with the
-    reason in the report, where padding is not exact), predict_eager, predict_traced (the
+    reason in the report, where padding cannot be made exact), predict_eager, predict_traced (the
     forward pass, ``predict(*batch)`` or the model, without gradients).
 
     The model form restores the parameters and the optimizer state afterwards; the step form
