@@ -114,6 +114,9 @@ py::dict autotune_entry(const autotune::Entry& e) {
   d["source"] = e.source;
   d["math"] = e.math;
   d["from_file"] = e.from_file;
+  py::list timings;
+  for (const auto& [impl, ms] : e.timings) timings.append(py::make_tuple(impl, ms));
+  d["timings"] = timings;
   return d;
 }
 

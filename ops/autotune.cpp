@@ -1,7 +1,7 @@
 // The autotune store. File format (text, tab-separated fields, '#' starts a comment line):
-//   encore-autotune 1
+//   encore-autotune 2
 //   cudnn 91900
-//   <op> <key> <algorithm> <math> <time_ms> <workspace_bytes> <source>
+//   <op> <key> <algorithm> <math> <time_ms> <workspace_bytes> <source> <backend>
 #include "ops/autotune.h"
 
 #include <atomic>
@@ -9,10 +9,10 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <utility>
 
 #include "core/backend.h"
 #include "core/error.h"
-#include "ops/conv.h"
 
 namespace encore::autotune {
 
@@ -24,7 +24,8 @@ std::atomic<Policy> g_policy{Policy::Heuristic};
 std::atomic<uint64_t> g_generation{1};
 
 constexpr const char* kMagic = "encore-autotune";
-constexpr int kFormat = 1;
+constexpr int kFormat = 2;
+thread_local bool t_reused = false;
 
 std::string version_str(size_t v) {
   if (v == 0) return "none";
@@ -54,19 +55,6 @@ std::vector<std::string> split_tabs(const std::string& line) {
     if (tab == std::string::npos) return fields;
     start = tab + 1;
   }
-}
-
-// The CPU primitive keys read "forward N=..."; the op is named by the first word.
-Entry cpu_entry(const ConvPrimitiveInfo& p) {
-  Entry e;
-  const size_t space = p.key.find(' ');
-  const std::string kind = p.key.substr(0, space);
-  e.op = kind == "forward" ? "conv1d" : "conv1d_" + kind;
-  e.key = space == std::string::npos ? std::string() : p.key.substr(space + 1) + " float32 cpu";
-  e.algorithm = p.impl;
-  e.backend = "onednn";
-  e.source = "onednn";
-  return e;
 }
 
 }  // namespace
@@ -101,7 +89,6 @@ std::vector<Entry> entries() {
     std::lock_guard<std::mutex> lock(g_mutex);
     for (const auto& [k, e] : g_entries) out.push_back(e);
   }
-  for (const ConvPrimitiveInfo& p : conv1d_primitives()) out.push_back(cpu_entry(p));
   return out;
 }
 
@@ -110,14 +97,14 @@ void save(const std::string& path) {
   ENCORE_CHECK(f, ValueError, "[autotune] cannot open ", path, " for writing");
   f << kMagic << ' ' << kFormat << '\n';
   f << "cudnn " << detail::backend_version() << '\n';
-  f << "# op\tkey\talgorithm\tmath\ttime_ms\tworkspace_bytes\tsource\n";
+  f << "# op\tkey\talgorithm\tmath\ttime_ms\tworkspace_bytes\tsource\tbackend\n";
   std::lock_guard<std::mutex> lock(g_mutex);
   for (const auto& [k, e] : g_entries) {
     std::ostringstream t;
     t.precision(9);
     t << e.time_ms;
     f << e.op << '\t' << e.key << '\t' << e.algorithm << '\t' << e.math << '\t' << t.str() << '\t'
-      << e.workspace_bytes << '\t' << e.source << '\n';
+      << e.workspace_bytes << '\t' << e.source << '\t' << e.backend << '\n';
   }
   f.flush();
   ENCORE_CHECK(f, ValueError, "[autotune] writing ", path, " failed");
@@ -147,15 +134,15 @@ void load(const std::string& path) {
   for (int number = 3; std::getline(f, line); ++number) {
     if (line.empty() || line[0] == '#') continue;
     const std::vector<std::string> fields = split_tabs(line);
-    ENCORE_CHECK(fields.size() == 7, ValueError, "[autotune] ", path, ":", number,
-                 ": expected 7 tab-separated fields, got ", fields.size());
+    ENCORE_CHECK(fields.size() == 8, ValueError, "[autotune] ", path, ":", number,
+                 ": expected 8 tab-separated fields, got ", fields.size());
     Entry e;
     e.op = fields[0];
     e.key = fields[1];
     e.algorithm = fields[2];
     e.math = fields[3];
-    e.backend = "cudnn";
     e.source = fields[6];
+    e.backend = fields[7];
     e.from_file = true;
     try {
       e.time_ms = std::stod(fields[4]);
@@ -166,6 +153,8 @@ void load(const std::string& path) {
     }
     ENCORE_CHECK(e.source == "heuristic" || e.source == "exhaustive" || e.source == "off",
                  ValueError, "[autotune] ", path, ":", number, ": unknown source '", e.source, "'");
+    ENCORE_CHECK(e.backend == "cudnn" || e.backend == "onednn", ValueError, "[autotune] ", path, ":",
+                 number, ": unknown backend '", e.backend, "'");
     loaded.push_back(std::move(e));
   }
   {
@@ -199,6 +188,9 @@ void store(Entry e) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_entries[{e.op, e.key}] = std::move(e);
 }
+
+void note_reused() { t_reused = true; }
+bool take_reused() { return std::exchange(t_reused, false); }
 
 uint64_t generation() { return g_generation.load(); }
 size_t backend_version() {

@@ -71,8 +71,9 @@ class Cache {
     std::shared_ptr<void> state;
     {
       ScopedTimer timer(Counter::AutotuneNs, "autotune", def.name);
-      ledger.add(Counter::Autotunes, 1);
+      autotune::detail::take_reused();
       state = prepare(ctx);
+      ledger.add(autotune::detail::take_reused() ? Counter::AutotuneHits : Counter::Autotunes, 1);
     }
     lru_.emplace_front(key, state);
     index_.emplace(std::move(key), lru_.begin());

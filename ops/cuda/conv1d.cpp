@@ -358,7 +358,10 @@ void choose_algorithm(ConvPlan& plan) {
   // The dispatcher's cache of prepared states counts and times this setup; a choice stored
   // earlier (this process, or a loaded file) spares the search.
   if (const auto e = autotune::detail::find(op, key))
-    if (try_algo(plan, parse_algo(p.kind, e->algorithm), parse_math(e->math), SIZE_MAX)) return;
+    if (try_algo(plan, parse_algo(p.kind, e->algorithm), parse_math(e->math), SIZE_MAX)) {
+      autotune::detail::note_reused();
+      return;
+    }
   const autotune::Policy policy = autotune::policy();
   ENCORE_CUDA_CHECK(op, cudnnSetConvolutionMathType(plan.conv.get(),
                                                     p.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));

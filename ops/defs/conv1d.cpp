@@ -8,18 +8,24 @@
 // convolution (or unpacks the weight gradient after it), as a BLAS packs its operands: the
 // weights are a small fraction of the data a convolution reads. Letting oneDNN choose blocked
 // activations too was slower for every benchmark shape (nCw16c: jit/gemm instead of brgconv).
+// Which of the implementations oneDNN offers a shape runs follows the autotune policy
+// (ops/autotune.h: oneDNN's first, the fastest of each timed once, or the GEMM-based one), and
+// the choice is kept in the autotune store, which save/load carry to another process.
 // Creating the primitives is the CPU's per-shape setup cost, done once per shape through the
 // dispatcher's cache of prepared states, so an eager call and its replay run the same code.
 // oneDNN has no float64 convolution: float64 (gradcheck, references) runs the plain loops
 // below, whose index formula (ops/conv.h) the CUDA direct kernels share.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
 
+#include "core/ledger.h"
+#include "ops/autotune.h"
 #include "ops/conv.h"
 #include "ops/functors.h"
 #include "ops/defs/common.h"
@@ -235,7 +241,7 @@ void append_activation(dnnl::post_ops& ops, Activation a) {
 
 struct ConvPrimitive {
   dnnl::primitive primitive;
-  dnnl::memory::desc src, weights, dst, scratchpad;
+  dnnl::memory::desc src, weights, dst, scratchpad, bias;  // bias: conv1d_fused only
   // Between our `wio` weights and the implementation's layout, when they differ: wio -> its
   // layout before a forward or backward-data convolution, its layout -> wio after a
   // backward-filter one.
@@ -249,6 +255,140 @@ dnnl::engine& engine() {
   return e;
 }
 
+constexpr const char* kOps[] = {"conv1d", "conv1d_backward_data", "conv1d_backward_filter"};
+
+// The problem without its kind: the autotune store's key (the op names the kind).
+std::string shape_key(const ConvKey& k) {
+  return detail::cat("N=", k.n, " L=", k.length, " C=", k.channels, " F=", k.filters, " K=", k.kernel,
+                     " stride=", k.stride, " dilation=", k.dilation, " pad=(", k.pad_l, ", ", k.pad_r, ")",
+                     k.bias ? " +bias" : "", k.activation == Activation::Linear ? "" : detail::cat(" +", name(k.activation)));
+}
+
+std::string describe(const ConvKey& k) {
+  static constexpr const char* kKinds[] = {"forward", "backward_data", "backward_filter"};
+  return detail::cat(kKinds[static_cast<int>(k.kind)], " ", shape_key(k));
+}
+
+// The primitive, its scratchpad, the layout it wants the weights in and its name.
+template <class Pd>
+void adopt(ConvPrimitive& p, ConvKind kind, dnnl::primitive primitive, const Pd& pd, const dnnl::memory::desc& weights) {
+  p.primitive = std::move(primitive);
+  p.scratchpad = pd.scratchpad_desc();
+  p.weights = weights;
+  p.impl = pd.impl_info_str();
+  p.weights_reorder.reset();
+  if (p.weights != p.user_weights) {
+    const bool unpack = kind == ConvKind::BackwardFilter;
+    p.weights_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
+        engine(), unpack ? p.weights : p.user_weights, engine(), unpack ? p.user_weights : p.weights));
+  }
+}
+
+// One call: the weights packed into the implementation's layout (unpacked after a
+// backward-filter convolution), then the convolution. x, w, y are the (x, w, y) roles of
+// roles() below; bias only for conv1d_fused.
+void run(const ConvPrimitive& p, ConvKind kind, void* x_data, void* w_data, void* y_data, void* bias) {
+  // Scratch memory per thread, not per primitive: threads may run one primitive at once. It
+  // holds the primitive's scratchpad and the weights in its layout, each 64-byte aligned.
+  static thread_local dnnl::stream stream(engine());
+  static thread_local std::vector<std::byte> scratch;
+  constexpr size_t kAlign = 64;
+  const size_t pad_bytes = (p.scratchpad.get_size() + kAlign - 1) / kAlign * kAlign;
+  const size_t packed_bytes = p.weights_reorder ? p.weights.get_size() : 0;
+  if (scratch.size() < pad_bytes + packed_bytes + kAlign) scratch.resize(pad_bytes + packed_bytes + kAlign);
+  std::byte* base = scratch.data() + (kAlign - reinterpret_cast<uintptr_t>(scratch.data()) % kAlign) % kAlign;
+  dnnl::memory x(p.src, engine(), x_data), y(p.dst, engine(), y_data), w_user(p.user_weights, engine(), w_data);
+  dnnl::memory w = p.weights_reorder ? dnnl::memory(p.weights, engine(), base + pad_bytes) : w_user;
+  if (p.weights_reorder && kind != ConvKind::BackwardFilter) p.weights_reorder->execute(stream, w_user, w);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, engine(), base)}};
+  switch (kind) {
+    case ConvKind::Forward:
+      args.insert({{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}});
+      if (bias) args.insert({DNNL_ARG_BIAS, dnnl::memory(p.bias, engine(), bias)});
+      break;
+    case ConvKind::BackwardData: args.insert({{DNNL_ARG_DIFF_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, y}}); break;
+    case ConvKind::BackwardFilter: args.insert({{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, y}}); break;
+  }
+  p.primitive.execute(stream, args);
+  if (p.weights_reorder && kind == ConvKind::BackwardFilter) p.weights_reorder->execute(stream, w, w_user);
+  stream.wait();
+}
+
+// One call of `p` on scratch operands, after one untimed call (JIT code and pages warm), in ms.
+double time_call(const ConvPrimitive& p, ConvKind kind) {
+  std::vector<float> x(p.src.get_size() / sizeof(float), 0.5f), w(p.user_weights.get_size() / sizeof(float), 0.5f),
+      y(p.dst.get_size() / sizeof(float), 0.5f), b(p.bias.get_size() / sizeof(float), 0.5f);
+  run(p, kind, x.data(), w.data(), y.data(), b.data());
+  const int64_t start = now_ns();
+  run(p, kind, x.data(), w.data(), y.data(), b.data());
+  return (now_ns() - start) / 1e6;
+}
+
+// Which of the implementations oneDNN offers for this problem (`make_pd()` makes its primitive
+// descriptor at the first, its preference; next_impl() walks the others): a choice stored
+// earlier (this process, or a loaded file) if oneDNN still offers it, else the policy's —
+// heuristic: oneDNN's first; off: the GEMM-based one where offered; exhaustive: the fastest of
+// one timed call each (weights packing included). The choice goes to the autotune store.
+template <class Primitive, class MakePd, class WeightsOf>
+void choose(const ConvKey& k, ConvPrimitive& p, MakePd make_pd, WeightsOf weights_of) {
+  // oneDNN's primitive cache (v2.6) can hand back the primitive of another implementation of
+  // the same problem, which would time one implementation under every name: off while
+  // choosing (the dispatcher's cache keeps ours per shape; it prepares one shape at a time).
+  struct NoPrimitiveCache {
+    const int capacity = dnnl::get_primitive_cache_capacity();
+    NoPrimitiveCache() { dnnl::set_primitive_cache_capacity(0); }
+    ~NoPrimitiveCache() { dnnl::set_primitive_cache_capacity(capacity); }
+  } no_cache;
+  std::vector<std::string> names;
+  for (auto pd = make_pd();;) {
+    names.push_back(pd.impl_info_str());
+    if (!pd.next_impl()) break;
+  }
+  const auto take = [&](size_t i) {
+    auto pd = make_pd();
+    for (size_t j = 0; j < i; ++j) pd.next_impl();
+    adopt(p, k.kind, Primitive(pd), pd, weights_of(pd));
+  };
+  const char* op = kOps[static_cast<int>(k.kind)];
+  const std::string key = shape_key(k) + " float32 cpu";
+  if (const auto e = autotune::detail::find(op, key)) {
+    const auto it = std::find(names.begin(), names.end(), e->algorithm);
+    if (it != names.end()) {
+      take(static_cast<size_t>(it - names.begin()));
+      autotune::detail::note_reused();
+      return;
+    }
+  }
+  const autotune::Policy policy = autotune::policy();
+  autotune::Entry e;
+  e.op = op;
+  e.key = key;
+  e.backend = "onednn";
+  e.source = std::string(autotune::name(policy));
+  size_t pick = 0;
+  if (policy == autotune::Policy::Off) {
+    const auto gemm = std::find_if(names.begin(), names.end(), [](const std::string& n) { return n.find("gemm") != std::string::npos && n.find("brg") == std::string::npos; });
+    if (gemm != names.end()) pick = static_cast<size_t>(gemm - names.begin());
+  } else if (policy == autotune::Policy::Exhaustive) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      // oneDNN's reference implementations are its correctness baseline, far slower (often 100x)
+      // than any other: timing them would only make the search long.
+      if (names[i].starts_with("ref") && i > 0) continue;
+      take(i);
+      const double ms = time_call(p, k.kind);
+      e.timings.push_back({names[i], ms});
+      if (e.time_ms < 0 || ms < e.time_ms) {
+        e.time_ms = ms;
+        pick = i;
+      }
+    }
+  }
+  take(pick);
+  e.algorithm = names[pick];
+  e.workspace_bytes = p.scratchpad.get_size();
+  autotune::detail::store(std::move(e));
+}
+
 std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
@@ -256,8 +396,9 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
   auto p = std::make_shared<ConvPrimitive>();
   p->src = dnnl::memory::desc({k.n, k.channels, k.length}, dt::f32, tag::nwc);
   p->user_weights = dnnl::memory::desc({k.filters, k.channels, k.kernel}, dt::f32, tag::wio);
-  p->weights = dnnl::memory::desc({k.filters, k.channels, k.kernel}, dt::f32, tag::any);
+  const dnnl::memory::desc any_weights({k.filters, k.channels, k.kernel}, dt::f32, tag::any);
   p->dst = dnnl::memory::desc({k.n, k.filters, out_len}, dt::f32, tag::nwc);
+  if (k.bias) p->bias = dnnl::memory::desc({k.filters}, dt::f32, tag::a);
   const dnnl::memory::dims strides{k.stride}, dilates{k.dilation - 1}, pl{k.pad_l}, pr{k.pad_r};
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -268,42 +409,34 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
     append_activation(ops, k.activation);
     fwd_attr.set_post_ops(ops);
   }
-  const dnnl::memory::desc bias({k.filters}, dt::f32, tag::a);
-  dnnl::convolution_forward::primitive_desc fwd =
-      k.bias ? dnnl::convolution_forward::primitive_desc(
-                   {dnnl::prop_kind::forward_training, alg, p->src, p->weights, bias, p->dst, strides, dilates, pl, pr},
-                   fwd_attr, engine())
-             : dnnl::convolution_forward::primitive_desc(
-                   {dnnl::prop_kind::forward_training, alg, p->src, p->weights, p->dst, strides, dilates, pl, pr},
-                   fwd_attr, engine());
-  // The primitive, its scratchpad, the layout it wants the weights in and its name.
-  const auto adopt = [&p](dnnl::primitive primitive, const auto& pd, const dnnl::memory::desc& weights) {
-    p->primitive = std::move(primitive);
-    p->scratchpad = pd.scratchpad_desc();
-    p->weights = weights;
-    p->impl = pd.impl_info_str();
-  };
+  // The operation descriptors outlive every primitive descriptor made from them: a primitive
+  // descriptor's next_impl() reads its operation descriptor again.
+  using Fwd = dnnl::convolution_forward;
+  using BwdData = dnnl::convolution_backward_data;
+  using BwdWeights = dnnl::convolution_backward_weights;
+  const Fwd::desc fwd_desc =
+      k.bias ? Fwd::desc(dnnl::prop_kind::forward_training, alg, p->src, any_weights, p->bias, p->dst, strides,
+                         dilates, pl, pr)
+             : Fwd::desc(dnnl::prop_kind::forward_training, alg, p->src, any_weights, p->dst, strides, dilates, pl, pr);
+  const BwdData::desc data_desc(alg, p->src, any_weights, p->dst, strides, dilates, pl, pr);
+  const BwdWeights::desc weights_desc(alg, p->src, any_weights, p->dst, strides, dilates, pl, pr);
+  const auto fwd_pd = [&] { return Fwd::primitive_desc(fwd_desc, fwd_attr, engine()); };
+  const auto weights = [](const auto& pd) { return pd.weights_desc(); };
   switch (k.kind) {
-    case ConvKind::Forward: adopt(dnnl::convolution_forward(fwd), fwd, fwd.weights_desc()); break;
+    case ConvKind::Forward: choose<Fwd>(k, *p, fwd_pd, weights); break;
     case ConvKind::BackwardData: {
-      const dnnl::convolution_backward_data::primitive_desc bwd(
-          {alg, p->src, p->weights, p->dst, strides, dilates, pl, pr}, attr, engine(), fwd);
-      adopt(dnnl::convolution_backward_data(bwd), bwd, bwd.weights_desc());
+      const Fwd::primitive_desc hint = fwd_pd();
+      choose<BwdData>(k, *p, [&] { return BwdData::primitive_desc(data_desc, attr, engine(), hint); }, weights);
       break;
     }
     case ConvKind::BackwardFilter: {
-      const dnnl::convolution_backward_weights::primitive_desc bwd(
-          {alg, p->src, p->weights, p->dst, strides, dilates, pl, pr}, attr, engine(), fwd);
-      adopt(dnnl::convolution_backward_weights(bwd), bwd, bwd.diff_weights_desc());
+      const Fwd::primitive_desc hint = fwd_pd();
+      choose<BwdWeights>(k, *p, [&] { return BwdWeights::primitive_desc(weights_desc, attr, engine(), hint); },
+                         [](const auto& pd) { return pd.diff_weights_desc(); });
       break;
     }
   }
-  if (p->weights != p->user_weights) {
-    const bool unpack = k.kind == ConvKind::BackwardFilter;
-    p->weights_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
-        engine(), unpack ? p->weights : p->user_weights, engine(), unpack ? p->user_weights : p->weights));
-    p->impl += " (weights in its layout)";
-  }
+  if (p->weights_reorder) p->impl += " (weights in its layout)";
   return p;
 }
 
@@ -311,14 +444,6 @@ std::mutex g_chosen_mutex;
 std::map<std::string, std::string>& chosen() {  // key -> implementation, for conv1d_primitives()
   static std::map<std::string, std::string> m;
   return m;
-}
-
-std::string describe(const ConvKey& k) {
-  static constexpr const char* kKinds[] = {"forward", "backward_data", "backward_filter"};
-  return detail::cat(kKinds[static_cast<int>(k.kind)], " N=", k.n, " L=", k.length, " C=", k.channels,
-                     " F=", k.filters, " K=", k.kernel, " stride=", k.stride, " dilation=", k.dilation,
-                     " pad=(", k.pad_l, ", ", k.pad_r, ")", k.bias ? " +bias" : "",
-                     k.activation == Activation::Linear ? "" : detail::cat(" +", name(k.activation)));
 }
 
 // Roles of the kernel's tensors: (x, w, y) for the forward op, (gx, w, gy) for backward
@@ -389,35 +514,8 @@ template <ConvKind Kind> void kernel(const KernelCtx& c) {
       conv1d_backward_filter_reference(g, r.x->ptr<const double>(), r.y->ptr<const double>(), r.w->ptr<double>());
     return;
   }
-  const auto* p = static_cast<const ConvPrimitive*>(c.state);
-  // Scratch memory per thread, not per primitive: threads may run one primitive at once. It
-  // holds the primitive's scratchpad and the weights in its layout, each 64-byte aligned.
-  static thread_local dnnl::stream stream(engine());
-  static thread_local std::vector<std::byte> scratch;
-  constexpr size_t kAlign = 64;
-  const size_t pad_bytes = (p->scratchpad.get_size() + kAlign - 1) / kAlign * kAlign;
-  const size_t packed_bytes = p->weights_reorder ? p->weights.get_size() : 0;
-  if (scratch.size() < pad_bytes + packed_bytes + kAlign) scratch.resize(pad_bytes + packed_bytes + kAlign);
-  std::byte* base = scratch.data() + (kAlign - reinterpret_cast<uintptr_t>(scratch.data()) % kAlign) % kAlign;
-  dnnl::memory x(p->src, engine(), r.x->data), y(p->dst, engine(), r.y->data),
-      w_user(p->user_weights, engine(), r.w->data);
-  dnnl::memory w = p->weights_reorder ? dnnl::memory(p->weights, engine(), base + pad_bytes) : w_user;
-  if (p->weights_reorder && Kind != ConvKind::BackwardFilter) p->weights_reorder->execute(stream, w_user, w);
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratchpad, engine(), base)}};
-  if constexpr (Kind == ConvKind::Forward) {
-    args.insert({{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}});
-    if (c.in.size() == 3)
-      args.insert({DNNL_ARG_BIAS, dnnl::memory(dnnl::memory::desc({r.w->shape[2]}, dnnl::memory::data_type::f32,
-                                                                  dnnl::memory::format_tag::a),
-                                               engine(), c.in[2].data)});
-  } else if constexpr (Kind == ConvKind::BackwardData) {
-    args.insert({{DNNL_ARG_DIFF_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, y}});
-  } else {
-    args.insert({{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, y}});
-  }
-  p->primitive.execute(stream, args);
-  if (p->weights_reorder && Kind == ConvKind::BackwardFilter) p->weights_reorder->execute(stream, w, w_user);
-  stream.wait();
+  run(*static_cast<const ConvPrimitive*>(c.state), Kind, r.x->data, r.w->data, r.y->data,
+      Kind == ConvKind::Forward && c.in.size() == 3 ? c.in[2].data : nullptr);
 }
 
 

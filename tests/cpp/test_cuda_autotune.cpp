@@ -2,6 +2,7 @@
 // tests run in every build; the cuDNN ones need a GPU.
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "core/ledger.h"
 #include "helpers.h"
@@ -56,7 +57,7 @@ TEST_F(Autotune, CpuPrimitivesAreListed) {
 
 TEST_F(Autotune, RejectsForeignAndMalformedFiles) {
   const std::string path = temp_path("encore_autotune_bad.txt");
-  write_file(path, "encore-autotune 1\ncudnn 12345\n");
+  write_file(path, "encore-autotune 2\ncudnn 12345\n");
   try {
     autotune::load(path);
     ADD_FAILURE() << "a file from another cuDNN version was accepted";
@@ -65,10 +66,16 @@ TEST_F(Autotune, RejectsForeignAndMalformedFiles) {
   }
   write_file(path, "something else\n");
   EXPECT_THROW(autotune::load(path), ValueError);
-  write_file(path, "encore-autotune 1\ncudnn " +
-                       std::to_string(autotune::detail::backend_version()) +
-                       "\nconv1d\tkey\tGEMM\tfma\t1.0\n");
+  const std::string header =
+      "encore-autotune 2\ncudnn " + std::to_string(autotune::detail::backend_version()) + "\n";
+  write_file(path, header + "conv1d\tkey\tGEMM\tfma\t1.0\n");
   EXPECT_THROW(autotune::load(path), ValueError);
+  write_file(path, header + "conv1d\tkey\tjit:avx2\t\t1.0\t0\texhaustive\tmkl\n");
+  EXPECT_THROW(autotune::load(path), ValueError);  // unknown backend
+  write_file(path, header + "conv1d\tkey\tjit:avx2\t\tfast\t0\texhaustive\tonednn\n");
+  EXPECT_THROW(autotune::load(path), ValueError);  // bad time
+  write_file(path, "encore-autotune 1\ncudnn 0\n");
+  EXPECT_THROW(autotune::load(path), ValueError);  // the format before CPU choices were saved
   EXPECT_THROW(autotune::load(temp_path("encore_autotune_missing.txt")), ValueError);
   std::remove(path.c_str());
 }
@@ -78,6 +85,96 @@ TEST_F(Autotune, EmptyRoundTrip) {
   autotune::save(path);
   EXPECT_NO_THROW(autotune::load(path));
   EXPECT_TRUE(entries_of("cudnn").empty());
+  std::remove(path.c_str());
+}
+
+// Forward and both backward convolutions of one shape on the CPU, channels-heavy enough that
+// oneDNN offers several implementations; returns y and both gradients.
+std::vector<Tensor> run_cpu_conv() {
+  Tensor x = test::rand32({4, 48, 64}, 2).set_requires_grad(),
+         w = test::rand32({12, 64, 64}, 1).set_requires_grad();
+  Tensor y = conv1d(x, w, 1, Padding::same());
+  sum(y * y).backward();
+  return {y.detach(), x.grad(), w.grad()};
+}
+
+TEST_F(Autotune, CpuPoliciesChooseAsDocumented) {
+  Ledger& ledger = Ledger::global();
+  std::map<std::string, std::vector<autotune::Entry>> by_policy;
+  std::map<std::string, std::vector<Tensor>> results;
+  for (auto policy : {autotune::Policy::Exhaustive, autotune::Policy::Heuristic, autotune::Policy::Off}) {
+    const std::string name(autotune::name(policy));
+    SCOPED_TRACE(name);
+    autotune::clear();
+    autotune::set_policy(policy);
+    const int64_t searches = ledger.get(Counter::Autotunes), hits = ledger.get(Counter::AutotuneHits);
+    results[name] = run_cpu_conv();
+    EXPECT_EQ(ledger.get(Counter::Autotunes) - searches, 3);  // one per op, first time
+    run_cpu_conv();
+    EXPECT_EQ(ledger.get(Counter::Autotunes) - searches, 3);  // the second time only hits
+    EXPECT_GE(ledger.get(Counter::AutotuneHits) - hits, 3);
+    by_policy[name] = entries_of("onednn");
+    ASSERT_EQ(by_policy[name].size(), 3u);
+    for (const autotune::Entry& e : by_policy[name]) {
+      EXPECT_EQ(e.source, name) << e.op;
+      EXPECT_NE(e.key.find("L=48"), std::string::npos) << e.key;
+      EXPECT_FALSE(e.algorithm.empty()) << e.op;
+    }
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    const autotune::Entry& ex = by_policy["exhaustive"][i];
+    SCOPED_TRACE(ex.op);
+    // Exhaustive: every implementation timed, the fastest kept.
+    ASSERT_FALSE(ex.timings.empty());
+    double fastest = ex.timings[0].second;
+    for (const auto& [impl, ms] : ex.timings) fastest = std::min(fastest, ms);
+    EXPECT_EQ(ex.time_ms, fastest);
+    bool listed = false;
+    for (const auto& [impl, ms] : ex.timings) listed |= impl == ex.algorithm && ms == fastest;
+    EXPECT_TRUE(listed) << ex.algorithm;
+    // Heuristic: oneDNN's first, untimed.
+    const autotune::Entry& h = by_policy["heuristic"][i];
+    EXPECT_EQ(h.algorithm, ex.timings[0].first);
+    EXPECT_EQ(h.time_ms, -1.0);
+    EXPECT_TRUE(h.timings.empty());
+    // Off: the GEMM-based implementation where oneDNN offers one.
+    bool gemm_offered = false;
+    for (const auto& [impl, ms] : ex.timings) gemm_offered |= impl.find("gemm") != std::string::npos && impl.find("brg") == std::string::npos;
+    if (gemm_offered) {
+      EXPECT_NE(by_policy["off"][i].algorithm.find("gemm"), std::string::npos) << by_policy["off"][i].algorithm;
+    }
+  }
+  // Every implementation computes the same convolution.
+  for (const char* other : {"exhaustive", "off"})
+    for (size_t k = 0; k < 3; ++k)
+      test::expect_close(results["heuristic"][k], results[other][k], 1e-3, std::string(other) + " result " + std::to_string(k));
+}
+
+TEST_F(Autotune, CpuChoicesSaveClearLoadWithoutSearching) {
+  autotune::set_policy(autotune::Policy::Exhaustive);
+  run_cpu_conv();
+  const auto before = entries_of("onednn");
+  ASSERT_EQ(before.size(), 3u);
+  const std::string path = temp_path("encore_autotune_cpu.txt");
+  autotune::save(path);
+  autotune::clear();
+  EXPECT_TRUE(entries_of("onednn").empty());
+  autotune::load(path);
+  const auto loaded = entries_of("onednn");
+  ASSERT_EQ(loaded.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(loaded[i].from_file);
+    EXPECT_EQ(loaded[i].key, before[i].key);
+    EXPECT_EQ(loaded[i].algorithm, before[i].algorithm);
+    EXPECT_EQ(loaded[i].source, "exhaustive");
+  }
+  // A process that loaded the file takes the choices without timing anything.
+  Ledger& ledger = Ledger::global();
+  const int64_t searches = ledger.get(Counter::Autotunes), hits = ledger.get(Counter::AutotuneHits);
+  run_cpu_conv();
+  EXPECT_EQ(ledger.get(Counter::Autotunes), searches);
+  EXPECT_EQ(ledger.get(Counter::AutotuneHits) - hits, 3);
+  for (const autotune::Entry& e : entries_of("onednn")) EXPECT_TRUE(e.from_file) << e.op;
   std::remove(path.c_str());
 }
 

@@ -18,12 +18,13 @@ def policy() -> str:
 
 
 def entries() -> List[Dict[str, Any]]:
-    """Every choice made or loaded so far (op, key, algorithm, time_ms, backend, source, ...)."""
+    """Every choice made or loaded so far (op, key, algorithm, time_ms, backend, source, ...;
+    ``timings``: on the CPU under 'exhaustive', every implementation tried and its time)."""
     return _C.autotune_entries()
 
 
 def save(path: str) -> None:
-    """Writes the GPU choices to ``path``."""
+    """Writes the choices (GPU and CPU) to ``path``."""
     _C.autotune_save(str(path))
 
 
@@ -33,7 +34,7 @@ def load(path: str) -> None:
 
 
 def clear() -> None:
-    """Forgets every GPU choice (the CPU's primitive cache is kept)."""
+    """Forgets every choice: the next use of each shape searches again."""
     _C.autotune_clear()
 
 
