@@ -1,0 +1,65 @@
+"""The CPU's per-shape convolution choices through Python: each policy's pick, the exhaustive
+search's timings, and a saved file that spares a later search."""
+
+import encore
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def heuristic_afterwards():
+    yield
+    encore.autotune.set_policy("heuristic")
+    encore.autotune.clear()
+
+
+def conv_step():
+    x = encore.normal((4, 48, 64), generator=encore.Generator(1)).requires_grad_()
+    w = encore.normal((12, 64, 64), generator=encore.Generator(2)).requires_grad_()
+    y = encore.conv1d(x, w, padding="same")
+    (y * y).sum().backward()
+    return y, x.grad, w.grad
+
+
+def cpu_choices():
+    return {e["op"]: e for e in encore.autotune.entries() if e["backend"] == "onednn"}
+
+
+def test_policies_pick_as_documented_and_agree():
+    results = {}
+    for policy in ("exhaustive", "heuristic", "off"):
+        encore.autotune.clear()
+        encore.autotune.set_policy(policy)
+        results[policy] = conv_step()
+        chosen = cpu_choices()
+        assert set(chosen) == {"conv1d", "conv1d_backward_data", "conv1d_backward_filter"}
+        assert all(e["source"] == policy for e in chosen.values())
+        if policy == "exhaustive":
+            searched = chosen
+            for e in chosen.values():
+                assert e["timings"] and e["time_ms"] == min(ms for _, ms in e["timings"])
+        else:
+            assert all(e["time_ms"] is None and not e["timings"] for e in chosen.values())
+    for op, e in cpu_choices().items():  # off: the GEMM-based implementation where offered
+        if any("gemm" in impl and "brg" not in impl for impl, _ in searched[op]["timings"]):
+            assert "gemm" in e["algorithm"]
+    for policy in ("exhaustive", "off"):
+        for ref, got in zip(results["heuristic"], results[policy]):
+            assert (ref - got).abs().max().item() <= 1e-5 * ref.abs().max().item()
+
+
+def test_saved_choices_spare_the_search(tmp_path):
+    encore.autotune.set_policy("exhaustive")
+    conv_step()
+    path = tmp_path / "choices.txt"
+    encore.autotune.save(path)
+    encore.autotune.clear()
+    encore.autotune.load(path)
+    before = encore.ledger.as_dict()
+    conv_step()
+    after = encore.ledger.as_dict()
+    assert after["autotunes"] == before["autotunes"]
+    assert after["autotune_hits"] - before["autotune_hits"] == 3
+    assert all(e["from_file"] for e in cpu_choices().values())
+    path.write_text(path.read_text().replace("\tonednn", "\tmkl"))
+    with pytest.raises(encore.InvalidValueError, match="unknown backend 'mkl'"):
+        encore.autotune.load(path)

@@ -1,0 +1,70 @@
+"""Puzzles 2-4 (examples/puzzles) at tiny sizes: each runs, prints its table under the thread
+count, writes its JSON with the expected fields, refuses unknown flags and skips cleanly on a
+missing GPU. Their numbers are for people, not asserts."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import encore
+
+PUZZLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "puzzles"
+
+TINY = {
+    "p2_first_call.py": ["--lengths", "3", "--length0", "40", "--batch", "2", "--channels", "8", "--filters", "8",
+                         "--kernel", "3"],
+    "p3_cliff.py": ["--batch", "2", "--length", "40", "--channels", "8", "--filters", "8", "--reps", "2"],
+}
+
+
+def run(script, *args):
+    return subprocess.run([sys.executable, str(PUZZLES / script), *args], capture_output=True, text=True, timeout=120)
+
+
+def run_json(tmp_path, script):
+    path = tmp_path / "out.json"
+    result = run(script, *TINY[script], "--json", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(path.read_text())
+    assert f"cpu threads {report['threads']}" in result.stdout.splitlines()[0]
+    return result.stdout, report
+
+
+def test_first_call_counts_searches_retraces_and_the_second_process(tmp_path):
+    out, report = run_json(tmp_path, "p2_first_call.py")
+    rows = {r["scenario"]: r for r in report["rows"]}
+    assert list(rows) == ["eager", "traced_exact", "bucketed", "second_process"]
+    for r in rows.values():
+        assert len(r["calls"]) == 6 and {"ms", "autotunes", "autotune_hits", "autotune_ms", "traces"} <= set(r["calls"][0])
+    # Every new length searches once per convolution; the second pass and the second process do not.
+    assert rows["eager"]["pass1_autotunes"] > 0 and rows["eager"]["pass2_autotunes"] == 0
+    assert rows["traced_exact"]["pass1_traces"] == 3 and rows["traced_exact"]["pass2_traces"] == 0
+    assert rows["bucketed"]["pass1_traces"] < 3
+    assert rows["second_process"]["pass1_autotunes"] == 0
+    assert rows["second_process"]["pass1_autotune_hits"] == rows["eager"]["pass1_autotunes"]
+
+
+def test_cliff_names_the_implementation_per_policy(tmp_path):
+    out, report = run_json(tmp_path, "p3_cliff.py")
+    assert report["threads"] == 1 and len(report["rows"]) == 9
+    for r in report["rows"]:
+        for policy in ("heuristic", "exhaustive", "off"):
+            assert r[f"{policy}_ms"] > 0 and r[f"{policy}_impl"]
+        assert r["offered"] and all(o["ms"] > 0 for o in r["offered"])
+        assert r["exhaustive_impl"] in [o["impl"] for o in r["offered"]]
+
+
+@pytest.mark.parametrize("script", sorted(TINY))
+def test_unknown_flags_are_errors(script):
+    result = run(script, "--stpes", "3")
+    assert result.returncode == 2 and "unrecognized arguments: --stpes" in result.stderr
+
+
+@pytest.mark.skipif(encore.cuda.is_available(), reason="a GPU is present")
+@pytest.mark.parametrize("script", sorted(TINY))
+def test_cuda_without_gpu_skips_cleanly(script):
+    result = run(script, "--device", "cuda")
+    assert result.returncode == 0 and "skipped" in result.stdout
