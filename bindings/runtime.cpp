@@ -246,6 +246,8 @@ void init_runtime(py::module_& m) {
     return out;
   });
   m.def("clear_conv1d_primitives", &clear_conv1d_primitives);
+  m.def("set_conv1d_layout", [](const std::string& l) { set_conv1d_layout(parse_conv1d_layout(l)); }, py::arg("layout"));
+  m.def("conv1d_layout", [] { return std::string(conv1d_layout() == Conv1dLayout::Blocked ? "blocked" : "native"); });
 }
 
 }  // namespace encore::python

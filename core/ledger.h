@@ -35,6 +35,8 @@ enum class Counter : int {
   BytesAllocated,
   CopyInNs,         // replays: padding (bucketing) and copying arguments in (measured only while profiling)
   AllocationsReused,  // large host blocks handed out again from the CPU allocator's cache
+  LayoutReorders,     // activations converted to / from a kernel's own layout (conv1d 'blocked')
+  LayoutReorderNs,
   Count
 };
 

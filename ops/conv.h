@@ -51,6 +51,17 @@ struct ConvPrimitiveInfo {
   std::string impl;
 };
 std::vector<ConvPrimitiveInfo> conv1d_primitives();
+/// The activations' layout of the CPU's float32 convolutions. Native: `nwc`, ours, never
+/// converted (the default: fastest on the benchmark models, docs/BENCHMARKS.md). Blocked: the
+/// layout oneDNN's implementation prefers (e.g. nCw16c), each convolution converting its
+/// inputs and outputs from and to `nwc` (counted in the ledger: layout_reorders and
+/// layout_reorder_ns). Applies to shapes prepared from now on.
+enum class Conv1dLayout : uint8_t { Native, Blocked };
+void set_conv1d_layout(Conv1dLayout layout);
+Conv1dLayout conv1d_layout();
+/// "native" or "blocked"; throws ValueError otherwise.
+Conv1dLayout parse_conv1d_layout(const std::string& s);
+
 /// Forgets every prepared kernel state and oneDNN's own primitive cache (Plans keep theirs):
 /// the next use of each shape pays its setup again.
 void clear_conv1d_primitives();

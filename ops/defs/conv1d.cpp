@@ -18,6 +18,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -219,6 +221,7 @@ struct ConvKey {
   int64_t n, length, channels, filters, kernel, stride, dilation, pad_l, pad_r;
   bool bias = false;  // forward only: conv1d_fused's bias and activation (oneDNN post-op)
   Activation activation = Activation::Linear;
+  bool blocked = false;  // Conv1dLayout::Blocked
   bool operator==(const ConvKey&) const = default;
 };
 
@@ -241,14 +244,20 @@ void append_activation(dnnl::post_ops& ops, Activation a) {
 
 struct ConvPrimitive {
   dnnl::primitive primitive;
+  // The implementation's layouts of the x, w, y roles (see roles() below), and ours.
   dnnl::memory::desc src, weights, dst, scratchpad, bias;  // bias: conv1d_fused only
+  dnnl::memory::desc user_src, user_weights, user_dst;
   // Between our `wio` weights and the implementation's layout, when they differ: wio -> its
   // layout before a forward or backward-data convolution, its layout -> wio after a
   // backward-filter one.
   std::optional<dnnl::reorder> weights_reorder;
-  dnnl::memory::desc user_weights;
+  // The 'blocked' layout: activations converted between `nwc` and the implementation's
+  // layout, inputs before the convolution, outputs after it (counted in the ledger).
+  std::optional<dnnl::reorder> src_reorder, dst_reorder;
   std::string impl;
 };
+
+std::atomic<Conv1dLayout> g_layout{Conv1dLayout::Native};
 
 dnnl::engine& engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
@@ -261,7 +270,8 @@ constexpr const char* kOps[] = {"conv1d", "conv1d_backward_data", "conv1d_backwa
 std::string shape_key(const ConvKey& k) {
   return detail::cat("N=", k.n, " L=", k.length, " C=", k.channels, " F=", k.filters, " K=", k.kernel,
                      " stride=", k.stride, " dilation=", k.dilation, " pad=(", k.pad_l, ", ", k.pad_r, ")",
-                     k.bias ? " +bias" : "", k.activation == Activation::Linear ? "" : detail::cat(" +", name(k.activation)));
+                     k.bias ? " +bias" : "", k.activation == Activation::Linear ? "" : detail::cat(" +", name(k.activation)),
+                     k.blocked ? " blocked" : "");
 }
 
 std::string describe(const ConvKey& k) {
@@ -270,18 +280,29 @@ std::string describe(const ConvKey& k) {
 }
 
 // The primitive, its scratchpad, the layout it wants the weights in and its name.
+// The x, w, y roles' layouts an implementation wants.
+struct Layouts {
+  dnnl::memory::desc x, w, y;
+};
+
+// A reorder from `ours` to the implementation's `its` (or back, `to_ours`), none when equal.
+std::optional<dnnl::reorder> reorder_between(const dnnl::memory::desc& ours, const dnnl::memory::desc& its,
+                                             bool to_ours) {
+  if (ours == its) return std::nullopt;
+  return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), to_ours ? its : ours, engine(), to_ours ? ours : its));
+}
+
 template <class Pd>
-void adopt(ConvPrimitive& p, ConvKind kind, dnnl::primitive primitive, const Pd& pd, const dnnl::memory::desc& weights) {
+void adopt(ConvPrimitive& p, ConvKind kind, dnnl::primitive primitive, const Pd& pd, const Layouts& l) {
   p.primitive = std::move(primitive);
   p.scratchpad = pd.scratchpad_desc();
-  p.weights = weights;
+  p.src = l.x;
+  p.weights = l.w;
+  p.dst = l.y;
   p.impl = pd.impl_info_str();
-  p.weights_reorder.reset();
-  if (p.weights != p.user_weights) {
-    const bool unpack = kind == ConvKind::BackwardFilter;
-    p.weights_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
-        engine(), unpack ? p.weights : p.user_weights, engine(), unpack ? p.user_weights : p.weights));
-  }
+  p.weights_reorder = reorder_between(p.user_weights, p.weights, kind == ConvKind::BackwardFilter);
+  p.src_reorder = reorder_between(p.user_src, p.src, kind == ConvKind::BackwardData);
+  p.dst_reorder = reorder_between(p.user_dst, p.dst, kind == ConvKind::Forward);
 }
 
 // One call: the weights packed into the implementation's layout (unpacked after a
@@ -289,17 +310,31 @@ void adopt(ConvPrimitive& p, ConvKind kind, dnnl::primitive primitive, const Pd&
 // roles() below; bias only for conv1d_fused.
 void run(const ConvPrimitive& p, ConvKind kind, void* x_data, void* w_data, void* y_data, void* bias) {
   // Scratch memory per thread, not per primitive: threads may run one primitive at once. It
-  // holds the primitive's scratchpad and the weights in its layout, each 64-byte aligned.
+  // holds the primitive's scratchpad, then the weights, x and y in its layouts where they
+  // differ from ours, each 64-byte aligned.
   static thread_local dnnl::stream stream(engine());
   static thread_local std::vector<std::byte> scratch;
   constexpr size_t kAlign = 64;
-  const size_t pad_bytes = (p.scratchpad.get_size() + kAlign - 1) / kAlign * kAlign;
-  const size_t packed_bytes = p.weights_reorder ? p.weights.get_size() : 0;
-  if (scratch.size() < pad_bytes + packed_bytes + kAlign) scratch.resize(pad_bytes + packed_bytes + kAlign);
+  const auto bytes = [](const dnnl::memory::desc& d, bool used) { return used ? (d.get_size() + kAlign - 1) / kAlign * kAlign : 0; };
+  const size_t pad_bytes = bytes(p.scratchpad, true), w_bytes = bytes(p.weights, p.weights_reorder.has_value()),
+               x_bytes = bytes(p.src, p.src_reorder.has_value()), y_bytes = bytes(p.dst, p.dst_reorder.has_value());
+  if (scratch.size() < pad_bytes + w_bytes + x_bytes + y_bytes + kAlign) scratch.resize(pad_bytes + w_bytes + x_bytes + y_bytes + kAlign);
   std::byte* base = scratch.data() + (kAlign - reinterpret_cast<uintptr_t>(scratch.data()) % kAlign) % kAlign;
-  dnnl::memory x(p.src, engine(), x_data), y(p.dst, engine(), y_data), w_user(p.user_weights, engine(), w_data);
+  dnnl::memory x_user(p.user_src, engine(), x_data), y_user(p.user_dst, engine(), y_data),
+      w_user(p.user_weights, engine(), w_data);
   dnnl::memory w = p.weights_reorder ? dnnl::memory(p.weights, engine(), base + pad_bytes) : w_user;
+  dnnl::memory x = p.src_reorder ? dnnl::memory(p.src, engine(), base + pad_bytes + w_bytes) : x_user;
+  dnnl::memory y = p.dst_reorder ? dnnl::memory(p.dst, engine(), base + pad_bytes + w_bytes + x_bytes) : y_user;
+  // An activation converted between the layouts, timed into the ledger.
+  const auto convert = [&](const dnnl::reorder& r, dnnl::memory& from, dnnl::memory& to) {
+    ScopedTimer timer(Counter::LayoutReorderNs, "reorder", "conv1d activation layout");
+    Ledger::global().add(Counter::LayoutReorders, 1);
+    r.execute(stream, from, to);
+    stream.wait();
+  };
   if (p.weights_reorder && kind != ConvKind::BackwardFilter) p.weights_reorder->execute(stream, w_user, w);
+  if (p.src_reorder && kind != ConvKind::BackwardData) convert(*p.src_reorder, x_user, x);
+  if (p.dst_reorder && kind != ConvKind::Forward) convert(*p.dst_reorder, y_user, y);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, engine(), base)}};
   switch (kind) {
     case ConvKind::Forward:
@@ -312,25 +347,32 @@ void run(const ConvPrimitive& p, ConvKind kind, void* x_data, void* w_data, void
   p.primitive.execute(stream, args);
   if (p.weights_reorder && kind == ConvKind::BackwardFilter) p.weights_reorder->execute(stream, w, w_user);
   stream.wait();
+  if (p.src_reorder && kind == ConvKind::BackwardData) convert(*p.src_reorder, x, x_user);
+  if (p.dst_reorder && kind == ConvKind::Forward) convert(*p.dst_reorder, y, y_user);
 }
 
-// One call of `p` on scratch operands, after one untimed call (JIT code and pages warm), in ms.
+// A call of `p` on scratch operands in ms: the fastest of three after an untimed one (JIT code
+// and pages warm); one call alone is at the mercy of whatever else the machine does.
 double time_call(const ConvPrimitive& p, ConvKind kind) {
-  std::vector<float> x(p.src.get_size() / sizeof(float), 0.5f), w(p.user_weights.get_size() / sizeof(float), 0.5f),
-      y(p.dst.get_size() / sizeof(float), 0.5f), b(p.bias.get_size() / sizeof(float), 0.5f);
+  std::vector<float> x(p.user_src.get_size() / sizeof(float), 0.5f), w(p.user_weights.get_size() / sizeof(float), 0.5f),
+      y(p.user_dst.get_size() / sizeof(float), 0.5f), b(p.bias.get_size() / sizeof(float), 0.5f);
   run(p, kind, x.data(), w.data(), y.data(), b.data());
-  const int64_t start = now_ns();
-  run(p, kind, x.data(), w.data(), y.data(), b.data());
-  return (now_ns() - start) / 1e6;
+  double best = INFINITY;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t start = now_ns();
+    run(p, kind, x.data(), w.data(), y.data(), b.data());
+    best = std::min(best, (now_ns() - start) / 1e6);
+  }
+  return best;
 }
 
 // Which of the implementations oneDNN offers for this problem (`make_pd()` makes its primitive
 // descriptor at the first, its preference; next_impl() walks the others): a choice stored
 // earlier (this process, or a loaded file) if oneDNN still offers it, else the policy's —
-// heuristic: oneDNN's first; off: the GEMM-based one where offered; exhaustive: the fastest of
-// one timed call each (weights packing included). The choice goes to the autotune store.
-template <class Primitive, class MakePd, class WeightsOf>
-void choose(const ConvKey& k, ConvPrimitive& p, MakePd make_pd, WeightsOf weights_of) {
+// heuristic: oneDNN's first; off: the GEMM-based one where offered; exhaustive: the fastest, each
+// timed on scratch operands (weights packing included). The choice goes to the autotune store.
+template <class Primitive, class MakePd, class LayoutsOf>
+void choose(const ConvKey& k, ConvPrimitive& p, MakePd make_pd, LayoutsOf layouts_of) {
   // oneDNN's primitive cache (v2.6) can hand back the primitive of another implementation of
   // the same problem, which would time one implementation under every name: off while
   // choosing (the dispatcher's cache keeps ours per shape; it prepares one shape at a time).
@@ -347,7 +389,7 @@ void choose(const ConvKey& k, ConvPrimitive& p, MakePd make_pd, WeightsOf weight
   const auto take = [&](size_t i) {
     auto pd = make_pd();
     for (size_t j = 0; j < i; ++j) pd.next_impl();
-    adopt(p, k.kind, Primitive(pd), pd, weights_of(pd));
+    adopt(p, k.kind, Primitive(pd), pd, layouts_of(pd));
   };
   const char* op = kOps[static_cast<int>(k.kind)];
   const std::string key = shape_key(k) + " float32 cpu";
@@ -394,10 +436,13 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
   using dt = dnnl::memory::data_type;
   const int64_t out_len = (k.length + k.pad_l + k.pad_r - k.dilation * (k.kernel - 1) - 1) / k.stride + 1;
   auto p = std::make_shared<ConvPrimitive>();
-  p->src = dnnl::memory::desc({k.n, k.channels, k.length}, dt::f32, tag::nwc);
+  p->user_src = dnnl::memory::desc({k.n, k.channels, k.length}, dt::f32, tag::nwc);
   p->user_weights = dnnl::memory::desc({k.filters, k.channels, k.kernel}, dt::f32, tag::wio);
+  p->user_dst = dnnl::memory::desc({k.n, k.filters, out_len}, dt::f32, tag::nwc);
   const dnnl::memory::desc any_weights({k.filters, k.channels, k.kernel}, dt::f32, tag::any);
-  p->dst = dnnl::memory::desc({k.n, k.filters, out_len}, dt::f32, tag::nwc);
+  // 'blocked': the implementation picks the activations' layout too.
+  const auto act = k.blocked ? tag::any : tag::nwc;
+  const dnnl::memory::desc src({k.n, k.channels, k.length}, dt::f32, act), dst({k.n, k.filters, out_len}, dt::f32, act);
   if (k.bias) p->bias = dnnl::memory::desc({k.filters}, dt::f32, tag::a);
   const dnnl::memory::dims strides{k.stride}, dilates{k.dilation - 1}, pl{k.pad_l}, pr{k.pad_r};
   dnnl::primitive_attr attr;
@@ -415,28 +460,31 @@ std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
   using BwdData = dnnl::convolution_backward_data;
   using BwdWeights = dnnl::convolution_backward_weights;
   const Fwd::desc fwd_desc =
-      k.bias ? Fwd::desc(dnnl::prop_kind::forward_training, alg, p->src, any_weights, p->bias, p->dst, strides,
+      k.bias ? Fwd::desc(dnnl::prop_kind::forward_training, alg, src, any_weights, p->bias, dst, strides,
                          dilates, pl, pr)
-             : Fwd::desc(dnnl::prop_kind::forward_training, alg, p->src, any_weights, p->dst, strides, dilates, pl, pr);
-  const BwdData::desc data_desc(alg, p->src, any_weights, p->dst, strides, dilates, pl, pr);
-  const BwdWeights::desc weights_desc(alg, p->src, any_weights, p->dst, strides, dilates, pl, pr);
+             : Fwd::desc(dnnl::prop_kind::forward_training, alg, src, any_weights, dst, strides, dilates, pl, pr);
+  const BwdData::desc data_desc(alg, src, any_weights, dst, strides, dilates, pl, pr);
+  const BwdWeights::desc weights_desc(alg, src, any_weights, dst, strides, dilates, pl, pr);
   const auto fwd_pd = [&] { return Fwd::primitive_desc(fwd_desc, fwd_attr, engine()); };
-  const auto weights = [](const auto& pd) { return pd.weights_desc(); };
   switch (k.kind) {
-    case ConvKind::Forward: choose<Fwd>(k, *p, fwd_pd, weights); break;
+    case ConvKind::Forward:
+      choose<Fwd>(k, *p, fwd_pd, [](const auto& pd) { return Layouts{pd.src_desc(), pd.weights_desc(), pd.dst_desc()}; });
+      break;
     case ConvKind::BackwardData: {
       const Fwd::primitive_desc hint = fwd_pd();
-      choose<BwdData>(k, *p, [&] { return BwdData::primitive_desc(data_desc, attr, engine(), hint); }, weights);
+      choose<BwdData>(k, *p, [&] { return BwdData::primitive_desc(data_desc, attr, engine(), hint); },
+                      [](const auto& pd) { return Layouts{pd.diff_src_desc(), pd.weights_desc(), pd.diff_dst_desc()}; });
       break;
     }
     case ConvKind::BackwardFilter: {
       const Fwd::primitive_desc hint = fwd_pd();
       choose<BwdWeights>(k, *p, [&] { return BwdWeights::primitive_desc(weights_desc, attr, engine(), hint); },
-                         [](const auto& pd) { return pd.diff_weights_desc(); });
+                         [](const auto& pd) { return Layouts{pd.src_desc(), pd.diff_weights_desc(), pd.diff_dst_desc()}; });
       break;
     }
   }
   if (p->weights_reorder) p->impl += " (weights in its layout)";
+  if (p->src_reorder || p->dst_reorder) p->impl += " (activations in its layout)";
   return p;
 }
 
@@ -463,7 +511,7 @@ template <ConvKind Kind> ConvKey key_of(const KernelCtx& c) {
   const Roles r = roles<Kind>(c);
   return {Kind, r.x->shape[0], r.x->shape[1], r.x->shape[2], r.w->shape[2], r.w->shape[0],
           a.stride, a.dilation, a.pad_l, a.pad_r, Kind == ConvKind::Forward && c.in.size() == 3,
-          Kind == ConvKind::Forward ? a.activation : Activation::Linear};
+          Kind == ConvKind::Forward ? a.activation : Activation::Linear, g_layout.load() == Conv1dLayout::Blocked};
 }
 
 // An empty batch, sequence, channel or filter axis: oneDNN has no primitive for it, and the
@@ -624,6 +672,18 @@ std::vector<ConvPrimitiveInfo> conv1d_primitives() {
   std::vector<ConvPrimitiveInfo> out;
   for (const auto& [key, impl] : chosen()) out.push_back({key, impl});
   return out;
+}
+
+void set_conv1d_layout(Conv1dLayout layout) {
+  g_layout.store(layout);
+  clear_prepared();  // states prepared under the other layout (Plans keep theirs)
+}
+Conv1dLayout conv1d_layout() { return g_layout.load(); }
+
+Conv1dLayout parse_conv1d_layout(const std::string& s) {
+  if (s == "native") return Conv1dLayout::Native;
+  if (s == "blocked") return Conv1dLayout::Blocked;
+  throw ValueError("[conv1d] unknown layout '" + s + "' (expected native or blocked)");
 }
 
 void clear_conv1d_primitives() {

@@ -46,3 +46,14 @@ def conv1d_primitives() -> List[Tuple[str, str]]:
 def clear_conv1d_primitives() -> None:
     """Forgets the CPU's cached primitives: the next use of each shape pays the setup again."""
     _C.clear_conv1d_primitives()
+
+
+def set_conv1d_layout(layout: str) -> None:
+    """The CPU convolutions' activation layout: 'native' (channels-last ``nwc``, never converted;
+    the default) or 'blocked' (oneDNN's preferred layout, each convolution converting its inputs
+    and outputs; the ledger counts them as layout_reorders / layout_reorder_ns)."""
+    _C.set_conv1d_layout(layout)
+
+
+def conv1d_layout() -> str:
+    return _C.conv1d_layout()
