@@ -17,6 +17,8 @@ TINY = {
     "p2_first_call.py": ["--lengths", "3", "--length0", "40", "--batch", "2", "--channels", "8", "--filters", "8",
                          "--kernel", "3"],
     "p3_cliff.py": ["--batch", "2", "--length", "40", "--channels", "8", "--filters", "8", "--reps", "2"],
+    "p4_layout.py": ["--batch", "2", "--length", "40", "--channels", "16", "--filters", "16", "--convs", "2",
+                     "--steps", "2"],
 }
 
 
@@ -55,6 +57,20 @@ def test_cliff_names_the_implementation_per_policy(tmp_path):
             assert r[f"{policy}_ms"] > 0 and r[f"{policy}_impl"]
         assert r["offered"] and all(o["ms"] > 0 for o in r["offered"])
         assert r["exhaustive_impl"] in [o["impl"] for o in r["offered"]]
+
+
+def test_layout_counts_conversions_per_variant(tmp_path):
+    out, report = run_json(tmp_path, "p4_layout.py")
+    rows = {r["variant"]: r for r in report["rows"]}
+    assert list(rows) == ["native", "channels_first", "blocked"]
+    for r in rows.values():
+        assert r["step_ms"] > 0 and r["graph_nodes"] > 0 and r["forward_impl"]
+    assert rows["native"]["copy_nodes"] == 0 and rows["native"]["reorders_per_step"] == 0
+    assert rows["channels_first"]["copy_nodes"] > 0 and rows["channels_first"]["copy_ms"] > 0
+    # Blocked: each conv converts its activations (forward 2, backward data 2, backward filter 2;
+    # the first conv's input needs no gradient).
+    assert rows["blocked"]["copy_nodes"] == 0 and rows["blocked"]["reorders_per_step"] == 2 * 2 + 2 + 2 * 2
+    assert "activations in its layout" in rows["blocked"]["forward_impl"]
 
 
 @pytest.mark.parametrize("script", sorted(TINY))

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Puzzle 4: layout conversions cost.
+
+The same conv stack (convs x Conv1D(filters, 12, 'same', relu) -> GlobalAveragePooling1D ->
+Dense(1, sigmoid), Adam, binary cross-entropy) trained with a traced step three ways:
+  native          channels-last (encore's layout, oneDNN's `nwc`): nothing is converted
+  channels_first  activations kept channels-first between layers, as a channels-first
+                  framework would, so every conv is wrapped in a transpose there and back:
+                  `copy` nodes in the traced graph (forward, and their gradients backward)
+  blocked         encore.autotune.set_conv1d_layout('blocked'): oneDNN picks its preferred
+                  (blocked) activation layout and every convolution converts its inputs and
+                  outputs around it, counted by the ledger (layout_reorders, layout_reorder_ns)
+Per variant: ms per step (the fastest of --steps), the conversions per step and their time (a profiled step's `copy`
+kernels, or the ledger's reorders), the traced graph's op counts and the implementation
+oneDNN chose for the forward conv. The C++ twin is examples/puzzles/puzzle_layout.cpp;
+docs/puzzles/4-layout.md explains a run.
+
+  python examples/puzzles/p4_layout.py [--full] [--steps 10] [--batch 8 --length 500 --channels 64]
+                                       [--filters 64 --convs 4] [--threads N] [--show-graph]
+                                       [--device cpu|cuda] [--json F] [--plot F.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import encore
+from encore import nn, optim
+
+VARIANTS = ("native", "channels_first", "blocked")
+PROFILED = 3  # profiled steps per variant
+
+
+def make_step(args, variant):
+    encore.manual_seed(0)
+    convs = [nn.Conv1D(args.filters, 12, padding="same", activation="relu") for _ in range(args.convs)]
+    head = nn.Sequential([nn.GlobalAveragePooling1D(), nn.Dense(1, activation="sigmoid")])
+    shape = (args.batch, args.length, args.channels)
+    for c in convs:
+        shape = c.build(shape)
+    head.build(shape)
+    params = [p for m in convs + [head] for p in m.parameters()]
+    adam = optim.Adam(params, lr=1e-4)
+
+    def forward(x):
+        if variant != "channels_first":
+            for c in convs:
+                x = c(x)
+            return head(x)
+        h = x.transpose(1, 2).contiguous()  # (batch, channels, steps) between layers
+        for c in convs:
+            h = c(h.transpose(1, 2).contiguous()).transpose(1, 2).contiguous()
+        return head(h.transpose(1, 2).contiguous())
+
+    def step(x, y):
+        adam.zero_grad()
+        loss = nn.binary_crossentropy(y, forward(x))
+        loss.backward()
+        adam.step()
+        return loss
+
+    return encore.trace(step, name=f"step_{variant}")
+
+
+def measure(args, variant, x, y):
+    encore.autotune.set_conv1d_layout("blocked" if variant == "blocked" else "native")
+    step = make_step(args, variant)
+    for _ in range(2):  # trace, then one replay
+        step(x, y)
+    before = encore.ledger.as_dict()
+    times = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        step(x, y)
+        times.append((time.perf_counter() - t0) * 1e3)
+    after = encore.ledger.as_dict()
+    with encore.ledger.profiling():  # kernels by op over a few steps, and the reorders inside convs
+        encore.ledger.reset()
+        for _ in range(PROFILED):
+            step(x, y)
+        events = encore.ledger.events()
+    kernel_ms = {}
+    for name, category, _, ns in events:
+        if category in ("kernel", "reorder"):
+            key = "reorder (inside conv1d)" if category == "reorder" else name
+            kernel_ms[key] = kernel_ms.get(key, 0.0) + ns / 1e6 / PROFILED
+    counts = step.op_counts()
+    forward_impl = next((impl for key, impl in encore.autotune.conv1d_primitives()
+                         if key.startswith(f"forward N={args.batch} L={args.length} ") and
+                         key.endswith(" blocked") == (variant == "blocked")), "")
+    encore.autotune.set_conv1d_layout("native")
+    copies = counts.get("copy", 0)
+    reorders = (after["layout_reorders"] - before["layout_reorders"]) / args.steps
+    return {
+        "variant": variant,
+        "step_ms": min(times),
+        "graph_nodes": sum(counts.values()),
+        "copy_nodes": copies,
+        "copy_ms": kernel_ms.get("copy", 0.0),
+        "reorders_per_step": reorders,
+        "reorder_ms": (after["layout_reorder_ns"] - before["layout_reorder_ns"]) / 1e6 / args.steps,
+        "conv_ms": sum(v for k, v in kernel_ms.items() if k.startswith("conv1d")),
+        "forward_impl": forward_impl,
+        "op_counts": counts,
+        "kernel_ms": kernel_ms,
+        "graph": step.graph(),
+    }
+
+
+def print_table(rows, args):
+    print(f"puzzle 4 on cpu: {args.convs} x Conv1D({args.filters}, 12, same, relu) training step, traced, on "
+          f"({args.batch}, {args.length}, {args.channels}), cpu threads {encore.num_threads()}, fastest of "
+          f"{args.steps} steps")
+    head = ["variant", "step_ms", "graph_nodes", "copy_nodes", "copy_ms", "reorders/step", "reorder_ms", "conv_ms",
+            "forward conv implementation"]
+    print(f"{head[0]:<15}" + "".join(f"{h:>14}" for h in head[1:-1]) + f"  {head[-1]}")
+    for r in rows:
+        vals = [f"{r['step_ms']:.2f}", r["graph_nodes"], r["copy_nodes"], f"{r['copy_ms']:.2f}",
+                f"{r['reorders_per_step']:.0f}", f"{r['reorder_ms']:.2f}", f"{r['conv_ms']:.2f}"]
+        print(f"{r['variant']:<15}" + "".join(f"{v:>14}" for v in vals) + f"  {r['forward_impl']}")
+    base = rows[0]["step_ms"]
+    for r in rows[1:]:
+        print(f"{r['variant']}: {r['step_ms'] / base:.2f}x native's step; conversions "
+              f"{r['copy_ms'] + r['reorder_ms']:.2f} ms of it")
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (scripts/python_env.sh --plot): no plot")
+        return
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    names = [r["variant"] for r in rows]
+    conv = [r["conv_ms"] for r in rows]
+    conversions = [r["copy_ms"] + r["reorder_ms"] for r in rows]
+    rest = [max(r["step_ms"] - c - v, 0.0) for r, c, v in zip(rows, conv, conversions)]
+    ax.barh(names, conv, label="conv1d kernels")
+    ax.barh(names, conversions, left=conv, label="layout conversions")
+    ax.barh(names, rest, left=[c + v for c, v in zip(conv, conversions)], label="everything else")
+    ax.set_xlabel("ms per traced training step")
+    ax.invert_yaxis()
+    ax.set_title(f"where a step's time goes, {encore.num_threads()} cpu threads", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    print(f"wrote {path}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--full", action="store_true", help="larger: 6 x Conv1D(128) on (32, 1400, 64)")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--batch", type=int)
+    parser.add_argument("--length", type=int)
+    parser.add_argument("--channels", type=int)
+    parser.add_argument("--filters", type=int)
+    parser.add_argument("--convs", type=int)
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (default: encore's)")
+    parser.add_argument("--show-graph", action="store_true", help="print each variant's traced graph")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--plot", metavar="FILE.png")
+    args = parser.parse_args()  # unknown options are errors (exit status 2)
+    if args.device.startswith("cuda"):
+        reason = (encore.cuda.unavailable_reason() if not encore.cuda.is_available() else
+                  "the layouts compared are the CPU's (cuDNN picks its own inside each call)")
+        print(f"p4_layout: --device {args.device}: {reason}; skipped")
+        return 0
+    defaults = (32, 1400, 64, 128, 6) if args.full else (8, 500, 64, 64, 4)
+    for name, value in zip(("batch", "length", "channels", "filters", "convs"), defaults):
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.threads:
+        encore.set_num_threads(args.threads)
+    x = encore.normal((args.batch, args.length, args.channels), generator=encore.Generator(1))
+    y = (encore.normal((args.batch, 1), generator=encore.Generator(2)) > 0.0)
+    rows = [measure(args, v, x, y) for v in VARIANTS]
+    if args.show_graph:
+        for r in rows:
+            print(f"--- {r['variant']} ---\n{r['graph']}")
+    print_table(rows, args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"puzzle": "layout", "threads": encore.num_threads(), "rows": rows}, f, indent=2)
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot(rows, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
