@@ -10,10 +10,11 @@ Dense(1, sigmoid), Adam, binary cross-entropy) trained with a traced step three 
   blocked         encore.autotune.set_conv1d_layout('blocked'): oneDNN picks its preferred
                   (blocked) activation layout and every convolution converts its inputs and
                   outputs around it, counted by the ledger (layout_reorders, layout_reorder_ns)
-Per variant, of the fastest of --steps profiled steps: its time, the conversions and their
-time (the `copy` kernels, or the ledger's reorders), the conv kernels' time; and the traced
-graph's op counts and the implementation oneDNN chose for the forward conv. The C++ twin is examples/puzzles/puzzle_layout.cpp;
-docs/puzzles/4-layout.md explains a run.
+The variants take their steps in turn; per variant, of its fastest of --steps profiled steps:
+its time, the conversions and their time (the `copy` kernels, or the ledger's reorders), the
+conv kernels' time; and the traced graph's op counts and the implementation oneDNN chose for
+the forward conv. The C++ twin is examples/puzzles/puzzle_layout.cpp; docs/puzzles/4-layout.md
+explains a run.
 
   python examples/puzzles/p4_layout.py [--full] [--steps 10] [--batch 8 --length 500 --channels 64]
                                        [--filters 64 --convs 4] [--threads N] [--show-graph]
@@ -64,47 +65,66 @@ def make_step(args, variant):
     return encore.trace(step, name=f"step_{variant}")
 
 
-def measure(args, variant, x, y):
+def prepare(args, variant, x, y):
+    """The variant's traced step, traced and replayed once under its layout: its Plan keeps the
+    convolutions prepared for that layout whatever the setting is later."""
     encore.autotune.set_conv1d_layout("blocked" if variant == "blocked" else "native")
     step = make_step(args, variant)
-    for _ in range(2):  # trace, then one replay
+    for _ in range(2):
         step(x, y)
-    best = None  # the fastest step, profiled: its time, its kernels by op, its reorders
-    with encore.ledger.profiling():
-        for _ in range(args.steps):
-            encore.ledger.reset()
-            t0 = time.perf_counter()
-            step(x, y)
-            ms = (time.perf_counter() - t0) * 1e3
-            if best is None or ms < best[0]:
-                best = (ms, encore.ledger.events(), encore.ledger.as_dict())
-    ms, events, ledger = best
-    kernel_ms = {}
-    for name, category, _, ns in events:
-        if category in ("kernel", "reorder"):
-            key = "reorder (inside conv1d)" if category == "reorder" else name
-            kernel_ms[key] = kernel_ms.get(key, 0.0) + ns / 1e6
-    counts = step.op_counts()
     forward_impl = next((impl for key, impl in encore.autotune.conv1d_primitives()
                          if key.startswith(f"forward N={args.batch} L={args.length} ") and
                          key.endswith(" blocked") == (variant == "blocked")), "")
     encore.autotune.set_conv1d_layout("native")
-    copies = counts.get("copy", 0)
-    return {
-        "variant": variant,
-        "step_ms": ms,
-        "graph_nodes": sum(counts.values()),
-        "copy_nodes": copies,
-        "copy_ms": kernel_ms.get("copy", 0.0),
-        "reorders_per_step": ledger["layout_reorders"],
-        "reorder_ms": ledger["layout_reorder_ns"] / 1e6,
-        # The reorders run inside the conv kernels: counted once, as conversions.
-        "conv_ms": sum(v for k, v in kernel_ms.items() if k.startswith("conv1d")) - ledger["layout_reorder_ns"] / 1e6,
-        "forward_impl": forward_impl,
-        "op_counts": counts,
-        "kernel_ms": kernel_ms,
-        "graph": step.graph(),
-    }
+    return step, forward_impl
+
+
+def profiled_step(step, x, y):
+    """One profiled step: its time, its kernels' time by op, and the ledger."""
+    with encore.ledger.profiling():
+        encore.ledger.reset()
+        t0 = time.perf_counter()
+        step(x, y)
+        ms = (time.perf_counter() - t0) * 1e3
+        return ms, encore.ledger.events(), encore.ledger.as_dict()
+
+
+def measure(args, x, y):
+    """The variants take their steps in turn, so whatever else the machine does hits them alike;
+    each row describes its variant's fastest step."""
+    steps = {v: prepare(args, v, x, y) for v in VARIANTS}
+    best = {}
+    for _ in range(args.steps):
+        for v in VARIANTS:
+            result = profiled_step(steps[v][0], x, y)
+            if v not in best or result[0] < best[v][0]:
+                best[v] = result
+    rows = []
+    for v in VARIANTS:
+        step, forward_impl = steps[v]
+        ms, events, ledger = best[v]
+        kernel_ms = {}
+        for name, category, _, ns in events:
+            if category in ("kernel", "reorder"):
+                key = "reorder (inside conv1d)" if category == "reorder" else name
+                kernel_ms[key] = kernel_ms.get(key, 0.0) + ns / 1e6
+        counts = step.op_counts()
+        rows.append({
+            "variant": v,
+            "step_ms": ms,
+            "graph_nodes": sum(counts.values()),
+            "copy_nodes": counts.get("copy", 0),
+            "copy_ms": kernel_ms.get("copy", 0.0),
+            "reorders_per_step": ledger["layout_reorders"],
+            "reorder_ms": ledger["layout_reorder_ns"] / 1e6,
+            # The reorders run inside the conv kernels: counted once, as conversions.
+            "conv_ms": sum(t for k, t in kernel_ms.items() if k.startswith("conv1d")) - ledger["layout_reorder_ns"] / 1e6,
+            "forward_impl": forward_impl,
+            "op_counts": counts,
+            "kernel_ms": kernel_ms,
+            "graph": step.graph(),
+        })
+    return rows
 
 
 def print_table(rows, args):
@@ -178,7 +198,7 @@ def main():
         encore.set_num_threads(args.threads)
     x = encore.normal((args.batch, args.length, args.channels), generator=encore.Generator(1))
     y = (encore.normal((args.batch, 1), generator=encore.Generator(2)) > 0.0)
-    rows = [measure(args, v, x, y) for v in VARIANTS]
+    rows = measure(args, x, y)
     if args.show_graph:
         for r in rows:
             print(f"--- {r['variant']} ---\n{r['graph']}")
