@@ -7,7 +7,8 @@
 // docs/BENCHMARKS.md). The kernel packs the (K, C, F) weights into that layout before the
 // convolution (or unpacks the weight gradient after it), as a BLAS packs its operands: the
 // weights are a small fraction of the data a convolution reads. Letting oneDNN choose blocked
-// activations too was slower for every benchmark shape (nCw16c: jit/gemm instead of brgconv).
+// activations too was slower for every benchmark shape (nCw16c: jit/gemm instead of brgconv),
+// so it is an opt-in (set_conv1d_layout) that wins on some other shapes (docs/puzzles/4-layout.md).
 // Which of the implementations oneDNN offers a shape runs follows the autotune policy
 // (ops/autotune.h: oneDNN's first, the fastest of each timed once, or the GEMM-based one), and
 // the choice is kept in the autotune store, which save/load carry to another process.
