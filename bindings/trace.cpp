@@ -352,7 +352,7 @@ void init_trace(py::module_& m) {
           "explain", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.explain(); }); },
           "Every trace so far with its reason, as text.")
       .def(
-          "graph", [](PyTraced& t) { return with_last_plan(t, [](const graph::Plan& p) { return p.graph().str(); }); },
+          "graph", [](PyTraced& t) { return with_last_plan(t, [](const graph::Plan& p) { return p.str(); }); },
           "The graph replayed last, one line per node.")
       .def(
           "graph_dot", [](PyTraced& t) { return with_last_plan(t, [](const graph::Plan& p) { return p.graph().dot(); }); },

@@ -17,7 +17,7 @@ std::string value_name(const Graph& g, const Value& v) {
 
 }  // namespace
 
-std::string Graph::str() const {
+std::string Graph::str(const std::function<std::string(size_t)>& note) const {
   std::ostringstream s;
   s << "graph(";
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -34,6 +34,8 @@ std::string Graph::str() const {
     if (!a.empty()) s << (n.in.empty() ? "" : "; ") << a;
     s << ")";
     if (!n.out.empty()) s << "  " << n.out[0].shape.str() << " " << name(n.out[0].dtype);
+    if (note)
+      if (const std::string text = note(static_cast<size_t>(&n - nodes.data())); !text.empty()) s << "  # " << text;
     s << "\n";
   }
   s << "  return ";

@@ -4,6 +4,7 @@
 // planner places in one arena. View ops leave no node: they only change a Value's geometry.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,8 +54,9 @@ struct Graph {
   std::vector<Value> inputs;   // the traced function's tensor arguments
   std::vector<Value> outputs;  // the tensors it returned
 
-  /// One line per node: "%5 = matmul(%3, dense.kernel)  (32, 64) float32".
-  std::string str() const;
+  /// One line per node: "%5 = matmul(%3, dense.kernel)  (32, 64) float32", followed by
+  /// "  # <note>" where `note(node index)` is not empty.
+  std::string str(const std::function<std::string(size_t)>& note = {}) const;
   /// Graphviz DOT: ops as boxes, buffers as ellipses (captured ones shaded).
   std::string dot() const;
   /// How many nodes of the op named `op` the graph contains (e.g. copies: see problem 4).

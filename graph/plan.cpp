@@ -99,6 +99,14 @@ Plan::Plan(Graph graph) : graph_(std::move(graph)) {
 
 Plan::~Plan() = default;
 
+std::string Plan::str() const {
+  return graph_.str([this](size_t i) -> std::string {
+    const Step& s = steps_[i];
+    const DescribeFn describe = s.op->kernels[static_cast<int>(s.device.type)].describe;
+    return describe && s.state ? describe(s.state.get()) : std::string();
+  });
+}
+
 std::shared_ptr<Storage> Plan::storage_of(uint32_t buffer) const {
   const Buffer& b = graph_.buffers[buffer];
   switch (b.kind) {

@@ -46,6 +46,9 @@ class Plan {
   std::vector<Tensor> outputs(bool alias) const;
 
   const Graph& graph() const { return graph_; }
+  /// The graph's text, each node followed by what its prepared state chose where the kernel
+  /// says (e.g. "# brgconv:avx512_core" after a CPU convolution).
+  std::string str() const;
   const MemoryPlan& memory() const { return memory_; }
   const std::vector<Step>& steps() const { return steps_; }
   const PlanTimes& times() const { return times_; }

@@ -162,9 +162,13 @@ using AccumulateFn = void (*)(const BackwardCtx& ctx, Tensor& into);
 using Outputs = std::vector<Tensor>;
 using InvokeFn = Outputs (*)(const CallArgs& args);
 
+/// What a prepared state chose (e.g. the oneDNN implementation), for graph dumps.
+using DescribeFn = std::string (*)(const void* state);
+
 struct Kernel {
   KernelFn run = nullptr;
   PrepareFn prepare = nullptr;
+  DescribeFn describe = nullptr;
 };
 
 enum class OpKind : uint8_t {

@@ -536,6 +536,8 @@ template <ConvKind Kind> std::shared_ptr<void> prepare(const KernelCtx& c) {
   return p;
 }
 
+std::string describe_state(const void* state) { return static_cast<const ConvPrimitive*>(state)->impl; }
+
 template <ConvKind Kind> void kernel(const KernelCtx& c) {
   const Roles r = roles<Kind>(c);
   const auto& a = c.attrs.as<ConvAttrs>();
@@ -577,7 +579,7 @@ OpDef& conv1d_op = define_op({
     .attrs = &attrs_of<ConvAttrs>,
     .infer = infer_conv1d,
     .backward = bw_conv1d,
-    .cpu = {kernel<ConvKind::Forward>, prepare<ConvKind::Forward>},
+    .cpu = {kernel<ConvKind::Forward>, prepare<ConvKind::Forward>, describe_state},
     .signature = "conv1d(x: Tensor, w: Tensor, stride: int = 1, padding: str | int | tuple[int, int] = 'valid', "
                  "dilation: int = 1) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs {
@@ -596,7 +598,7 @@ OpDef& conv1d_fused_op = define_op({
     .attrs = &attrs_of<ConvAttrs>,
     .infer = infer_conv1d_fused,
     .backward = bw_conv1d_fused,
-    .cpu = {kernel<ConvKind::Forward>, prepare<ConvKind::Forward>},
+    .cpu = {kernel<ConvKind::Forward>, prepare<ConvKind::Forward>, describe_state},
     .signature = "conv1d_fused(x: Tensor, w: Tensor, b: Tensor, stride: int = 1, "
                  "padding: str | int | tuple[int, int] = 'valid', dilation: int = 1, "
                  "activation: str = 'linear') -> Tensor",
@@ -616,7 +618,7 @@ OpDef& conv1d_backward_data_row = define_op({
     .contiguous_inputs = true,
     .attrs = &attrs_of<ConvAttrs>,
     .infer = infer_conv1d_backward_data,
-    .cpu = {kernel<ConvKind::BackwardData>, prepare<ConvKind::BackwardData>},
+    .cpu = {kernel<ConvKind::BackwardData>, prepare<ConvKind::BackwardData>, describe_state},
     .example = {.inputs = {{{2, 4, 4}}, {{3, 3, 4}}},
                 .call = [](std::span<const Tensor> x) -> Outputs {
                   return {call(conv1d_backward_data_op(), {x[0], x[1]}, ConvAttrs{2, 1, 1, 1, 8, 3})};
@@ -629,7 +631,7 @@ OpDef& conv1d_backward_filter_row = define_op({
     .contiguous_inputs = true,
     .attrs = &attrs_of<ConvAttrs>,
     .infer = infer_conv1d_backward_filter,
-    .cpu = {kernel<ConvKind::BackwardFilter>, prepare<ConvKind::BackwardFilter>},
+    .cpu = {kernel<ConvKind::BackwardFilter>, prepare<ConvKind::BackwardFilter>, describe_state},
     .example = {.inputs = {{{2, 8, 3}}, {{2, 4, 4}}},
                 .call = [](std::span<const Tensor> x) -> Outputs {
                   return {call(conv1d_backward_filter_op(), {x[0], x[1]}, ConvAttrs{2, 1, 1, 1, 8, 3})};

@@ -5,6 +5,8 @@
 #include <map>
 
 #include "core/ledger.h"
+#include "graph/plan.h"
+#include "graph/trace.h"
 #include "helpers.h"
 #include "ops/autotune.h"
 
@@ -176,6 +178,24 @@ TEST_F(Autotune, CpuChoicesSaveClearLoadWithoutSearching) {
   EXPECT_EQ(ledger.get(Counter::AutotuneHits) - hits, 3);
   for (const autotune::Entry& e : entries_of("onednn")) EXPECT_TRUE(e.from_file) << e.op;
   std::remove(path.c_str());
+}
+
+TEST_F(Autotune, CpuChoiceShowsInTheGraphDump) {
+  autotune::set_policy(autotune::Policy::Off);
+  const Tensor w = test::rand32({3, 4, 8}, 3);
+  TracedFunction f([&](const std::vector<graph::Arg>& a) {
+    return std::vector<Tensor>{sum(conv1d(std::get<Tensor>(a[0]), w, 1, Padding::same()))};
+  });
+  f({test::rand32({2, 30, 4}, 4)});
+  std::string algorithm;
+  for (const autotune::Entry& e : entries_of("onednn"))
+    if (e.op == "conv1d") algorithm = e.algorithm;
+  ASSERT_NE(algorithm.find("gemm"), std::string::npos) << algorithm;
+  const std::string dump = f.last_plan()->str();
+  EXPECT_NE(dump.find("= conv1d(arg0, captured0; stride=1, dilation=1, padding=(1, 1))  (2, 30, 8) float32  # " +
+                      algorithm + "\n"),
+            std::string::npos)
+      << dump;
 }
 
 // Forward and both backward convolutions of one shape on the GPU.

@@ -63,3 +63,12 @@ def test_saved_choices_spare_the_search(tmp_path):
     path.write_text(path.read_text().replace("\tonednn", "\tmkl"))
     with pytest.raises(encore.InvalidValueError, match="unknown backend 'mkl'"):
         encore.autotune.load(path)
+
+
+def test_graph_dump_names_each_convolutions_implementation():
+    encore.autotune.set_policy("off")
+    w = encore.normal((3, 4, 8), generator=encore.Generator(3))
+    step = encore.trace(lambda x: encore.conv1d(x, w, padding="same").sum())
+    step(encore.normal((2, 30, 4)))
+    line = next(l for l in step.graph().splitlines() if "conv1d(" in l)
+    assert line.endswith("# " + cpu_choices()["conv1d"]["algorithm"]) and "gemm" in line
