@@ -220,6 +220,8 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     r.first_call_ms = run(k, 0);
     r.setup_ms = (ledger.get(Counter::AutotuneNs) - setup0) / 1e6;
     r.traces = ledger.get(Counter::Traces) - traces0;
+    for (const autotune::Entry& e : autotune::entries())
+      r.algorithms.push_back(e.op + ": " + e.algorithm + " (" + e.key + ")");
     r.step_ms.push_back(r.first_call_ms);
   }
   // The modes take their steps in turn, so drift on the machine hits them alike.
@@ -396,6 +398,18 @@ std::string CompareReport::table() const {
       s += detail::cat(m.mode, ": ", m.traces, " traces; the latest because ",
                        m.records.back().reason, "\n");
   }
+  // Which implementation ran each kind of op (the first mode's first call; the report's JSON
+  // has every mode's, per shape).
+  if (!modes.empty() && !modes[0].algorithms.empty()) {
+    std::vector<std::string> ran;
+    for (const std::string& a : modes[0].algorithms) {
+      const std::string op_algorithm = a.substr(0, a.rfind(" ("));
+      if (std::find(ran.begin(), ran.end(), op_algorithm) == ran.end()) ran.push_back(op_algorithm);
+    }
+    s += modes[0].mode + " ran";
+    for (size_t i = 0; i < ran.size(); ++i) s += (i ? "; " : " ") + ran[i];
+    s += "\n";
+  }
   s += trained ? "note: the comparison trained the model and the optimizer state (nothing was "
                  "restored)\n"
                : detail::cat("restored afterwards: ", restored.size(),
@@ -449,6 +463,7 @@ std::string CompareReport::json() const {
                           {"setup_ms", number(m.setup_ms)},
                           {"calls", m.calls},
                           {"traces", m.traces},
+                          {"algorithms", m.algorithms},
                           {"trace_ms_total", number(m.trace_ms_total)},
                           {"records", records},
                           {"axis_values", axes},

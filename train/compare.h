@@ -91,6 +91,9 @@ struct ModeReport {
   /// traces: every trace the timed calls made (the ledger's count), so a step that makes
   /// traced functions of its own (Model::predict, a new trace per call) shows them too.
   int64_t calls = 0, traces = 0;
+  /// The per-shape algorithm choices the mode's first call made (autotune::entries()), each
+  /// "op: algorithm (key)": which implementation ran each convolution.
+  std::vector<std::string> algorithms;
   double trace_ms_total = 0;  // trace + optimize + plan + capture over every trace
   std::vector<TraceRecord> records;
   std::vector<AxisValues> axis_values;

@@ -72,3 +72,18 @@ def test_graph_dump_names_each_convolutions_implementation():
     step(encore.normal((2, 30, 4)))
     line = next(l for l in step.graph().splitlines() if "conv1d(" in l)
     assert line.endswith("# " + cpu_choices()["conv1d"]["algorithm"]) and "gemm" in line
+
+
+def test_compare_modes_reports_the_implementation_per_convolution():
+    from encore import nn, optim
+    model = nn.Sequential([nn.Conv1D(8, 3, padding="same"), nn.GlobalAveragePooling1D(), nn.Dense(1)])
+    model.build((4, 20, 6))
+    x = encore.normal((4, 20, 6), generator=encore.Generator(1))
+    y = encore.normal((4, 1), generator=encore.Generator(2))
+    report = encore.compare_modes(model=model, loss=nn.mean_squared_error, optimizer=optim.SGD(model.parameters()),
+                                  data=(x, y), modes=["eager", "traced"], steps=2, warmup=0, profile_steps=1)
+    for mode in ("eager", "traced"):
+        ops = {a.split(":")[0] for a in report[mode]["algorithms"]}
+        assert {"conv1d", "conv1d_backward_filter"} <= ops, report[mode]["algorithms"]
+    forward = next(a for a in report["eager"]["algorithms"] if a.startswith("conv1d: "))
+    assert "eager ran conv1d: " + forward.split(": ")[1].split(" (")[0] in report.table()
