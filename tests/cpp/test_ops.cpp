@@ -248,6 +248,27 @@ TEST(Conv1d, FusedIsBiasThenActivation) {
   EXPECT_THROW(conv1d_fused(x, w, zeros({3})), ShapeError);
 }
 
+// dense is activation(x @ w + b) for every fusable activation, float32 and float64, over
+// leading dims and over more rows than one GEMM block (the epilogue runs per block).
+TEST(Dense, FusedIsMatmulBiasThenActivation) {
+  for (const Shape& xs : {Shape{3, 5, 24}, Shape{24}, Shape{2100, 24}}) {
+    const Tensor x = rand32(xs, 1), w = rand32({24, 300}, 2), b = rand32({300}, 3);
+    for (Activation a : {Activation::Linear, Activation::Relu, Activation::Tanh, Activation::Sigmoid,
+                         Activation::HardSigmoid}) {
+      EXPECT_LT(max_abs_diff(dense(x, w, b, a), activation(matmul(x, w) + b, a)), 1e-5) << name(a) << xs.str();
+      const Tensor x64 = x.to(DType::Float64), w64 = w.to(DType::Float64), b64 = b.to(DType::Float64);
+      EXPECT_LT(max_abs_diff(dense(x64, w64, b64, a), activation(matmul(x64, w64) + b64, a)), 1e-12) << name(a);
+    }
+  }
+  // No input features: the bias alone.
+  expect_values(dense(zeros({2, 0}), zeros({0, 2}), from_vector<float>({1, -1}, {2}), Activation::Relu),
+                {1, 0, 1, 0});
+  const Tensor x = rand32({4, 6}, 1), w = rand32({6, 3}, 2);
+  EXPECT_THROW(dense(x, w, zeros({4})), ShapeError);
+  EXPECT_THROW(dense(x, rand32({5, 3}, 2), zeros({3})), ShapeError);
+  EXPECT_THROW(dense(x, w, zeros({3}), Activation::Gelu), ValueError);
+}
+
 TEST(Softmax, RowsSumToOneAndMatchLogSoftmax) {
   const Tensor x = rand64({3, 5}) * 10.0;
   const Tensor s = softmax(x, -1);

@@ -1,0 +1,106 @@
+// dense: activation(x @ w + b), the Dense layer's step as one op: x (..., K), w (K, N), b (N,).
+// The CPU kernel runs the BLAS GEMM over blocks of rows and applies the bias and activation
+// to each block right after its GEMM, while that block of the output is still in cache (one
+// pass instead of the separate add and activation ops, each a pass over memory and a node
+// of the graph). Its row, shape inference, backward formula, CPU kernel and public function.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/defs/common.h"
+#include "ops/epilogue.h"
+
+namespace encore {
+namespace {
+
+int infer_dense(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+  const Tensor &x = in[0], &w = in[1], &b = in[2];
+  defs::require_float("dense", x);
+  defs::require_same_dtype("dense", x, w);
+  defs::require_same_dtype("dense", x, b);
+  ENCORE_CHECK(x.dim() >= 1 && w.dim() == 2 && x.shape().back() == w.shape()[0], ShapeError,
+               "[dense] input ", x.shape().str(), " does not match kernel ", w.shape().str(),
+               " (expects input (..., features) and kernel (features, units))");
+  ENCORE_CHECK(b.dim() == 1 && b.shape()[0] == w.shape()[1], ShapeError, "[dense] bias ",
+               b.shape().str(), " does not match the kernel's ", w.shape()[1], " units");
+  const Activation a = attrs.as<ActivationAttrs>().activation;
+  ENCORE_CHECK(fusable_activation(a), ValueError, "[dense] activation ", name(a),
+               " cannot be fused: its gradient is not a function of its output; apply it after "
+               "matmul");
+  Shape shape = x.shape();
+  shape[shape.size() - 1] = w.shape()[1];
+  out[0] = defs::meta(shape, x.dtype(), x.device());
+  return 1;
+}
+
+void bw_dense(const BackwardCtx& c, Tensor* g) {
+  const Tensor gy = activation_backward(c.attrs.as<ActivationAttrs>().activation, c.grads[0], c.outputs[0]);
+  const Tensor& w = c.inputs[1];
+  if (c.need(0)) g[0] = matmul(gy, w.transpose(0, 1));
+  if (c.need(1)) {
+    const int64_t k = w.shape()[0], n = w.shape()[1];
+    g[1] = matmul(c.inputs[0].reshape({-1, k}).transpose(0, 1), gy.reshape({-1, n}));
+  }
+  if (c.need(2)) g[2] = sum(gy.reshape({-1, gy.shape().back()}), {0});
+}
+
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
+}
+
+// Rows per GEMM block: each block's output about 256 KiB (a core's L2 holds it when the
+// epilogue reads it back), but never fewer than 256 rows, so that the BLAS still gets GEMMs
+// large enough to spread over its threads. The benchmark models' Dense outputs (32 rows) are
+// one block.
+int64_t block_rows(int64_t n, size_t item) {
+  return std::max<int64_t>(256, (256 << 10) / std::max<int64_t>(1, n * static_cast<int64_t>(item)));
+}
+
+void dense_kernel(const KernelCtx& c) {
+  const TensorRef &x = c.in[0], &w = c.in[1], &b = c.in[2], &y = c.out[0];
+  const int64_t k = w.shape[0], n = w.shape[1], rows = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
+  const Activation act = c.attrs.as<ActivationAttrs>().activation;
+  visit_float(x.dtype, [&]<class T>() {
+    const int64_t block = block_rows(n, sizeof(T));
+    for (int64_t r = 0; r < rows; r += block) {
+      const int64_t m = std::min(block, rows - r);
+      T* out = y.ptr<T>() + r * n;
+      if (k == 0) std::memset(out, 0, m * n * sizeof(T));
+      else if (n > 0) gemm<T>(m, n, k, x.ptr<const T>() + r * k, w.ptr<const T>(), out);
+      bias_activation(out, b.ptr<const T>(), m, n, act);
+    }
+  });
+}
+
+OpDef& dense_op = define_op({
+    .name = "dense",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .save = Save::Inputs | Save::Outputs,
+    .contiguous_inputs = true,
+    .attrs = &attrs_of<ActivationAttrs>,
+    .infer = infer_dense,
+    .backward = bw_dense,
+    .cpu = {dense_kernel},
+    .signature = "dense(x: Tensor, w: Tensor, b: Tensor, activation: str = 'linear') -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {dense(a.tensor(0), a.tensor(1), a.tensor(2), parse_activation(a.string(3)))};
+    },
+    .doc = "activation(x @ w + b) in one kernel (x: (..., features), w: (features, units), b: (units,)): "
+           "the GEMM, then bias and activation over each block of output rows while it is in cache",
+    .example = {.inputs = {{{2, 3, 4}}, {{4, 5}}, {{5}}}, .args = "activation='tanh'"},
+});
+
+}  // namespace
+
+Tensor dense(const Tensor& x, const Tensor& w, const Tensor& b, Activation activation) {
+  ENCORE_CHECK(x.defined() && w.defined() && b.defined(), ValueError, "[dense] undefined operand");
+  return call(dense_op, {x, w, b}, ActivationAttrs{activation});
+}
+
+}  // namespace encore
