@@ -5,7 +5,8 @@ steps of all runners taken in turn (machine drift hits every runner alike), 2 th
 by default. Prints per-model step medians, ratios to encore traced and GFLOP/s against a
 2048^3 SGEMM timed in turn with the steps; --json writes the rows.
 
-  models  small   Conv1D(128, 40, strides 4, same) -> GAP -> Dropout -> Dense(64) -> Dense(1)
+  models  tiny    Dense(32, relu) -> GAP -> Dense(1) (compare_modes' tiny_dense: dispatch-bound)
+          small   Conv1D(128, 40, strides 4, same) -> GAP -> Dropout -> Dense(64) -> Dense(1)
           medium  6 x Conv1D(f, 20) for f in 64 128 256 256 128 64 -> GAP -> Dense(256)
                   -> Dropout -> Dense(128) -> Dense(64) -> Dense(1)
           large   Conv1D(64, 400, strides 4) -> Conv1D(128, 200) -> 40 x Conv1D(256, 12, same)
@@ -16,9 +17,11 @@ by default. Prints per-model step medians, ratios to encore traced and GFLOP/s a
                   same) -> Flatten -> Dense(256) -> Dropout -> Dense(128) -> Dense(64) -> Dense(1)
   All: Adam(1e-4), binary cross-entropy, batch 32, channels-last (batch, steps, features).
 
-  python examples/bench_peers.py                      # small@140, medium@140: a few minutes
+  python examples/bench_peers.py                      # tiny@4, small@140, medium@140: minutes
   python examples/bench_peers.py --runs small@1400,large@1400 --steps 5
-  python examples/bench_peers.py --all                # every model of the issue's table
+  python examples/bench_peers.py --all                # every model of the issue's table (hours
+                                                      # on 2 cores: bilstm and large take ~10-60 s
+                                                      # a step per runner)
   options: --threads 2 --steps 10 --warmup 2 --no-torch --no-compile --json out.json
 
 PyTorch is no dependency of encore: without it (or with --no-torch) only encore runs. Its
@@ -50,10 +53,12 @@ try:
 except ImportError:  # PyTorch is optional
     torch = None
 
-ALL_RUNS = ["small@140", "small@1400", "small@14000", "medium@140", "medium@1400", "large@1400",
+ALL_RUNS = ["tiny@4", "small@140", "small@1400", "small@14000", "medium@140", "medium@1400", "large@1400",
             "flatten@400", "bilstm@400"]
-DEFAULT_RUNS = ["small@140", "medium@140"]
-FEATURES = {"flatten": 16, "bilstm": 16}
+DEFAULT_RUNS = ["tiny@4", "small@140", "medium@140"]
+FEATURES = {"tiny": 8, "flatten": 16, "bilstm": 16}
+# Steps timed together per sample, so that a sample is well above the timer's resolution.
+CALLS_PER_SAMPLE = {"tiny": 200}
 
 
 def conv(f, k, s=1, p="valid"):
@@ -64,6 +69,8 @@ def layers_of(model):
     """The model as a list of layer specs, shared by the encore and PyTorch builders."""
     head = [("gap",), ("dense", 256, "relu"), ("dropout",), ("dense", 128, "relu"),
             ("dense", 64, "relu"), ("dense", 1, "sigmoid")]
+    if model == "tiny":
+        return [("dense", 32, "relu"), ("gap",), ("dense", 1, "sigmoid")]
     if model == "small":
         return [conv(128, 40, 4, "same"), ("gap",), ("dropout",), ("dense", 64, "relu"),
                 ("dense", 1, "sigmoid")]
@@ -79,7 +86,7 @@ def layers_of(model):
         return [("bilstm", 512), ("lstm", 512), conv(128, 400, 4, "same"), ("flatten",),
                 ("dense", 256, "relu"), ("dropout",), ("dense", 128, "relu"), ("dense", 64, "relu"),
                 ("dense", 1, "sigmoid")]
-    raise SystemExit(f"unknown model {model!r} (small, medium, large, flatten, bilstm)")
+    raise SystemExit(f"unknown model {model!r} (tiny, small, medium, large, flatten, bilstm)")
 
 
 def same_padding(length, k, s):
@@ -338,11 +345,14 @@ def bench(run, args):
     runners["sgemm"], feeds["sgemm"] = Sgemm(), [(), ()]
     times = {name: [] for name in runners}
     first = {}
+    calls = CALLS_PER_SAMPLE.get(model, 1)
     for i in range(args.warmup + args.steps):
         for name, r in runners.items():
+            n = 1 if name == "sgemm" or i == 0 else calls
             t0 = time.perf_counter()
-            r(*feeds[name][i % 2])
-            dt = (time.perf_counter() - t0) * 1e3
+            for _ in range(n):
+                r(*feeds[name][i % 2])
+            dt = (time.perf_counter() - t0) * 1e3 / n
             if i == 0:
                 first[name] = dt
             if i >= args.warmup:
@@ -356,7 +366,8 @@ def bench(run, args):
                      "step_ms": round(ms, 3), "first_ms": round(first[name], 1),
                      "vs_encore_traced": round(ms / med["encore_traced"], 3),
                      "gflops": round(flops / ms / 1e6, 1), "sgemm_gflops": round(peak, 1),
-                     "pct_of_sgemm": round(100 * flops / ms / 1e6 / peak, 1)})
+                     "pct_of_sgemm": round(100 * flops / ms / 1e6 / peak, 1),
+                     "load1": round(os.getloadavg()[0], 1)})
     return rows
 
 
@@ -381,7 +392,8 @@ def main():
         peers = "none (--no-torch)"
     print(f"# encore {encore.__version__}, threads {encore.num_threads()}, peers: {peers}, "
           f"{args.steps} steps after {args.warmup} warm-up, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, load average "
+          + " ".join(f"{v:.1f}" for v in os.getloadavg()))
     rows = []
     for run in runs:
         for r in bench(run, args):
