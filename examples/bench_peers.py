@@ -95,8 +95,10 @@ def same_padding(length, k, s):
     return total // 2, total - total // 2
 
 
-def forward_flops(spec, shape):
-    """Multiply-adds x 2 of the forward pass; a training step is about 3x this."""
+def step_flops(spec, shape):
+    """Multiply-adds x 2 of a training step: each GEMM-like product three times (forward,
+    gradient of its input, gradient of its weights), except the gradient of the model's input,
+    which no step computes."""
     n, length, c = shape
     flops = 0
     for layer in spec:
@@ -104,19 +106,23 @@ def forward_flops(spec, shape):
             _, f, k, s, p = layer
             pl, pr = same_padding(length, k, s) if p == "same" else (0, 0)
             length = (length + pl + pr - k) // s + 1
-            flops += 2 * n * length * f * c * k
+            product, input_part = 2 * n * length * f * c * k, 2 * n * length * f * c * k
             c = f
         elif layer[0] in ("lstm", "bilstm"):
             dirs = 2 if layer[0] == "bilstm" else 1
-            flops += dirs * 2 * n * length * (c + layer[1]) * 4 * layer[1]
+            product = dirs * 2 * n * length * (c + layer[1]) * 4 * layer[1]
+            input_part = dirs * 2 * n * length * c * 4 * layer[1]  # the input projection's share
             c = dirs * layer[1]
         elif layer[0] == "dense":
-            flops += 2 * n * length * c * layer[1]
+            product = input_part = 2 * n * length * c * layer[1]
             c = layer[1]
-        elif layer[0] == "gap":
-            length = 1
-        elif layer[0] == "flatten":
-            c, length = c * length, 1
+        else:
+            if layer[0] == "gap":
+                length = 1
+            elif layer[0] == "flatten":
+                c, length = c * length, 1
+            continue
+        flops += 3 * product - (input_part if flops == 0 else 0)
     return flops
 
 
@@ -357,7 +363,7 @@ def bench(run, args):
                 first[name] = dt
             if i >= args.warmup:
                 times[name].append(dt)
-    flops = 3 * forward_flops(spec, shape)
+    flops = step_flops(spec, shape)
     med = {name: statistics.median(t) for name, t in times.items()}
     peak = Sgemm.gflops(med.pop("sgemm"))
     rows = []

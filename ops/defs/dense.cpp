@@ -1,12 +1,18 @@
 // dense: activation(x @ w + b), the Dense layer's step as one op: x (..., K), w (K, N), b (N,).
-// The CPU kernel runs the BLAS GEMM over blocks of rows and applies the bias and activation
-// to each block right after its GEMM, while that block of the output is still in cache (one
-// pass instead of the separate add and activation ops, each a pass over memory and a node
-// of the graph). Its row, shape inference, backward formula, CPU kernel and public function.
+// Its row, shape inference, backward formula, CPU kernel and public function. The CPU kernel
+// has two ways, chosen per shape (measured on the benchmark models' Dense shapes, see
+// docs/BENCHMARKS.md): large products run oneDNN's matmul with bias and the activation as
+// post-ops (brgemm; 0.5-0.7x the BLAS on (32, 12800) @ (12800, 256) and on 12800 rows), small
+// ones the BLAS GEMM, whose call costs ~1 us against oneDNN's ~5 us: per block of rows, bias
+// and activation applied right after the block's GEMM, while it is in cache. Either way one
+// pass instead of the separate add and activation ops, each a pass over memory and a graph node.
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
+#include <vector>
 
 #include "ops/defs/common.h"
 #include "ops/epilogue.h"
@@ -53,15 +59,88 @@ void gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
 }
 
-// Rows per GEMM block: each block's output about 256 KiB (a core's L2 holds it when the
-// epilogue reads it back), but never fewer than 256 rows, so that the BLAS still gets GEMMs
-// large enough to spread over its threads. The benchmark models' Dense outputs (32 rows) are
-// one block.
+// Rows per GEMM block of the BLAS path: each block's output about 256 KiB (a core's L2 holds it
+// when the epilogue reads it back), but never fewer than 256 rows, so that the BLAS still gets
+// GEMMs large enough to spread over its threads.
 int64_t block_rows(int64_t n, size_t item) {
   return std::max<int64_t>(256, (256 << 10) / std::max<int64_t>(1, n * static_cast<int64_t>(item)));
 }
 
+// Multiply-adds from which oneDNN's matmul beats the BLAS call (its fixed cost, ~5 us, is
+// paid back): the benchmark's Dense(128) on 32 rows (2^20) already ran 0.7x.
+constexpr int64_t kOnednnFrom = int64_t{1} << 20;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// Keras' activations as oneDNN eltwise post-ops (fn::activate's formulas).
+dnnl::post_ops post_ops(Activation a) {
+  using alg = dnnl::algorithm;
+  dnnl::post_ops ops;
+  switch (a) {
+    case Activation::Relu: ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f); break;
+    case Activation::Tanh: ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); break;
+    case Activation::Sigmoid: ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f); break;
+    case Activation::HardSigmoid:  // clip(0.2 x + 0.5, 0, 1)
+      ops.append_eltwise(1.0f, alg::eltwise_linear, 0.2f, 0.5f);
+      ops.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
+      break;
+    case Activation::Linear: break;
+    case Activation::Gelu:
+    case Activation::Softmax: break;  // refused by infer_dense
+  }
+  return ops;
+}
+
+struct DenseMatmul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc src, weights, bias, dst, scratchpad;
+};
+
+// The per-shape setup (the dispatcher's cache): a oneDNN matmul for large float32 products,
+// none (the BLAS path) otherwise.
+std::shared_ptr<void> prepare(const KernelCtx& c) {
+  const int64_t k = c.in[1].shape[0], n = c.in[1].shape[1], rows = k ? c.in[0].numel() / k : 0;
+  if (c.in[0].dtype != DType::Float32 || rows == 0 || n == 0 || rows * n * k < kOnednnFrom) return nullptr;
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  auto p = std::make_shared<DenseMatmul>();
+  p->src = dnnl::memory::desc({rows, k}, dt::f32, tag::ab);
+  p->weights = dnnl::memory::desc({k, n}, dt::f32, tag::ab);
+  p->bias = dnnl::memory::desc({1, n}, dt::f32, tag::ab);
+  p->dst = dnnl::memory::desc({rows, n}, dt::f32, tag::ab);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_post_ops(post_ops(c.attrs.as<ActivationAttrs>().activation));
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, p->weights, p->bias, p->dst), attr, engine());
+    p->primitive = dnnl::matmul(pd);
+    p->scratchpad = pd.scratchpad_desc();
+  } catch (const dnnl::error& e) {
+    throw BackendError(std::string("[dense] oneDNN matmul creation failed: ") + e.what());
+  }
+  return p;
+}
+
+void onednn_dense(const DenseMatmul& p, const KernelCtx& c) {
+  static thread_local dnnl::stream stream(engine());
+  // Scratch memory per thread (threads may share a primitive), 64-byte aligned.
+  static thread_local std::vector<std::byte> scratch;
+  constexpr size_t kAlign = 64;
+  if (scratch.size() < p.scratchpad.get_size() + kAlign) scratch.resize(p.scratchpad.get_size() + kAlign);
+  std::byte* base = scratch.data() + (kAlign - reinterpret_cast<uintptr_t>(scratch.data()) % kAlign) % kAlign;
+  p.primitive.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(p.src, engine(), c.in[0].data)},
+                               {DNNL_ARG_WEIGHTS, dnnl::memory(p.weights, engine(), c.in[1].data)},
+                               {DNNL_ARG_BIAS, dnnl::memory(p.bias, engine(), c.in[2].data)},
+                               {DNNL_ARG_DST, dnnl::memory(p.dst, engine(), c.out[0].data)},
+                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, engine(), base)}});
+  stream.wait();
+}
+
 void dense_kernel(const KernelCtx& c) {
+  if (c.state) return onednn_dense(*static_cast<const DenseMatmul*>(c.state), c);
   const TensorRef &x = c.in[0], &w = c.in[1], &b = c.in[2], &y = c.out[0];
   const int64_t k = w.shape[0], n = w.shape[1], rows = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
   const Activation act = c.attrs.as<ActivationAttrs>().activation;
@@ -86,13 +165,14 @@ OpDef& dense_op = define_op({
     .attrs = &attrs_of<ActivationAttrs>,
     .infer = infer_dense,
     .backward = bw_dense,
-    .cpu = {dense_kernel},
+    .cpu = {dense_kernel, prepare},
     .signature = "dense(x: Tensor, w: Tensor, b: Tensor, activation: str = 'linear') -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs {
       return {dense(a.tensor(0), a.tensor(1), a.tensor(2), parse_activation(a.string(3)))};
     },
     .doc = "activation(x @ w + b) in one kernel (x: (..., features), w: (features, units), b: (units,)): "
-           "the GEMM, then bias and activation over each block of output rows while it is in cache",
+           "on the CPU oneDNN's matmul with post-ops for large products, else the BLAS GEMM with bias "
+           "and activation applied to each block of output rows while it is in cache",
     .example = {.inputs = {{{2, 3, 4}}, {{4, 5}}, {{5}}}, .args = "activation='tanh'"},
 });
 
