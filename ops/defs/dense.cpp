@@ -7,13 +7,11 @@
 // and activation applied right after the block's GEMM, while it is in cache. Either way one
 // pass instead of the separate add and activation ops, each a pass over memory and a graph node.
 #include <cblas.h>
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <cstring>
-#include <unordered_map>
-#include <vector>
 
+#include "ops/cpu/onednn.h"
 #include "ops/defs/common.h"
 #include "ops/epilogue.h"
 
@@ -70,10 +68,7 @@ int64_t block_rows(int64_t n, size_t item) {
 // paid back): the benchmark's Dense(128) on 32 rows (2^20) already ran 0.7x.
 constexpr int64_t kOnednnFrom = int64_t{1} << 20;
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
+using cpu::onednn_engine;
 
 // Keras' activations as oneDNN eltwise post-ops (fn::activate's formulas).
 dnnl::post_ops post_ops(Activation a) {
@@ -115,7 +110,7 @@ std::shared_ptr<void> prepare(const KernelCtx& c) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   attr.set_post_ops(post_ops(c.attrs.as<ActivationAttrs>().activation));
   try {
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, p->weights, p->bias, p->dst), attr, engine());
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, p->weights, p->bias, p->dst), attr, onednn_engine());
     p->primitive = dnnl::matmul(pd);
     p->scratchpad = pd.scratchpad_desc();
   } catch (const dnnl::error& e) {
@@ -125,17 +120,13 @@ std::shared_ptr<void> prepare(const KernelCtx& c) {
 }
 
 void onednn_dense(const DenseMatmul& p, const KernelCtx& c) {
-  static thread_local dnnl::stream stream(engine());
-  // Scratch memory per thread (threads may share a primitive), 64-byte aligned.
-  static thread_local std::vector<std::byte> scratch;
-  constexpr size_t kAlign = 64;
-  if (scratch.size() < p.scratchpad.get_size() + kAlign) scratch.resize(p.scratchpad.get_size() + kAlign);
-  std::byte* base = scratch.data() + (kAlign - reinterpret_cast<uintptr_t>(scratch.data()) % kAlign) % kAlign;
-  p.primitive.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(p.src, engine(), c.in[0].data)},
-                               {DNNL_ARG_WEIGHTS, dnnl::memory(p.weights, engine(), c.in[1].data)},
-                               {DNNL_ARG_BIAS, dnnl::memory(p.bias, engine(), c.in[2].data)},
-                               {DNNL_ARG_DST, dnnl::memory(p.dst, engine(), c.out[0].data)},
-                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, engine(), base)}});
+  dnnl::stream& stream = cpu::onednn_stream();
+  std::byte* scratch = cpu::thread_scratch(0, p.scratchpad.get_size());
+  p.primitive.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(p.src, onednn_engine(), c.in[0].data)},
+                               {DNNL_ARG_WEIGHTS, dnnl::memory(p.weights, onednn_engine(), c.in[1].data)},
+                               {DNNL_ARG_BIAS, dnnl::memory(p.bias, onednn_engine(), c.in[2].data)},
+                               {DNNL_ARG_DST, dnnl::memory(p.dst, onednn_engine(), c.out[0].data)},
+                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, onednn_engine(), scratch)}});
   stream.wait();
 }
 
