@@ -269,6 +269,35 @@ TEST(Dense, FusedIsMatmulBiasThenActivation) {
   EXPECT_THROW(dense(x, w, zeros({3}), Activation::Gelu), ValueError);
 }
 
+// The sequence ops' float32 kernels run their per-step products through oneDNN on the packed
+// recurrent kernel (the backward ops on its transpose); float64 runs the BLAS. Both directions,
+// forward and backward, agree to float32 precision.
+TEST(Recurrent, Float32StepProductsMatchFloat64) {
+  const int64_t batch = 3, steps = 9, units = 24;
+  for (bool reverse : {false, true}) {
+    for (bool gru : {false, true}) {
+      const int64_t gates = gru ? 3 : 4;
+      const Tensor xw = rand32({batch, steps, gates * units}, 1), r = rand32({units, gates * units}, 2) * 0.3,
+                   b = rand32({gates * units}, 3), gy = rand32({batch, steps, units}, 4);
+      std::vector<std::vector<Tensor>> grads;
+      std::vector<Tensor> ys;
+      for (DType d : {DType::Float32, DType::Float64}) {
+        std::vector<Tensor> in{xw.to(d).detach(), r.to(d).detach(), b.to(d).detach()};
+        for (Tensor& t : in) t.set_requires_grad(true);
+        const Tensor y = gru ? gru_sequence(in[0], in[1], in[2], Activation::Tanh, Activation::Sigmoid, reverse)
+                             : lstm_sequence(in[0], in[1], Activation::Tanh, Activation::Sigmoid, reverse);
+        sum(y * gy.to(d)).backward();
+        ys.push_back(y);
+        grads.push_back({in[0].grad(), in[1].grad()});
+      }
+      const std::string what = std::string(gru ? "gru" : "lstm") + (reverse ? " reverse" : "");
+      EXPECT_LT(max_abs_diff(ys[0], ys[1]), 1e-5) << what;
+      EXPECT_LT(max_abs_diff(grads[0][0], grads[1][0]), 1e-5) << what << " d xw";
+      EXPECT_LT(max_abs_diff(grads[0][1], grads[1][1]), 1e-4) << what << " d recurrent_kernel";
+    }
+  }
+}
+
 TEST(Softmax, RowsSumToOneAndMatchLogSoftmax) {
   const Tensor x = rand64({3, 5}) * 10.0;
   const Tensor s = softmax(x, -1);
