@@ -70,25 +70,6 @@ constexpr int64_t kOnednnFrom = int64_t{1} << 20;
 
 using cpu::onednn_engine;
 
-// Keras' activations as oneDNN eltwise post-ops (fn::activate's formulas).
-dnnl::post_ops post_ops(Activation a) {
-  using alg = dnnl::algorithm;
-  dnnl::post_ops ops;
-  switch (a) {
-    case Activation::Relu: ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f); break;
-    case Activation::Tanh: ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); break;
-    case Activation::Sigmoid: ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f); break;
-    case Activation::HardSigmoid:  // clip(0.2 x + 0.5, 0, 1)
-      ops.append_eltwise(1.0f, alg::eltwise_linear, 0.2f, 0.5f);
-      ops.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
-      break;
-    case Activation::Linear: break;
-    case Activation::Gelu:
-    case Activation::Softmax: break;  // refused by infer_dense
-  }
-  return ops;
-}
-
 struct DenseMatmul {
   dnnl::matmul primitive;
   dnnl::memory::desc src, weights, bias, dst, scratchpad;
@@ -108,7 +89,7 @@ std::shared_ptr<void> prepare(const KernelCtx& c) {
   p->dst = dnnl::memory::desc({rows, n}, dt::f32, tag::ab);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  attr.set_post_ops(post_ops(c.attrs.as<ActivationAttrs>().activation));
+  attr.set_post_ops(cpu::activation_post_ops(c.attrs.as<ActivationAttrs>().activation));
   try {
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, p->weights, p->bias, p->dst), attr, onednn_engine());
     p->primitive = dnnl::matmul(pd);
