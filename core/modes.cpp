@@ -49,9 +49,14 @@ DenormalScope::DenormalScope() : saved_(_mm_getcsr()) {
 DenormalScope::~DenormalScope() {
   if (changed_) _mm_setcsr(saved_);
 }
+void set_thread_flush_denormal(bool on) {
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(on ? (csr | kFlushBits) : (csr & ~kFlushBits));
+}
 #else
 DenormalScope::DenormalScope() : saved_(0) {}
 DenormalScope::~DenormalScope() = default;
+void set_thread_flush_denormal(bool) {}
 #endif
 
 Device parse_device(const std::string& s) {

@@ -93,6 +93,10 @@ void set_allow_tf32(bool on);
 bool flush_denormal();
 void set_flush_denormal(bool on);
 
+/// Sets or clears FTZ and DAZ on the calling thread for good: what the CPU pool's workers run
+/// with (core/threads.cpp), the floating-point mode being per thread.
+void set_thread_flush_denormal(bool on);
+
 /// Applies flush_denormal() to the current thread for a scope (x86: MXCSR FTZ and DAZ).
 class DenormalScope {
  public:

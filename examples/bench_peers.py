@@ -5,13 +5,15 @@ steps of all runners taken in turn (machine drift hits every runner alike), 2 th
 by default. Prints per-model step medians, ratios to encore traced and GFLOP/s against a
 2048^3 SGEMM timed in turn with the steps; --json writes the rows.
 
-  models  small, medium, large, flatten, bilstm: the layers are in
+  models  tiny, small, medium, large, flatten, bilstm: the layers are in
           examples/puzzles/benchmark_models.py (Adam(1e-4), binary cross-entropy, batch 32,
           channels-last).
 
-  python examples/bench_peers.py                      # small@140, medium@140: a few minutes
+  python examples/bench_peers.py                      # tiny@4, small@140, medium@140: minutes
   python examples/bench_peers.py --runs small@1400,large@1400 --steps 5
-  python examples/bench_peers.py --all                # every model of the table
+  python examples/bench_peers.py --all                # every model of the table (hours
+                                                      # on 2 cores: bilstm and large take ~10-60 s
+                                                      # a step per runner)
   options: --threads 2 --steps 10 --warmup 2 --no-torch --no-compile --json out.json
 
 PyTorch is no dependency of encore: without it (or with --no-torch) only encore runs. Its
@@ -39,7 +41,7 @@ import encore  # noqa: E402
 from encore import nn, optim  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "puzzles"))
-from benchmark_models import build_encore, features, forward_flops, layers_of, same_padding  # noqa: E402
+from benchmark_models import build_encore, features, layers_of, same_padding, step_flops  # noqa: E402
 
 try:
     import torch
@@ -47,9 +49,11 @@ try:
 except ImportError:  # PyTorch is optional
     torch = None
 
-ALL_RUNS = ["small@140", "small@1400", "small@14000", "medium@140", "medium@1400", "large@1400",
+ALL_RUNS = ["tiny@4", "small@140", "small@1400", "small@14000", "medium@140", "medium@1400", "large@1400",
             "flatten@400", "bilstm@400"]
-DEFAULT_RUNS = ["small@140", "medium@140"]
+DEFAULT_RUNS = ["tiny@4", "small@140", "medium@140"]
+# Steps timed together per sample, so that a sample is well above the timer's resolution.
+CALLS_PER_SAMPLE = {"tiny": 200}
 
 
 class EncoreRunner:
@@ -259,16 +263,19 @@ def bench(run, args):
     runners["sgemm"], feeds["sgemm"] = Sgemm(), [(), ()]
     times = {name: [] for name in runners}
     first = {}
+    calls = CALLS_PER_SAMPLE.get(model, 1)
     for i in range(args.warmup + args.steps):
         for name, r in runners.items():
+            n = 1 if name == "sgemm" or i == 0 else calls
             t0 = time.perf_counter()
-            r(*feeds[name][i % 2])
-            dt = (time.perf_counter() - t0) * 1e3
+            for _ in range(n):
+                r(*feeds[name][i % 2])
+            dt = (time.perf_counter() - t0) * 1e3 / n
             if i == 0:
                 first[name] = dt
             if i >= args.warmup:
                 times[name].append(dt)
-    flops = 3 * forward_flops(spec, shape)
+    flops = step_flops(spec, shape)
     med = {name: statistics.median(t) for name, t in times.items()}
     peak = Sgemm.gflops(med.pop("sgemm"))
     rows = []
@@ -277,7 +284,8 @@ def bench(run, args):
                      "step_ms": round(ms, 3), "first_ms": round(first[name], 1),
                      "vs_encore_traced": round(ms / med["encore_traced"], 3),
                      "gflops": round(flops / ms / 1e6, 1), "sgemm_gflops": round(peak, 1),
-                     "pct_of_sgemm": round(100 * flops / ms / 1e6 / peak, 1)})
+                     "pct_of_sgemm": round(100 * flops / ms / 1e6 / peak, 1),
+                     "load1": round(os.getloadavg()[0], 1)})
     return rows
 
 
@@ -302,7 +310,8 @@ def main():
         peers = "none (--no-torch)"
     print(f"# encore {encore.__version__}, threads {encore.num_threads()}, peers: {peers}, "
           f"{args.steps} steps after {args.warmup} warm-up, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, load average "
+          + " ".join(f"{v:.1f}" for v in os.getloadavg()))
     rows = []
     for run in runs:
         for r in bench(run, args):

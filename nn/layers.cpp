@@ -35,6 +35,9 @@ Tensor Dense::forward_impl(const Tensor& x) {
   ENCORE_CHECK(x.dim() >= 1 && x.shape().back() == kernel_.shape()[0], ShapeError, "[", label(),
                "] input ", x.shape().str(), " has ", x.dim() ? x.shape().back() : 0,
                " features but the layer was built for ", kernel_.shape()[0]);
+  // Bias and activation as the GEMM's epilogue (as in Conv1D: sigmoid stays its own op).
+  if (use_bias_ && activation_ != Activation::Sigmoid && fusable_activation(activation_))
+    return dense(x, kernel_, bias_, activation_);
   Tensor y = matmul(x, kernel_);
   if (use_bias_) y = y + bias_;
   return activation(y, activation_);

@@ -145,6 +145,11 @@ Tensor avg_pool1d(const Tensor& x, int64_t pool_size = 2, std::optional<int64_t>
 /// (..., M, K) @ (..., K, N) with broadcast batch dims; 1-D operands as in NumPy.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+/// activation(x @ w + b) in one kernel: x (..., features), w (features, units), b (units,); the
+/// Dense layer's step. Activations whose gradient is not a function of the output (gelu,
+/// softmax) are refused.
+Tensor dense(const Tensor& x, const Tensor& w, const Tensor& b, Activation activation = Activation::Linear);
+
 /// x: (batch, steps, in_channels), w: (kernel_size, in_channels, filters) — channels-last, as
 /// in Keras. Returns (batch, out_steps, filters). Bias is added separately.
 Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride = 1, Padding padding = {},

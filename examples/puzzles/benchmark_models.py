@@ -2,6 +2,7 @@
 the puzzles (p1_eager_vs_graph.py), bench_peers.py (which also builds them in PyTorch from the
 same specs) and bench_recurrent.py. The C++ twin is benchmark_models.h.
 
+  tiny    Dense(32, relu) -> GAP -> Dense(1) (compare_modes' tiny_dense: dispatch-bound)
   small   Conv1D(128, 40, strides 4, same) -> GAP -> Dropout -> Dense(64) -> Dense(1)
   medium  6 x Conv1D(f, 20) for f in 64 128 256 256 128 64 -> GAP -> Dense(256)
           -> Dropout -> Dense(128) -> Dense(64) -> Dense(1)
@@ -12,15 +13,15 @@ same specs) and bench_recurrent.py. The C++ twin is benchmark_models.h.
   bilstm  Bidirectional(LSTM(512, relu)) -> LSTM(512, relu) -> Conv1D(128, 400, strides 4,
           same) -> Flatten -> Dense(256) -> Dropout -> Dense(128) -> Dense(64) -> Dense(1)
   All: Adam(1e-4), binary cross-entropy, batch 32, channels-last (batch, steps, features);
-  30 features, except flatten and bilstm (16, on 400 steps: the question's data).
+  30 features, except tiny (8), flatten and bilstm (16, on 400 steps: the question's data).
 """
 
 from __future__ import annotations
 
 from encore import nn, optim
 
-MODELS = ("small", "medium", "large", "flatten", "bilstm")
-FEATURES = {"flatten": 16, "bilstm": 16}
+MODELS = ("tiny", "small", "medium", "large", "flatten", "bilstm")
+FEATURES = {"tiny": 8, "flatten": 16, "bilstm": 16}
 LEARNING_RATE = 1e-4
 
 
@@ -37,6 +38,8 @@ def layers_of(model, units=512, cell="lstm"):
     and `cell` (lstm, gru) change the bilstm model's recurrent layers."""
     head = [("gap",), ("dense", 256, "relu"), ("dropout",), ("dense", 128, "relu"),
             ("dense", 64, "relu"), ("dense", 1, "sigmoid")]
+    if model == "tiny":
+        return [("dense", 32, "relu"), ("gap",), ("dense", 1, "sigmoid")]
     if model == "small":
         return [conv(128, 40, 4, "same"), ("gap",), ("dropout",), ("dense", 64, "relu"),
                 ("dense", 1, "sigmoid")]
@@ -61,8 +64,10 @@ def same_padding(length, k, s):
     return total // 2, total - total // 2
 
 
-def forward_flops(spec, shape):
-    """Multiply-adds x 2 of the forward pass; a training step is about 3x this."""
+def step_flops(spec, shape):
+    """Multiply-adds x 2 of a training step: each GEMM-like product three times (forward,
+    gradient of its input, gradient of its weights), except the gradient of the model's input,
+    which no step computes."""
     n, length, c = shape
     flops = 0
     for layer in spec:
@@ -71,20 +76,24 @@ def forward_flops(spec, shape):
             _, f, k, s, p = layer
             pl, pr = same_padding(length, k, s) if p == "same" else (0, 0)
             length = (length + pl + pr - k) // s + 1
-            flops += 2 * n * length * f * c * k
+            product = input_part = 2 * n * length * f * c * k
             c = f
         elif kind in ("lstm", "bilstm", "gru", "bigru"):
             dirs = 2 if kind.startswith("bi") else 1
             gates = 3 if kind.endswith("gru") else 4
-            flops += dirs * 2 * n * length * (c + layer[1]) * gates * layer[1]
+            product = dirs * 2 * n * length * (c + layer[1]) * gates * layer[1]
+            input_part = dirs * 2 * n * length * c * gates * layer[1]  # the input projection's
             c = dirs * layer[1]
         elif kind == "dense":
-            flops += 2 * n * length * c * layer[1]
+            product = input_part = 2 * n * length * c * layer[1]
             c = layer[1]
-        elif kind == "gap":
-            length = 1
-        elif kind == "flatten":
-            c, length = c * length, 1
+        else:
+            if kind == "gap":
+                length = 1
+            elif kind == "flatten":
+                c, length = c * length, 1
+            continue
+        flops += 3 * product - (input_part if flops == 0 else 0)
     return flops
 
 

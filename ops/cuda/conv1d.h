@@ -15,7 +15,7 @@ void conv1d_direct(const ConvGeometry& s, const T* x, const T* w, T* y, cudaStre
 template <class T>
 void conv1d_backward_data_direct(const ConvGeometry& s, const T* gy, const T* w, T* gx,
                                  cudaStream_t stream);
-/// conv1d_fused's epilogue: y = activation(y + b) over (rows, filters), in place.
+/// The epilogue of conv1d_fused and dense: y = activation(y + b) over (rows, filters), in place.
 template <class T>
 void bias_activation(T* y, const T* b, int64_t rows, int64_t filters, Activation a,
                      cudaStream_t stream);

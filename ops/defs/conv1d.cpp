@@ -30,6 +30,7 @@
 #include "core/ledger.h"
 #include "ops/autotune.h"
 #include "ops/conv.h"
+#include "ops/epilogue.h"
 #include "ops/functors.h"
 #include "ops/defs/common.h"
 #include "ops/prepared.h"
@@ -88,20 +89,6 @@ int infer_conv1d_fused(const OpDef& def, std::span<const Tensor> in, const Attrs
                " cannot be fused: its gradient is not a function of its output; apply it after "
                "conv1d");
   return 1;
-}
-
-// The activation's derivative from its output y, written with public ops.
-Tensor activation_backward(Activation a, const Tensor& gy, const Tensor& y) {
-  switch (a) {
-    case Activation::Relu: return gy * gt(y, 0.0);
-    case Activation::Tanh: return gy * (1.0 - y * y);
-    case Activation::Sigmoid: return gy * (y * (1.0 - y));
-    case Activation::HardSigmoid: return gy * (gt(y, 0.0) * lt(y, 1.0) * 0.2);
-    case Activation::Linear: break;
-    case Activation::Gelu:
-    case Activation::Softmax: break;  // refused by infer_conv1d_fused
-  }
-  return gy;
 }
 
 void bw_conv1d(const BackwardCtx& c, Tensor* g);
@@ -206,13 +193,6 @@ void conv1d_backward_filter_reference(const ConvGeometry& g, const T* x, const T
         }
       }
     }
-}
-
-template <class T>
-void bias_activation(T* y, const T* b, int64_t rows, int64_t filters, Activation a) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t f = 0; f < filters; ++f)
-      y[i * filters + f] = fn::activate(a, y[i * filters + f] + b[f]);
 }
 
 enum class ConvKind : uint8_t { Forward, BackwardData, BackwardFilter };

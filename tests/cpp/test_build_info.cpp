@@ -6,6 +6,7 @@
 
 #include "core/device.h"
 #include "core/ledger.h"
+#include "core/modes.h"
 #include "core/threads.h"
 #include "helpers.h"
 #include "ops/build_info.h"
@@ -66,6 +67,26 @@ TEST(Threads, OnePoolOfTheConfiguredSize) {
   test::expect_close(one, matmul(a, b), 1e-5, "matmul on 1 vs 2 threads");
   set_num_threads(before);
   EXPECT_THROW(set_num_threads(0), ValueError);
+}
+
+// The floating-point mode is per thread: the pool's workers flush subnormals exactly when the
+// caller does. Each product here is 1e-40 (subnormal): flushed, the GEMM gives zeros; kept,
+// 1024 of them sum to a normal 1.0e-37. A worker left in the other mode computes its share of
+// the rows the other way (and, keeping subnormals, ~100x slower: the BiLSTM's backward pass).
+TEST(Threads, WorkersFlushDenormalsAsTheCallerDoes) {
+  const int threads = num_threads();
+  const bool flush = flush_denormal();
+  set_num_threads(2);
+  const Tensor a = ones({1024, 1024}) * 1e-20;
+  for (bool on : {false, true, false}) {
+    set_flush_denormal(on);
+    const Tensor y = matmul(a, a);
+    const double largest = max(y).item(), smallest = -max(y * -1.0).item();
+    if (on) EXPECT_EQ(largest, 0.0);
+    else EXPECT_GT(smallest, 1e-38);
+  }
+  set_flush_denormal(flush);
+  set_num_threads(threads);
 }
 
 }  // namespace

@@ -248,6 +248,56 @@ TEST(Conv1d, FusedIsBiasThenActivation) {
   EXPECT_THROW(conv1d_fused(x, w, zeros({3})), ShapeError);
 }
 
+// dense is activation(x @ w + b) for every fusable activation, float32 and float64, over
+// leading dims and over more rows than one GEMM block (the epilogue runs per block).
+TEST(Dense, FusedIsMatmulBiasThenActivation) {
+  for (const Shape& xs : {Shape{3, 5, 24}, Shape{24}, Shape{2100, 24}}) {
+    const Tensor x = rand32(xs, 1), w = rand32({24, 300}, 2), b = rand32({300}, 3);
+    for (Activation a : {Activation::Linear, Activation::Relu, Activation::Tanh, Activation::Sigmoid,
+                         Activation::HardSigmoid}) {
+      EXPECT_LT(max_abs_diff(dense(x, w, b, a), activation(matmul(x, w) + b, a)), 1e-5) << name(a) << xs.str();
+      const Tensor x64 = x.to(DType::Float64), w64 = w.to(DType::Float64), b64 = b.to(DType::Float64);
+      EXPECT_LT(max_abs_diff(dense(x64, w64, b64, a), activation(matmul(x64, w64) + b64, a)), 1e-12) << name(a);
+    }
+  }
+  // No input features: the bias alone.
+  expect_values(dense(zeros({2, 0}), zeros({0, 2}), from_vector<float>({1, -1}, {2}), Activation::Relu),
+                {1, 0, 1, 0});
+  const Tensor x = rand32({4, 6}, 1), w = rand32({6, 3}, 2);
+  EXPECT_THROW(dense(x, w, zeros({4})), ShapeError);
+  EXPECT_THROW(dense(x, rand32({5, 3}, 2), zeros({3})), ShapeError);
+  EXPECT_THROW(dense(x, w, zeros({3}), Activation::Gelu), ValueError);
+}
+
+// The sequence ops' float32 kernels run their per-step products through oneDNN on the packed
+// recurrent kernel (the backward ops on its transpose); float64 runs the BLAS. Both directions,
+// forward and backward, agree to float32 precision.
+TEST(Recurrent, Float32StepProductsMatchFloat64) {
+  const int64_t batch = 3, steps = 9, units = 24;
+  for (bool reverse : {false, true}) {
+    for (bool gru : {false, true}) {
+      const int64_t gates = gru ? 3 : 4;
+      const Tensor xw = rand32({batch, steps, gates * units}, 1), r = rand32({units, gates * units}, 2) * 0.3,
+                   b = rand32({gates * units}, 3), gy = rand32({batch, steps, units}, 4);
+      std::vector<std::vector<Tensor>> grads;
+      std::vector<Tensor> ys;
+      for (DType d : {DType::Float32, DType::Float64}) {
+        std::vector<Tensor> in{xw.to(d).detach(), r.to(d).detach(), b.to(d).detach()};
+        for (Tensor& t : in) t.set_requires_grad(true);
+        const Tensor y = gru ? gru_sequence(in[0], in[1], in[2], Activation::Tanh, Activation::Sigmoid, reverse)
+                             : lstm_sequence(in[0], in[1], Activation::Tanh, Activation::Sigmoid, reverse);
+        sum(y * gy.to(d)).backward();
+        ys.push_back(y);
+        grads.push_back({in[0].grad(), in[1].grad()});
+      }
+      const std::string what = std::string(gru ? "gru" : "lstm") + (reverse ? " reverse" : "");
+      EXPECT_LT(max_abs_diff(ys[0], ys[1]), 1e-5) << what;
+      EXPECT_LT(max_abs_diff(grads[0][0], grads[1][0]), 1e-5) << what << " d xw";
+      EXPECT_LT(max_abs_diff(grads[0][1], grads[1][1]), 1e-4) << what << " d recurrent_kernel";
+    }
+  }
+}
+
 TEST(Softmax, RowsSumToOneAndMatchLogSoftmax) {
   const Tensor x = rand64({3, 5}) * 10.0;
   const Tensor s = softmax(x, -1);

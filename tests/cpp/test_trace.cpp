@@ -428,6 +428,28 @@ TEST(Equivalence, FusedConvStackBitwise) {
   EXPECT_EQ(g.count("add") + g.count("relu") + g.count("tanh"), 1) << g.str();  // the sigmoid layer's bias
 }
 
+// Dense's bias and activation run as the GEMM's epilogue (dense: one node per layer), eagerly
+// and traced alike; sigmoid stays apart, as in Conv1D.
+TEST(Equivalence, FusedDenseStackBitwise) {
+  auto build = [] {
+    auto m = std::make_shared<nn::Sequential>();
+    m->add<nn::Dense>(512, nn::DenseOptions{.activation = "relu"});  // 2^20+ multiply-adds: oneDNN's matmul
+    m->add<nn::Dense>(16, nn::DenseOptions{.activation = "tanh"});
+    m->add<nn::Dense>(8);
+    m->add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
+    return m;
+  };
+  expect_identical(train(build, {64, 40}, false, 4), train(build, {64, 40}, true, 4));
+  auto model = build();
+  auto step = trace([&](const Tensor& x) { return (*model)(x); });
+  (void)step(test::rand32({64, 40}, 3));
+  (void)step(test::rand32({64, 40}, 4));
+  const graph::Graph& g = step.function().last_plan()->graph();
+  EXPECT_EQ(g.count("dense"), 3) << g.str();
+  EXPECT_EQ(g.count("matmul"), 1) << g.str();
+  EXPECT_EQ(g.count("sigmoid"), 1) << g.str();
+}
+
 TEST(Equivalence, DenseModelBitwiseWithSgdNesterov) {
   auto build = [] {
     auto m = std::make_shared<nn::Sequential>();

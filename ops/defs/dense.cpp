@@ -1,0 +1,158 @@
+// dense: activation(x @ w + b), the Dense layer's step as one op: x (..., K), w (K, N), b (N,).
+// Its row, shape inference, backward formula, CPU kernel and public function. The CPU kernel
+// has two ways, chosen per shape (measured on the benchmark models' Dense shapes, see
+// docs/BENCHMARKS.md): large products run oneDNN's matmul with bias and the activation as
+// post-ops (brgemm; 0.5-0.7x the BLAS on (32, 12800) @ (12800, 256) and on 12800 rows), small
+// ones the BLAS GEMM, whose call costs ~1 us against oneDNN's ~5 us: per block of rows, bias
+// and activation applied right after the block's GEMM, while it is in cache. Either way one
+// pass instead of the separate add and activation ops, each a pass over memory and a graph node.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/cpu/onednn.h"
+#include "ops/defs/common.h"
+#include "ops/epilogue.h"
+
+namespace encore {
+namespace {
+
+int infer_dense(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+  const Tensor &x = in[0], &w = in[1], &b = in[2];
+  defs::require_float("dense", x);
+  defs::require_same_dtype("dense", x, w);
+  defs::require_same_dtype("dense", x, b);
+  ENCORE_CHECK(x.dim() >= 1 && w.dim() == 2 && x.shape().back() == w.shape()[0], ShapeError,
+               "[dense] input ", x.shape().str(), " does not match kernel ", w.shape().str(),
+               " (expects input (..., features) and kernel (features, units))");
+  ENCORE_CHECK(b.dim() == 1 && b.shape()[0] == w.shape()[1], ShapeError, "[dense] bias ",
+               b.shape().str(), " does not match the kernel's ", w.shape()[1], " units");
+  const Activation a = attrs.as<ActivationAttrs>().activation;
+  ENCORE_CHECK(fusable_activation(a), ValueError, "[dense] activation ", name(a),
+               " cannot be fused: its gradient is not a function of its output; apply it after "
+               "matmul");
+  Shape shape = x.shape();
+  shape[shape.size() - 1] = w.shape()[1];
+  out[0] = defs::meta(shape, x.dtype(), x.device());
+  return 1;
+}
+
+void bw_dense(const BackwardCtx& c, Tensor* g) {
+  const Tensor gy = activation_backward(c.attrs.as<ActivationAttrs>().activation, c.grads[0], c.outputs[0]);
+  const Tensor& w = c.inputs[1];
+  if (c.need(0)) g[0] = matmul(gy, w.transpose(0, 1));
+  if (c.need(1)) {
+    const int64_t k = w.shape()[0], n = w.shape()[1];
+    g[1] = matmul(c.inputs[0].reshape({-1, k}).transpose(0, 1), gy.reshape({-1, n}));
+  }
+  if (c.need(2)) g[2] = sum(gy.reshape({-1, gy.shape().back()}), {0});
+}
+
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
+}
+
+// Rows per GEMM block of the BLAS path: each block's output about 256 KiB (a core's L2 holds it
+// when the epilogue reads it back), but never fewer than 256 rows, so that the BLAS still gets
+// GEMMs large enough to spread over its threads.
+int64_t block_rows(int64_t n, size_t item) {
+  return std::max<int64_t>(256, (256 << 10) / std::max<int64_t>(1, n * static_cast<int64_t>(item)));
+}
+
+// Multiply-adds from which oneDNN's matmul beats the BLAS call (its fixed cost, ~5 us, is
+// paid back): the benchmark's Dense(128) on 32 rows (2^20) already ran 0.7x.
+constexpr int64_t kOnednnFrom = int64_t{1} << 20;
+
+using cpu::onednn_engine;
+
+struct DenseMatmul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc src, weights, bias, dst, scratchpad;
+};
+
+// The per-shape setup (the dispatcher's cache): a oneDNN matmul for large float32 products,
+// none (the BLAS path) otherwise.
+std::shared_ptr<void> prepare(const KernelCtx& c) {
+  const int64_t k = c.in[1].shape[0], n = c.in[1].shape[1], rows = k ? c.in[0].numel() / k : 0;
+  if (c.in[0].dtype != DType::Float32 || rows == 0 || n == 0 || rows * n * k < kOnednnFrom) return nullptr;
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  auto p = std::make_shared<DenseMatmul>();
+  p->src = dnnl::memory::desc({rows, k}, dt::f32, tag::ab);
+  p->weights = dnnl::memory::desc({k, n}, dt::f32, tag::ab);
+  p->bias = dnnl::memory::desc({1, n}, dt::f32, tag::ab);
+  p->dst = dnnl::memory::desc({rows, n}, dt::f32, tag::ab);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_post_ops(cpu::activation_post_ops(c.attrs.as<ActivationAttrs>().activation));
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, p->weights, p->bias, p->dst), attr, onednn_engine());
+    p->primitive = dnnl::matmul(pd);
+    p->scratchpad = pd.scratchpad_desc();
+  } catch (const dnnl::error& e) {
+    throw BackendError(std::string("[dense] oneDNN matmul creation failed: ") + e.what());
+  }
+  return p;
+}
+
+void onednn_dense(const DenseMatmul& p, const KernelCtx& c) {
+  dnnl::stream& stream = cpu::onednn_stream();
+  std::byte* scratch = cpu::thread_scratch(0, p.scratchpad.get_size());
+  p.primitive.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(p.src, onednn_engine(), c.in[0].data)},
+                               {DNNL_ARG_WEIGHTS, dnnl::memory(p.weights, onednn_engine(), c.in[1].data)},
+                               {DNNL_ARG_BIAS, dnnl::memory(p.bias, onednn_engine(), c.in[2].data)},
+                               {DNNL_ARG_DST, dnnl::memory(p.dst, onednn_engine(), c.out[0].data)},
+                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, onednn_engine(), scratch)}});
+  stream.wait();
+}
+
+void dense_kernel(const KernelCtx& c) {
+  if (c.state) return onednn_dense(*static_cast<const DenseMatmul*>(c.state), c);
+  const TensorRef &x = c.in[0], &w = c.in[1], &b = c.in[2], &y = c.out[0];
+  const int64_t k = w.shape[0], n = w.shape[1], rows = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
+  const Activation act = c.attrs.as<ActivationAttrs>().activation;
+  visit_float(x.dtype, [&]<class T>() {
+    const int64_t block = block_rows(n, sizeof(T));
+    for (int64_t r = 0; r < rows; r += block) {
+      const int64_t m = std::min(block, rows - r);
+      T* out = y.ptr<T>() + r * n;
+      if (k == 0) std::memset(out, 0, m * n * sizeof(T));
+      else if (n > 0) gemm<T>(m, n, k, x.ptr<const T>() + r * k, w.ptr<const T>(), out);
+      bias_activation(out, b.ptr<const T>(), m, n, act);
+    }
+  });
+}
+
+OpDef& dense_op = define_op({
+    .name = "dense",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .save = Save::Inputs | Save::Outputs,
+    .contiguous_inputs = true,
+    .attrs = &attrs_of<ActivationAttrs>,
+    .infer = infer_dense,
+    .backward = bw_dense,
+    .cpu = {dense_kernel, prepare},
+    .signature = "dense(x: Tensor, w: Tensor, b: Tensor, activation: str = 'linear') -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {dense(a.tensor(0), a.tensor(1), a.tensor(2), parse_activation(a.string(3)))};
+    },
+    .doc = "activation(x @ w + b) in one kernel (x: (..., features), w: (features, units), b: (units,)): "
+           "on the CPU oneDNN's matmul with post-ops for large products, else the BLAS GEMM with bias "
+           "and activation applied to each block of output rows while it is in cache",
+    .example = {.inputs = {{{2, 3, 4}}, {{4, 5}}, {{5}}}, .args = "activation='tanh'"},
+});
+
+}  // namespace
+
+Tensor dense(const Tensor& x, const Tensor& w, const Tensor& b, Activation activation) {
+  ENCORE_CHECK(x.defined() && w.defined() && b.defined(), ValueError, "[dense] undefined operand");
+  return call(dense_op, {x, w, b}, ActivationAttrs{activation});
+}
+
+}  // namespace encore

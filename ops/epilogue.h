@@ -1,0 +1,33 @@
+// The bias-and-activation epilogue of the fused ops (conv1d_fused, dense): its attributes, the
+// CPU pass over the output, and its derivative. Only activations whose derivative is a function
+// of the output ride in an epilogue (fusable_activation): the backward then needs no extra
+// saved tensor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+#include "ops/activation.h"
+#include "ops/functors.h"
+
+namespace encore {
+
+struct ActivationAttrs {
+  Activation activation = Activation::Linear;
+  std::string str() const { return detail::cat("activation=", name(activation)); }
+  bool operator==(const ActivationAttrs&) const = default;
+};
+
+/// y = activation(y + b) over (rows, cols), in place.
+template <class T>
+void bias_activation(T* y, const T* b, int64_t rows, int64_t cols, Activation a) {
+  for (int64_t i = 0; i < rows; ++i, y += cols)
+    for (int64_t f = 0; f < cols; ++f) y[f] = fn::activate(a, y[f] + b[f]);
+}
+
+/// The gradient before the activation, gy * activation'(.), from the activation's output y
+/// (written with public ops, so it is differentiable and traced like any formula).
+Tensor activation_backward(Activation a, const Tensor& gy, const Tensor& y);
+
+}  // namespace encore
