@@ -19,6 +19,7 @@ struct BlockAttrs {
 
 struct BlockedGeometry {
   int64_t n, length, channels, block;
+  int64_t sn, sl, sc;  // the channels-last side's strides (to_blocked reads a strided view)
   ENCORE_HD int64_t blocks() const { return (channels + block - 1) / block; }
   ENCORE_HD int64_t blocked_numel() const { return n * blocks() * length * block; }
   /// The channels-last index of blocked entry e, or -1 for the zero tail of the last block.
@@ -26,7 +27,7 @@ struct BlockedGeometry {
     const int64_t j = e % block, l = e / block % length, cb = e / block / length % blocks(),
                   b = e / block / length / blocks();
     const int64_t c = cb * block + j;
-    return c < channels ? (b * length + l) * channels + c : -1;
+    return c < channels ? b * sn + l * sl + c * sc : -1;
   }
 };
 

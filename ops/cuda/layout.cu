@@ -26,7 +26,7 @@ __global__ void from_blocked(const T* xb, T* x, BlockedGeometry g, int64_t n) {
 void to_blocked_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const TensorRef &x = c.in[0], &xb = c.out[0];
-  const BlockedGeometry g{x.shape[0], x.shape[1], x.shape[2], xb.shape[3]};
+  const BlockedGeometry g{x.shape[0], x.shape[1], x.shape[2], xb.shape[3], x.strides[0], x.strides[1], x.strides[2]};
   const int64_t n = g.blocked_numel();
   if (n == 0) return;
   visit_float(x.dtype, [&]<class T>() {
@@ -38,7 +38,7 @@ void to_blocked_kernel(const KernelCtx& c) {
 void from_blocked_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const TensorRef &xb = c.in[0], &x = c.out[0];
-  const BlockedGeometry g{x.shape[0], x.shape[1], x.shape[2], xb.shape[3]};
+  const BlockedGeometry g{x.shape[0], x.shape[1], x.shape[2], xb.shape[3], x.strides[0], x.strides[1], x.strides[2]};
   const int64_t n = g.blocked_numel();
   if (n == 0) return;
   visit_float(x.dtype, [&]<class T>() {

@@ -23,8 +23,8 @@ int infer_to_blocked(const OpDef&, std::span<const Tensor> in, const Attrs& attr
   check_block("to_blocked", a.block);
   ENCORE_CHECK(x.dim() == 3, ShapeError, "[to_blocked] input must be (batch, steps, channels), got ",
                x.shape().str());
-  const BlockedGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], a.block};
-  out[0] = defs::meta({g.n, g.blocks(), g.length, g.block}, x.dtype(), x.device());
+  const int64_t blocks = (x.shape()[2] + a.block - 1) / a.block;
+  out[0] = defs::meta({x.shape()[0], blocks, x.shape()[1], a.block}, x.dtype(), x.device());
   return 1;
 }
 
@@ -47,19 +47,27 @@ void bw_from_blocked(const BackwardCtx& c, Tensor* g) {
 }
 
 BlockedGeometry geometry(const TensorRef& nwc, int64_t block) {
-  return {nwc.shape[0], nwc.shape[1], nwc.shape[2], block};
+  return {nwc.shape[0], nwc.shape[1], nwc.shape[2], block, nwc.strides[0], nwc.strides[1], nwc.strides[2]};
+}
+
+// Blocked entry by entry, as nwc_index maps them, without its divisions: `copy(e, i)` for
+// entry e and channels-last index i, `zero(e)` for the tail.
+template <class Copy, class Zero> void for_each_entry(const BlockedGeometry& g, Copy copy, Zero zero) {
+  int64_t e = 0;
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t cb = 0; cb < g.blocks(); ++cb)
+      for (int64_t l = 0; l < g.length; ++l)
+        for (int64_t j = 0, c = cb * g.block; j < g.block; ++j, ++c, ++e)
+          if (c < g.channels) copy(e, b * g.sn + l * g.sl + c * g.sc);
+          else zero(e);
 }
 
 template <class T> void to_blocked_cpu(const BlockedGeometry& g, const T* x, T* xb) {
-  for (int64_t e = 0, n = g.blocked_numel(); e < n; ++e) {
-    const int64_t i = g.nwc_index(e);
-    xb[e] = i < 0 ? T(0) : x[i];
-  }
+  for_each_entry(g, [&](int64_t e, int64_t i) { xb[e] = x[i]; }, [&](int64_t e) { xb[e] = T(0); });
 }
 
 template <class T> void from_blocked_cpu(const BlockedGeometry& g, const T* xb, T* x) {
-  for (int64_t e = 0, n = g.blocked_numel(); e < n; ++e)
-    if (const int64_t i = g.nwc_index(e); i >= 0) x[i] = xb[e];
+  for_each_entry(g, [&](int64_t e, int64_t i) { x[i] = xb[e]; }, [](int64_t) {});
 }
 
 void to_blocked_kernel(const KernelCtx& c) {
@@ -78,7 +86,6 @@ void from_blocked_kernel(const KernelCtx& c) {
 
 OpDef& to_blocked_row = define_op({
     .name = "to_blocked",
-    .contiguous_inputs = true,
     .attrs = &attrs_of<BlockAttrs>,
     .infer = infer_to_blocked,
     .backward = bw_to_blocked,
