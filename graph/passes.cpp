@@ -119,7 +119,8 @@ int remove_layout_round_trips(Graph& g) {
     const Value u = from->in[0];
     const uint32_t t = to.out[0].buffer;
     const Node* conv = producer_of(u.buffer, i);
-    if (!conv || !std::string_view(conv->op->name).starts_with("conv1d") || written_in_place[u.buffer] ||
+    if (!conv || !(std::string_view(conv->op->name).starts_with("conv1d") || is(*conv, "to_blocked")) ||
+        written_in_place[u.buffer] ||
         written_in_place[t] || returned[t] || g.buffers[t].kind != BufferKind::Internal)
       continue;
     for (Node& n : g.nodes)

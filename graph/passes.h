@@ -25,8 +25,8 @@ int elide_copies_into_captured(Graph& g);
 /// blocked layout (ops/conv.h, Conv1dLayout::Blocked) the to_blocked node is removed and its
 /// readers read u, so consecutive convolutions stay blocked; the from_blocked node goes too
 /// (dead code) unless something else reads the channels-last value. Only where u comes from a
-/// convolution (whose blocked outputs oneDNN writes with a zero channel tail, as to_blocked
-/// does) and neither buffer is written in place.
+/// convolution (whose blocked outputs oneDNN writes with a zero channel tail) or a to_blocked,
+/// and neither buffer is written in place.
 int remove_layout_round_trips(Graph& g);
 
 PassStats run_passes(Graph& g);

@@ -44,6 +44,17 @@ namespace {
 const OpDef& conv1d_backward_data_op();
 const OpDef& conv1d_backward_filter_op();
 
+enum class ConvKind : uint8_t { Forward, BackwardData, BackwardFilter };
+
+struct ConvKey {
+  ConvKind kind;
+  int64_t n, length, channels, filters, kernel, stride, dilation, pad_l, pad_r;
+  bool bias = false;  // forward only: conv1d_fused's bias and activation (oneDNN post-op)
+  Activation activation = Activation::Linear;
+  int64_t x_block = 0, y_block = 0;  // ConvAttrs' blocks
+  bool operator==(const ConvKey&) const = default;
+};
+
 int64_t conv_out_length(const char* op, int64_t length, int64_t kernel, const ConvAttrs& a) {
   return window_out_length(op, length, kernel, a.stride, a.dilation, a.pad_l, a.pad_r);
 }
@@ -122,6 +133,14 @@ Tensor activation_backward(Activation a, const Tensor& gy, const Tensor& y) {
 }
 
 void bw_conv1d(const BackwardCtx& c, Tensor* g);
+std::pair<int64_t, int64_t> preferred_blocks(const ConvKey& k);
+
+// An activation of `channels` channels from one layout (a block, 0: channels-last) to another.
+Tensor relayout(const Tensor& t, int64_t from, int64_t to, int64_t channels) {
+  if (from == to) return t;
+  const Tensor nwc = from ? from_blocked(t, channels) : t;
+  return to ? to_blocked(nwc, to) : nwc;
+}
 
 void bw_conv1d_fused(const BackwardCtx& c, Tensor* g) {
   const Tensor gy = activation_backward(c.attrs.as<ConvAttrs>().activation, c.grads[0], c.outputs[0]);
@@ -140,8 +159,34 @@ void bw_conv1d(const BackwardCtx& c, Tensor* g) {
   a.kernel = c.input_shape(1)[0];
   a.channels = c.input_shape(1)[1];
   a.filters = c.input_shape(1)[2];
-  if (c.need(0)) g[0] = call(conv1d_backward_data_op(), {c.grads[0], c.inputs[1]}, a);
-  if (c.need(1)) g[1] = call(conv1d_backward_filter_op(), {c.inputs[0], c.grads[0]}, a);
+  const Tensor &x = c.inputs[0], &w = c.inputs[1], &gy = c.grads[0];
+  if (!a.x_block && !a.y_block) {  // the native layout
+    if (c.need(0)) g[0] = call(conv1d_backward_data_op(), {gy, w}, a);
+    if (c.need(1)) g[1] = call(conv1d_backward_filter_op(), {x, gy}, a);
+    return;
+  }
+  // Blocked: each gradient in the layouts oneDNN prefers for it, converted where they are not
+  // the forward's (conversion nodes, like the forward's).
+  const auto blocks_for = [&](ConvKind kind) {
+    return preferred_blocks({kind, gy.shape()[0], a.length, a.channels, a.filters, a.kernel, a.stride, a.dilation,
+                             a.pad_l, a.pad_r});
+  };
+  if (c.need(0)) {
+    const auto [bx, by] = blocks_for(ConvKind::BackwardData);
+    ConvAttrs d = a;
+    d.x_block = bx;
+    d.y_block = by;
+    const Tensor gx = call(conv1d_backward_data_op(), {relayout(gy, a.y_block, by, a.filters), w}, d);
+    g[0] = relayout(gx, bx, a.x_block, a.channels);
+  }
+  if (c.need(1)) {
+    const auto [bx, by] = blocks_for(ConvKind::BackwardFilter);
+    ConvAttrs f = a;
+    f.x_block = bx;
+    f.y_block = by;
+    g[1] = call(conv1d_backward_filter_op(),
+                {relayout(x, a.x_block, bx, a.channels), relayout(gy, a.y_block, by, a.filters)}, f);
+  }
 }
 
 // (grad_out (N, Lout, F), w (K, C, F)) -> grad_x (N, length, C)
@@ -243,16 +288,6 @@ void bias_activation(T* y, const T* b, int64_t rows, int64_t filters, Activation
       y[i * filters + f] = fn::activate(a, y[i * filters + f] + b[f]);
 }
 
-enum class ConvKind : uint8_t { Forward, BackwardData, BackwardFilter };
-
-struct ConvKey {
-  ConvKind kind;
-  int64_t n, length, channels, filters, kernel, stride, dilation, pad_l, pad_r;
-  bool bias = false;  // forward only: conv1d_fused's bias and activation (oneDNN post-op)
-  Activation activation = Activation::Linear;
-  int64_t x_block = 0, y_block = 0;  // ConvAttrs' blocks
-  bool operator==(const ConvKey&) const = default;
-};
 
 // Keras' activations as oneDNN eltwise post-ops.
 void append_activation(dnnl::post_ops& ops, Activation a) {
@@ -485,17 +520,34 @@ dnnl::convolution_forward::desc forward_desc(const ConvKey& k, const dnnl::memor
 
 // The x and y blocks oneDNN's preferred forward implementation wants for this problem
 // (k.x_block, k.y_block ignored), asked once per problem.
+// The x and y blocks oneDNN's preferred implementation of k's kind wants (k.x_block, k.y_block
+// ignored), asked once per problem. A backward pass may prefer other layouts than its forward
+// (fixed to the forward's, oneDNN may offer only its reference implementation).
 std::pair<int64_t, int64_t> preferred_blocks(const ConvKey& k) {
   static std::mutex mutex;
   static std::map<std::string, std::pair<int64_t, int64_t>> known;
-  const std::string key = shape_key(k);
+  const std::string key = describe(k);
   std::lock_guard lock(mutex);
   if (const auto it = known.find(key); it != known.end()) return it->second;
   if (known.size() >= 4096) known.erase(known.begin());
-  const dnnl::convolution_forward::primitive_desc pd(
-      forward_desc(k, activation_desc(k.n, k.channels, k.length, -1), activation_desc(k.n, k.filters, out_length(k), -1)),
-      forward_attr(k), engine());
-  return known[key] = {block_of(pd.src_desc()), block_of(pd.dst_desc())};
+  const dnnl::memory::desc src = activation_desc(k.n, k.channels, k.length, -1),
+                           dst = activation_desc(k.n, k.filters, out_length(k), -1);
+  const dnnl::convolution_forward::primitive_desc fwd(forward_desc(k, src, dst), forward_attr(k), engine());
+  std::pair<int64_t, int64_t> blocks{block_of(fwd.src_desc()), block_of(fwd.dst_desc())};
+  const dnnl::memory::desc any_weights({k.filters, k.channels, k.kernel}, dnnl::memory::data_type::f32,
+                                       dnnl::memory::format_tag::any);
+  const dnnl::memory::dims strides{k.stride}, dilates{k.dilation - 1}, pl{k.pad_l}, pr{k.pad_r};
+  const auto alg = dnnl::algorithm::convolution_direct;
+  if (k.kind == ConvKind::BackwardData) {
+    using Bwd = dnnl::convolution_backward_data;
+    const Bwd::primitive_desc pd(Bwd::desc(alg, src, any_weights, dst, strides, dilates, pl, pr), engine(), fwd);
+    blocks = {block_of(pd.diff_src_desc()), block_of(pd.diff_dst_desc())};
+  } else if (k.kind == ConvKind::BackwardFilter) {
+    using Bwd = dnnl::convolution_backward_weights;
+    const Bwd::primitive_desc pd(Bwd::desc(alg, src, any_weights, dst, strides, dilates, pl, pr), engine(), fwd);
+    blocks = {block_of(pd.src_desc()), block_of(pd.diff_dst_desc())};
+  }
+  return known[key] = blocks;
 }
 
 std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
