@@ -35,7 +35,7 @@ enum class Counter : int {
   BytesAllocated,
   CopyInNs,         // replays: padding (bucketing) and copying arguments in (measured only while profiling)
   AllocationsReused,  // large host blocks handed out again from the CPU allocator's cache
-  LayoutReorders,     // activations converted to / from a kernel's own layout (conv1d 'blocked')
+  LayoutReorders,     // to_blocked / from_blocked nodes run (conv1d 'blocked' layout)
   LayoutReorderNs,
   Count
 };

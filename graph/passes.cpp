@@ -2,6 +2,7 @@
 
 #include "ops/dispatch.h"
 
+#include <string_view>
 #include <vector>
 
 namespace encore::graph {
@@ -94,8 +95,47 @@ int elide_copies_into_captured(Graph& g) {
   return elided;
 }
 
+int remove_layout_round_trips(Graph& g) {
+  const auto is = [](const Node& n, std::string_view op) { return std::string_view(n.op->name) == op; };
+  const auto producer_of = [&](uint32_t buffer, size_t before) -> const Node* {
+    for (size_t j = before; j-- > 0;)
+      for (const Value& v : g.nodes[j].out)
+        if (v.buffer == buffer) return whole(g, v) ? &g.nodes[j] : nullptr;
+    return nullptr;
+  };
+  std::vector<bool> written_in_place(g.buffers.size(), false), returned(g.buffers.size(), false);
+  for (const Node& n : g.nodes)
+    for (size_t k = 0; k < n.in.size(); ++k)
+      if (writes(n, k)) written_in_place[n.in[k].buffer] = true;
+  for (const Value& v : g.outputs) returned[v.buffer] = true;
+  int removed = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& to = g.nodes[i];
+    if (!is(to, "to_blocked") || !whole(g, to.in[0]) || !whole(g, to.out[0])) continue;
+    const Node* from = producer_of(to.in[0].buffer, i);
+    if (!from || !is(*from, "from_blocked") || !whole(g, from->in[0]) ||
+        from->in[0].shape != to.out[0].shape || from->in[0].dtype != to.out[0].dtype)
+      continue;
+    const Value u = from->in[0];
+    const uint32_t t = to.out[0].buffer;
+    const Node* conv = producer_of(u.buffer, i);
+    if (!conv || !(std::string_view(conv->op->name).starts_with("conv1d") || is(*conv, "to_blocked")) ||
+        written_in_place[u.buffer] ||
+        written_in_place[t] || returned[t] || g.buffers[t].kind != BufferKind::Internal)
+      continue;
+    for (Node& n : g.nodes)
+      for (Value& v : n.in)
+        if (v.buffer == t) v = Value{u.buffer, v.offset, v.shape, v.strides, v.dtype};
+    g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+    --i;
+    ++removed;
+  }
+  return removed;
+}
+
 PassStats run_passes(Graph& g) {
   PassStats s;
+  s.layout_round_trips_removed = remove_layout_round_trips(g);
   s.copies_elided = elide_copies_into_captured(g);
   s.dead_nodes_removed = eliminate_dead_code(g);
   return s;

@@ -9,6 +9,7 @@ namespace encore::graph {
 struct PassStats {
   int dead_nodes_removed = 0;
   int copies_elided = 0;
+  int layout_round_trips_removed = 0;
 };
 
 /// Removes nodes whose results are never observed: not returned, not read by a kept node,
@@ -19,6 +20,14 @@ int eliminate_dead_code(Graph& g);
 /// into the parameter's .grad buffer) is removed by letting the producer write the captured
 /// buffer directly, when nothing else touches either buffer in between or afterwards.
 int elide_copies_into_captured(Graph& g);
+
+/// to_blocked(from_blocked(u)) with u's block is u: between two convolutions in oneDNN's
+/// blocked layout (ops/conv.h, Conv1dLayout::Blocked) the to_blocked node is removed and its
+/// readers read u, so consecutive convolutions stay blocked; the from_blocked node goes too
+/// (dead code) unless something else reads the channels-last value. Only where u comes from a
+/// convolution (whose blocked outputs oneDNN writes with a zero channel tail) or a to_blocked,
+/// and neither buffer is written in place.
+int remove_layout_round_trips(Graph& g);
 
 PassStats run_passes(Graph& g);
 

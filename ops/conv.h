@@ -19,10 +19,15 @@ struct ConvAttrs {
   int64_t length;  // conv1d_backward_data: the input length to reconstruct
   int64_t kernel;  // conv1d_backward_filter: the kernel size
   Activation activation = Activation::Linear;  // conv1d_fused: applied after the bias
+  // The CPU's 'blocked' layout (Conv1dLayout): x's and y's block when they are to_blocked
+  // tensors (ops/layout.h), 0 for channels-last; the channels and filters, which a blocked
+  // tensor's shape does not say exactly.
+  int64_t x_block = 0, y_block = 0, channels = 0, filters = 0;
   std::string str() const {
     std::string s = detail::cat("stride=", stride, ", dilation=", dilation, ", padding=(", pad_l,
                                 ", ", pad_r, ")");
     if (activation != Activation::Linear) s += detail::cat(", activation=", name(activation));
+    if (x_block || y_block) s += detail::cat(", blocks=(", x_block, ", ", y_block, ")");
     return s;
   }
   bool operator==(const ConvAttrs&) const = default;
@@ -53,9 +58,11 @@ struct ConvPrimitiveInfo {
 std::vector<ConvPrimitiveInfo> conv1d_primitives();
 /// The activations' layout of the CPU's float32 convolutions. Native: `nwc`, ours, never
 /// converted (the default: fastest on the benchmark models, docs/BENCHMARKS.md). Blocked: the
-/// layout oneDNN's implementation prefers (e.g. nCw16c), each convolution converting its
-/// inputs and outputs from and to `nwc` (counted in the ledger: layout_reorders and
-/// layout_reorder_ns). Applies to shapes prepared from now on.
+/// layout oneDNN prefers for the shape (e.g. nCw16c): conv1d and conv1d_fused emit
+/// to_blocked -> the convolution on blocked operands -> from_blocked, visible graph nodes (the
+/// ledger counts them: layout_reorders, layout_reorder_ns). Eager mode converts around every
+/// convolution; a traced Plan keeps consecutive convolutions blocked (graph/passes.h).
+/// Applies to calls from now on.
 enum class Conv1dLayout : uint8_t { Native, Blocked };
 void set_conv1d_layout(Conv1dLayout layout);
 Conv1dLayout conv1d_layout();

@@ -157,6 +157,11 @@ Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride = 1, Padding padd
 /// activation(conv1d(x, w, ...) + b) in one kernel (b: (filters,)): the Conv1D layer's step.
 Tensor conv1d_fused(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride = 1,
                     Padding padding = {}, int64_t dilation = 1, Activation activation = Activation::Linear);
+/// x (batch, steps, channels) in oneDNN's blocked layout nCw{block}c: (batch, ceil(channels /
+/// block), steps, block), the last block's missing channels zero. Its gradient is from_blocked.
+Tensor to_blocked(const Tensor& x, int64_t block);
+/// The inverse of to_blocked: xb (batch, blocks, steps, block) -> (batch, steps, channels).
+Tensor from_blocked(const Tensor& xb, int64_t channels);
 
 // ---- neural-network building blocks --------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t axis = -1);

@@ -8,7 +8,10 @@
 // convolution (or unpacks the weight gradient after it), as a BLAS packs its operands: the
 // weights are a small fraction of the data a convolution reads. Letting oneDNN choose blocked
 // activations too was slower for every benchmark shape (nCw16c: jit/gemm instead of brgconv),
-// so it is an opt-in (set_conv1d_layout) that wins on some other shapes (docs/puzzles/4-layout.md).
+// so it is an opt-in (set_conv1d_layout) that wins on some other shapes (docs/puzzles/4-layout.md):
+// then conv1d() asks oneDNN which layout it prefers for the shape and emits to_blocked -> the
+// convolution on blocked operands (ConvAttrs' blocks) -> from_blocked, graph nodes like any
+// other, whose gradients are the inverse conversions.
 // Which of the implementations oneDNN offers a shape runs follows the autotune policy
 // (ops/autotune.h: oneDNN's first, the fastest of each timed once, or the GEMM-based one), and
 // the choice is kept in the autotune store, which save/load carry to another process.
@@ -30,9 +33,11 @@
 #include "core/ledger.h"
 #include "ops/autotune.h"
 #include "ops/conv.h"
+#include "ops/cpu/onednn.h"
 #include "ops/epilogue.h"
 #include "ops/functors.h"
 #include "ops/defs/common.h"
+#include "ops/layout.h"
 #include "ops/prepared.h"
 
 namespace encore {
@@ -40,6 +45,17 @@ namespace {
 
 const OpDef& conv1d_backward_data_op();
 const OpDef& conv1d_backward_filter_op();
+
+enum class ConvKind : uint8_t { Forward, BackwardData, BackwardFilter };
+
+struct ConvKey {
+  ConvKind kind;
+  int64_t n, length, channels, filters, kernel, stride, dilation, pad_l, pad_r;
+  bool bias = false;  // forward only: conv1d_fused's bias and activation (oneDNN post-op)
+  Activation activation = Activation::Linear;
+  int64_t x_block = 0, y_block = 0;  // ConvAttrs' blocks
+  bool operator==(const ConvKey&) const = default;
+};
 
 int64_t conv_out_length(const char* op, int64_t length, int64_t kernel, const ConvAttrs& a) {
   return window_out_length(op, length, kernel, a.stride, a.dilation, a.pad_l, a.pad_r);
@@ -60,20 +76,33 @@ void check_conv_attrs(const char* op, const ConvAttrs& a, int64_t kernel) {
   ENCORE_CHECK(kernel >= 1, ValueError, "[", op, "] kernel size must be >= 1, got ", kernel);
 }
 
+// An activation of `channels` channels: (batch, steps, channels), or to_blocked's
+// (batch, blocks, steps, block) when `block` is not 0.
+bool is_activation(const Tensor& t, int64_t block, int64_t channels) {
+  if (block == 0) return t.dim() == 3 && t.shape()[2] == channels;
+  return t.dim() == 4 && t.shape()[3] == block && t.shape()[1] == (channels + block - 1) / block;
+}
+int64_t steps_of(const Shape& s, int64_t block) { return block ? s[2] : s[1]; }
+Shape activation_shape(int64_t n, int64_t steps, int64_t channels, int64_t block) {
+  if (block == 0) return {n, steps, channels};
+  return {n, (channels + block - 1) / block, steps, block};
+}
+
 int infer_conv1d(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
   const Tensor &x = in[0], &w = in[1];
   const auto& a = attrs.as<ConvAttrs>();
   defs::require_float("conv1d", x);
   defs::require_same_dtype("conv1d", x, w);
-  ENCORE_CHECK(x.dim() == 3, ShapeError, "[conv1d] input must be (batch, steps, channels), got ",
-               x.shape().str());
+  ENCORE_CHECK(a.x_block ? x.dim() == 4 : x.dim() == 3, ShapeError,
+               "[conv1d] input must be (batch, steps, channels), got ", x.shape().str());
   ENCORE_CHECK(w.dim() == 3, ShapeError,
                "[conv1d] kernel must be (kernel_size, in_channels, filters), got ", w.shape().str());
   check_conv_attrs("conv1d", a, w.shape()[0]);
-  ENCORE_CHECK(x.shape()[2] == w.shape()[1], ShapeError, "[conv1d] input ", x.shape().str(), " has ",
-               x.shape()[2], " channels but the kernel ", w.shape().str(), " expects ", w.shape()[1]);
-  const int64_t len = conv_out_length("conv1d", x.shape()[1], w.shape()[0], a);
-  out[0] = defs::meta({x.shape()[0], len, w.shape()[2]}, x.dtype(), x.device());
+  ENCORE_CHECK(is_activation(x, a.x_block, w.shape()[1]), ShapeError, "[conv1d] input ", x.shape().str(),
+               " has ", x.shape()[x.dim() - 1], " channels but the kernel ", w.shape().str(), " expects ",
+               w.shape()[1]);
+  const int64_t len = conv_out_length("conv1d", steps_of(x.shape(), a.x_block), w.shape()[0], a);
+  out[0] = defs::meta(activation_shape(x.shape()[0], len, w.shape()[2], a.y_block), x.dtype(), x.device());
   return 1;
 }
 
@@ -92,21 +121,60 @@ int infer_conv1d_fused(const OpDef& def, std::span<const Tensor> in, const Attrs
 }
 
 void bw_conv1d(const BackwardCtx& c, Tensor* g);
+std::pair<int64_t, int64_t> preferred_blocks(const ConvKey& k);
+
+// An activation of `channels` channels from one layout (a block, 0: channels-last) to another.
+Tensor relayout(const Tensor& t, int64_t from, int64_t to, int64_t channels) {
+  if (from == to) return t;
+  const Tensor nwc = from ? from_blocked(t, channels) : t;
+  return to ? to_blocked(nwc, to) : nwc;
+}
 
 void bw_conv1d_fused(const BackwardCtx& c, Tensor* g) {
   const Tensor gy = activation_backward(c.attrs.as<ConvAttrs>().activation, c.grads[0], c.outputs[0]);
   const Tensor grads[] = {gy};
   bw_conv1d(BackwardCtx{c.inputs, c.outputs, grads, c.input_metas, c.attrs, c.needs}, g);
-  if (c.need(2)) g[2] = sum(gy, {0, 1});
+  if (c.need(2)) {
+    const int64_t block = c.attrs.as<ConvAttrs>().y_block, filters = c.input_shape(1)[2];
+    g[2] = block ? sum(gy, {0, 2}).reshape({-1}).slice(0, 0, filters) : sum(gy, {0, 1});
+  }
 }
 
 void bw_conv1d(const BackwardCtx& c, Tensor* g) {
   ConvAttrs a = c.attrs.as<ConvAttrs>();
   a.activation = Activation::Linear;  // conv1d_fused's epilogue is differentiated by its caller
-  a.length = c.input_shape(0)[1];
+  a.length = steps_of(c.input_shape(0), a.x_block);
   a.kernel = c.input_shape(1)[0];
-  if (c.need(0)) g[0] = call(conv1d_backward_data_op(), {c.grads[0], c.inputs[1]}, a);
-  if (c.need(1)) g[1] = call(conv1d_backward_filter_op(), {c.inputs[0], c.grads[0]}, a);
+  a.channels = c.input_shape(1)[1];
+  a.filters = c.input_shape(1)[2];
+  const Tensor &x = c.inputs[0], &w = c.inputs[1], &gy = c.grads[0];
+  if (!a.x_block && !a.y_block) {  // the native layout
+    if (c.need(0)) g[0] = call(conv1d_backward_data_op(), {gy, w}, a);
+    if (c.need(1)) g[1] = call(conv1d_backward_filter_op(), {x, gy}, a);
+    return;
+  }
+  // Blocked: each gradient in the layouts oneDNN prefers for it, converted where they are not
+  // the forward's (conversion nodes, like the forward's).
+  const auto blocks_for = [&](ConvKind kind) {
+    return preferred_blocks({kind, gy.shape()[0], a.length, a.channels, a.filters, a.kernel, a.stride, a.dilation,
+                             a.pad_l, a.pad_r});
+  };
+  if (c.need(0)) {
+    const auto [bx, by] = blocks_for(ConvKind::BackwardData);
+    ConvAttrs d = a;
+    d.x_block = bx;
+    d.y_block = by;
+    const Tensor gx = call(conv1d_backward_data_op(), {relayout(gy, a.y_block, by, a.filters), w}, d);
+    g[0] = relayout(gx, bx, a.x_block, a.channels);
+  }
+  if (c.need(1)) {
+    const auto [bx, by] = blocks_for(ConvKind::BackwardFilter);
+    ConvAttrs f = a;
+    f.x_block = bx;
+    f.y_block = by;
+    g[1] = call(conv1d_backward_filter_op(),
+                {relayout(x, a.x_block, bx, a.channels), relayout(gy, a.y_block, by, a.filters)}, f);
+  }
 }
 
 // (grad_out (N, Lout, F), w (K, C, F)) -> grad_x (N, length, C)
@@ -117,11 +185,12 @@ int infer_conv1d_backward_data(const OpDef&, std::span<const Tensor> in, const A
   ENCORE_CHECK(w.dim() == 3, ShapeError, "[conv1d_backward_data] kernel must be (kernel_size, "
                "in_channels, filters), got ", w.shape().str());
   check_conv_attrs("conv1d_backward_data", a, w.shape()[0]);
-  ENCORE_CHECK(gy.dim() == 3 && gy.shape()[2] == w.shape()[2] && a.length >= 0 &&
-                   conv_out_length("conv1d_backward_data", a.length, w.shape()[0], a) == gy.shape()[1],
+  ENCORE_CHECK(is_activation(gy, a.y_block, w.shape()[2]) && a.length >= 0 &&
+                   conv_out_length("conv1d_backward_data", a.length, w.shape()[0], a) ==
+                       steps_of(gy.shape(), a.y_block),
                ShapeError, "[conv1d_backward_data] gradient ", gy.shape().str(),
                " does not match kernel ", w.shape().str(), " and input length ", a.length);
-  out[0] = defs::meta({gy.shape()[0], a.length, w.shape()[1]}, gy.dtype(), gy.device());
+  out[0] = defs::meta(activation_shape(gy.shape()[0], a.length, w.shape()[1], a.x_block), gy.dtype(), gy.device());
   return 1;
 }
 
@@ -131,11 +200,16 @@ int infer_conv1d_backward_filter(const OpDef&, std::span<const Tensor> in, const
   const auto& a = attrs.as<ConvAttrs>();
   check_conv_attrs("conv1d_backward_filter", a, a.kernel);
   defs::require_same_dtype("conv1d_backward_filter", x, gy);
-  ENCORE_CHECK(x.dim() == 3 && gy.dim() == 3 && x.shape()[0] == gy.shape()[0] &&
-                   conv_out_length("conv1d_backward_filter", x.shape()[1], a.kernel, a) == gy.shape()[1],
+  const bool blocked = a.x_block || a.y_block;  // then the attributes say the channels and filters
+  const int64_t channels = blocked ? a.channels : x.shape()[x.dim() - 1],
+                filters = blocked ? a.filters : gy.shape()[gy.dim() - 1];
+  ENCORE_CHECK(is_activation(x, a.x_block, channels) && is_activation(gy, a.y_block, filters) &&
+                   x.shape()[0] == gy.shape()[0] &&
+                   conv_out_length("conv1d_backward_filter", steps_of(x.shape(), a.x_block), a.kernel, a) ==
+                       steps_of(gy.shape(), a.y_block),
                ShapeError, "[conv1d_backward_filter] input ", x.shape().str(), " and gradient ",
                gy.shape().str(), " do not match kernel size ", a.kernel);
-  out[0] = defs::meta({a.kernel, x.shape()[2], gy.shape()[2]}, x.dtype(), x.device());
+  out[0] = defs::meta({a.kernel, channels, filters}, x.dtype(), x.device());
   return 1;
 }
 
@@ -195,55 +269,23 @@ void conv1d_backward_filter_reference(const ConvGeometry& g, const T* x, const T
     }
 }
 
-enum class ConvKind : uint8_t { Forward, BackwardData, BackwardFilter };
-
-struct ConvKey {
-  ConvKind kind;
-  int64_t n, length, channels, filters, kernel, stride, dilation, pad_l, pad_r;
-  bool bias = false;  // forward only: conv1d_fused's bias and activation (oneDNN post-op)
-  Activation activation = Activation::Linear;
-  bool blocked = false;  // Conv1dLayout::Blocked
-  bool operator==(const ConvKey&) const = default;
-};
-
-// Keras' activations as oneDNN eltwise post-ops.
-void append_activation(dnnl::post_ops& ops, Activation a) {
-  using alg = dnnl::algorithm;
-  switch (a) {
-    case Activation::Relu: ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f); break;
-    case Activation::Tanh: ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); break;
-    case Activation::Sigmoid: ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f); break;
-    case Activation::HardSigmoid:  // clip(0.2 x + 0.5, 0, 1)
-      ops.append_eltwise(1.0f, alg::eltwise_linear, 0.2f, 0.5f);
-      ops.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
-      break;
-    case Activation::Linear: break;
-    case Activation::Gelu:
-    case Activation::Softmax: break;  // refused by infer_conv1d_fused
-  }
-}
 
 struct ConvPrimitive {
   dnnl::primitive primitive;
   // The implementation's layouts of the x, w, y roles (see roles() below), and ours.
+  // The activations' layouts are ours (nwc, or the blocks the op's attributes name).
   dnnl::memory::desc src, weights, dst, scratchpad, bias;  // bias: conv1d_fused only
-  dnnl::memory::desc user_src, user_weights, user_dst;
+  dnnl::memory::desc user_weights;
   // Between our `wio` weights and the implementation's layout, when they differ: wio -> its
   // layout before a forward or backward-data convolution, its layout -> wio after a
   // backward-filter one.
   std::optional<dnnl::reorder> weights_reorder;
-  // The 'blocked' layout: activations converted between `nwc` and the implementation's
-  // layout, inputs before the convolution, outputs after it (counted in the ledger).
-  std::optional<dnnl::reorder> src_reorder, dst_reorder;
   std::string impl;
 };
 
 std::atomic<Conv1dLayout> g_layout{Conv1dLayout::Native};
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
+using cpu::onednn_engine;
 
 constexpr const char* kOps[] = {"conv1d", "conv1d_backward_data", "conv1d_backward_filter"};
 
@@ -252,7 +294,7 @@ std::string shape_key(const ConvKey& k) {
   return detail::cat("N=", k.n, " L=", k.length, " C=", k.channels, " F=", k.filters, " K=", k.kernel,
                      " stride=", k.stride, " dilation=", k.dilation, " pad=(", k.pad_l, ", ", k.pad_r, ")",
                      k.bias ? " +bias" : "", k.activation == Activation::Linear ? "" : detail::cat(" +", name(k.activation)),
-                     k.blocked ? " blocked" : "");
+                     k.x_block || k.y_block ? detail::cat(" blocked=(", k.x_block, ", ", k.y_block, ")") : "");
 }
 
 std::string describe(const ConvKey& k) {
@@ -261,29 +303,21 @@ std::string describe(const ConvKey& k) {
 }
 
 // The primitive, its scratchpad, the layout it wants the weights in and its name.
-// The x, w, y roles' layouts an implementation wants.
-struct Layouts {
-  dnnl::memory::desc x, w, y;
-};
 
 // A reorder from `ours` to the implementation's `its` (or back, `to_ours`), none when equal.
 std::optional<dnnl::reorder> reorder_between(const dnnl::memory::desc& ours, const dnnl::memory::desc& its,
                                              bool to_ours) {
   if (ours == its) return std::nullopt;
-  return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), to_ours ? its : ours, engine(), to_ours ? ours : its));
+  return dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), to_ours ? its : ours, onednn_engine(), to_ours ? ours : its));
 }
 
 template <class Pd>
-void adopt(ConvPrimitive& p, ConvKind kind, dnnl::primitive primitive, const Pd& pd, const Layouts& l) {
+void adopt(ConvPrimitive& p, ConvKind kind, dnnl::primitive primitive, const Pd& pd, const dnnl::memory::desc& weights) {
   p.primitive = std::move(primitive);
   p.scratchpad = pd.scratchpad_desc();
-  p.src = l.x;
-  p.weights = l.w;
-  p.dst = l.y;
+  p.weights = weights;
   p.impl = pd.impl_info_str();
   p.weights_reorder = reorder_between(p.user_weights, p.weights, kind == ConvKind::BackwardFilter);
-  p.src_reorder = reorder_between(p.user_src, p.src, kind == ConvKind::BackwardData);
-  p.dst_reorder = reorder_between(p.user_dst, p.dst, kind == ConvKind::Forward);
 }
 
 // One call: the weights packed into the implementation's layout (unpacked after a
@@ -291,36 +325,21 @@ void adopt(ConvPrimitive& p, ConvKind kind, dnnl::primitive primitive, const Pd&
 // roles() below; bias only for conv1d_fused.
 void run(const ConvPrimitive& p, ConvKind kind, void* x_data, void* w_data, void* y_data, void* bias) {
   // Scratch memory per thread, not per primitive: threads may run one primitive at once. It
-  // holds the primitive's scratchpad, then the weights, x and y in its layouts where they
-  // differ from ours, each 64-byte aligned.
-  static thread_local dnnl::stream stream(engine());
-  static thread_local std::vector<std::byte> scratch;
+  // holds the primitive's scratchpad, then the weights in its layout where it differs from
+  // ours, each 64-byte aligned.
   constexpr size_t kAlign = 64;
-  const auto bytes = [](const dnnl::memory::desc& d, bool used) { return used ? (d.get_size() + kAlign - 1) / kAlign * kAlign : 0; };
-  const size_t pad_bytes = bytes(p.scratchpad, true), w_bytes = bytes(p.weights, p.weights_reorder.has_value()),
-               x_bytes = bytes(p.src, p.src_reorder.has_value()), y_bytes = bytes(p.dst, p.dst_reorder.has_value());
-  if (scratch.size() < pad_bytes + w_bytes + x_bytes + y_bytes + kAlign) scratch.resize(pad_bytes + w_bytes + x_bytes + y_bytes + kAlign);
-  std::byte* base = scratch.data() + (kAlign - reinterpret_cast<uintptr_t>(scratch.data()) % kAlign) % kAlign;
-  dnnl::memory x_user(p.user_src, engine(), x_data), y_user(p.user_dst, engine(), y_data),
-      w_user(p.user_weights, engine(), w_data);
-  dnnl::memory w = p.weights_reorder ? dnnl::memory(p.weights, engine(), base + pad_bytes) : w_user;
-  dnnl::memory x = p.src_reorder ? dnnl::memory(p.src, engine(), base + pad_bytes + w_bytes) : x_user;
-  dnnl::memory y = p.dst_reorder ? dnnl::memory(p.dst, engine(), base + pad_bytes + w_bytes + x_bytes) : y_user;
-  // An activation converted between the layouts, timed into the ledger.
-  const auto convert = [&](const dnnl::reorder& r, dnnl::memory& from, dnnl::memory& to) {
-    ScopedTimer timer(Counter::LayoutReorderNs, "reorder", "conv1d activation layout");
-    Ledger::global().add(Counter::LayoutReorders, 1);
-    r.execute(stream, from, to);
-    stream.wait();
-  };
+  const size_t pad_bytes = (p.scratchpad.get_size() + kAlign - 1) / kAlign * kAlign;
+  const size_t w_bytes = p.weights_reorder ? p.weights.get_size() : 0;
+  std::byte* base = cpu::thread_scratch(0, pad_bytes + w_bytes);
+  dnnl::stream& stream = cpu::onednn_stream();
+  dnnl::memory x(p.src, onednn_engine(), x_data), y(p.dst, onednn_engine(), y_data), w_user(p.user_weights, onednn_engine(), w_data);
+  dnnl::memory w = p.weights_reorder ? dnnl::memory(p.weights, onednn_engine(), base + pad_bytes) : w_user;
   if (p.weights_reorder && kind != ConvKind::BackwardFilter) p.weights_reorder->execute(stream, w_user, w);
-  if (p.src_reorder && kind != ConvKind::BackwardData) convert(*p.src_reorder, x_user, x);
-  if (p.dst_reorder && kind != ConvKind::Forward) convert(*p.dst_reorder, y_user, y);
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, engine(), base)}};
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, onednn_engine(), base)}};
   switch (kind) {
     case ConvKind::Forward:
       args.insert({{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}});
-      if (bias) args.insert({DNNL_ARG_BIAS, dnnl::memory(p.bias, engine(), bias)});
+      if (bias) args.insert({DNNL_ARG_BIAS, dnnl::memory(p.bias, onednn_engine(), bias)});
       break;
     case ConvKind::BackwardData: args.insert({{DNNL_ARG_DIFF_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, y}}); break;
     case ConvKind::BackwardFilter: args.insert({{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, y}}); break;
@@ -328,15 +347,13 @@ void run(const ConvPrimitive& p, ConvKind kind, void* x_data, void* w_data, void
   p.primitive.execute(stream, args);
   if (p.weights_reorder && kind == ConvKind::BackwardFilter) p.weights_reorder->execute(stream, w, w_user);
   stream.wait();
-  if (p.src_reorder && kind == ConvKind::BackwardData) convert(*p.src_reorder, x, x_user);
-  if (p.dst_reorder && kind == ConvKind::Forward) convert(*p.dst_reorder, y, y_user);
 }
 
 // A call of `p` on scratch operands in ms: the fastest of three after an untimed one (JIT code
 // and pages warm); one call alone is at the mercy of whatever else the machine does.
 double time_call(const ConvPrimitive& p, ConvKind kind) {
-  std::vector<float> x(p.user_src.get_size() / sizeof(float), 0.5f), w(p.user_weights.get_size() / sizeof(float), 0.5f),
-      y(p.user_dst.get_size() / sizeof(float), 0.5f), b(p.bias.get_size() / sizeof(float), 0.5f);
+  std::vector<float> x(p.src.get_size() / sizeof(float), 0.5f), w(p.user_weights.get_size() / sizeof(float), 0.5f),
+      y(p.dst.get_size() / sizeof(float), 0.5f), b(p.bias.get_size() / sizeof(float), 0.5f);
   run(p, kind, x.data(), w.data(), y.data(), b.data());
   double best = INFINITY;
   for (int i = 0; i < 3; ++i) {
@@ -412,60 +429,124 @@ void choose(const ConvKey& k, ConvPrimitive& p, MakePd make_pd, LayoutsOf layout
   autotune::detail::store(std::move(e));
 }
 
+// An activation's layout: nwc (block 0), nCw{block}c (4, 8 or 16: the blocks to_blocked tensors
+// of a convolution have), or the implementation's choice (block -1).
+dnnl::memory::desc activation_desc(int64_t n, int64_t channels, int64_t steps, int64_t block) {
+  using tag = dnnl::memory::format_tag;
+  const tag t = block < 0    ? tag::any
+                : block == 0 ? tag::nwc
+                : block == 4 ? tag::nCw4c
+                : block == 8 ? tag::nCw8c
+                             : tag::nCw16c;
+  return dnnl::memory::desc({n, channels, steps}, dnnl::memory::data_type::f32, t);
+}
+
+// The block of an activation layout oneDNN picked, 0 for nwc or a layout to_blocked has not.
+int64_t block_of(const dnnl::memory::desc& d) {
+  const dnnl::memory::dims dims = d.dims();
+  for (const int64_t b : {16, 8, 4})
+    if (d == activation_desc(dims[0], dims[1], dims[2], b)) return b;
+  return 0;
+}
+
+int64_t out_length(const ConvKey& k) {
+  return (k.length + k.pad_l + k.pad_r - k.dilation * (k.kernel - 1) - 1) / k.stride + 1;
+}
+
+dnnl::primitive_attr forward_attr(const ConvKey& k) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (k.activation != Activation::Linear) attr.set_post_ops(cpu::activation_post_ops(k.activation));
+  return attr;
+}
+
+dnnl::convolution_forward::desc forward_desc(const ConvKey& k, const dnnl::memory::desc& src,
+                                             const dnnl::memory::desc& dst) {
+  using Fwd = dnnl::convolution_forward;
+  const dnnl::memory::desc any_weights({k.filters, k.channels, k.kernel}, dnnl::memory::data_type::f32,
+                                       dnnl::memory::format_tag::any);
+  const dnnl::memory::dims strides{k.stride}, dilates{k.dilation - 1}, pl{k.pad_l}, pr{k.pad_r};
+  const auto prop = dnnl::prop_kind::forward_training;
+  const auto alg = dnnl::algorithm::convolution_direct;
+  if (!k.bias) return Fwd::desc(prop, alg, src, any_weights, dst, strides, dilates, pl, pr);
+  const dnnl::memory::desc bias({k.filters}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
+  return Fwd::desc(prop, alg, src, any_weights, bias, dst, strides, dilates, pl, pr);
+}
+
+// The x and y blocks oneDNN's preferred forward implementation wants for this problem
+// (k.x_block, k.y_block ignored), asked once per problem.
+// The x and y blocks oneDNN's preferred implementation of k's kind wants (k.x_block, k.y_block
+// ignored), asked once per problem. A backward pass may prefer other layouts than its forward
+// (fixed to the forward's, oneDNN may offer only its reference implementation).
+std::pair<int64_t, int64_t> preferred_blocks(const ConvKey& k) {
+  static std::mutex mutex;
+  static std::map<std::string, std::pair<int64_t, int64_t>> known;
+  const std::string key = describe(k);
+  std::lock_guard lock(mutex);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  if (known.size() >= 4096) known.erase(known.begin());
+  const dnnl::memory::desc src = activation_desc(k.n, k.channels, k.length, -1),
+                           dst = activation_desc(k.n, k.filters, out_length(k), -1);
+  const dnnl::convolution_forward::primitive_desc fwd(forward_desc(k, src, dst), forward_attr(k), onednn_engine());
+  std::pair<int64_t, int64_t> blocks{block_of(fwd.src_desc()), block_of(fwd.dst_desc())};
+  const dnnl::memory::desc any_weights({k.filters, k.channels, k.kernel}, dnnl::memory::data_type::f32,
+                                       dnnl::memory::format_tag::any);
+  const dnnl::memory::dims strides{k.stride}, dilates{k.dilation - 1}, pl{k.pad_l}, pr{k.pad_r};
+  const auto alg = dnnl::algorithm::convolution_direct;
+  if (k.kind == ConvKind::BackwardData) {
+    using Bwd = dnnl::convolution_backward_data;
+    const Bwd::primitive_desc pd(Bwd::desc(alg, src, any_weights, dst, strides, dilates, pl, pr), onednn_engine(), fwd);
+    blocks = {block_of(pd.diff_src_desc()), block_of(pd.diff_dst_desc())};
+  } else if (k.kind == ConvKind::BackwardFilter) {
+    using Bwd = dnnl::convolution_backward_weights;
+    const Bwd::primitive_desc pd(Bwd::desc(alg, src, any_weights, dst, strides, dilates, pl, pr), onednn_engine(), fwd);
+    blocks = {block_of(pd.src_desc()), block_of(pd.diff_dst_desc())};
+  }
+  return known[key] = blocks;
+}
+
 std::shared_ptr<ConvPrimitive> create(const ConvKey& k) {
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
-  const int64_t out_len = (k.length + k.pad_l + k.pad_r - k.dilation * (k.kernel - 1) - 1) / k.stride + 1;
   auto p = std::make_shared<ConvPrimitive>();
-  p->user_src = dnnl::memory::desc({k.n, k.channels, k.length}, dt::f32, tag::nwc);
+  p->src = activation_desc(k.n, k.channels, k.length, k.x_block);
+  p->dst = activation_desc(k.n, k.filters, out_length(k), k.y_block);
   p->user_weights = dnnl::memory::desc({k.filters, k.channels, k.kernel}, dt::f32, tag::wio);
-  p->user_dst = dnnl::memory::desc({k.n, k.filters, out_len}, dt::f32, tag::nwc);
   const dnnl::memory::desc any_weights({k.filters, k.channels, k.kernel}, dt::f32, tag::any);
-  // 'blocked': the implementation picks the activations' layout too.
-  const auto act = k.blocked ? tag::any : tag::nwc;
-  const dnnl::memory::desc src({k.n, k.channels, k.length}, dt::f32, act), dst({k.n, k.filters, out_len}, dt::f32, act);
+  const dnnl::memory::desc &src = p->src, &dst = p->dst;
   if (k.bias) p->bias = dnnl::memory::desc({k.filters}, dt::f32, tag::a);
   const dnnl::memory::dims strides{k.stride}, dilates{k.dilation - 1}, pl{k.pad_l}, pr{k.pad_r};
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const auto alg = dnnl::algorithm::convolution_direct;
-  dnnl::primitive_attr fwd_attr = attr;
-  if (k.activation != Activation::Linear) {
-    dnnl::post_ops ops;
-    append_activation(ops, k.activation);
-    fwd_attr.set_post_ops(ops);
-  }
+  const dnnl::primitive_attr fwd_attr = forward_attr(k);
   // The operation descriptors outlive every primitive descriptor made from them: a primitive
   // descriptor's next_impl() reads its operation descriptor again.
   using Fwd = dnnl::convolution_forward;
   using BwdData = dnnl::convolution_backward_data;
   using BwdWeights = dnnl::convolution_backward_weights;
-  const Fwd::desc fwd_desc =
-      k.bias ? Fwd::desc(dnnl::prop_kind::forward_training, alg, src, any_weights, p->bias, dst, strides,
-                         dilates, pl, pr)
-             : Fwd::desc(dnnl::prop_kind::forward_training, alg, src, any_weights, dst, strides, dilates, pl, pr);
+  const Fwd::desc fwd_desc = forward_desc(k, src, dst);
   const BwdData::desc data_desc(alg, src, any_weights, dst, strides, dilates, pl, pr);
   const BwdWeights::desc weights_desc(alg, src, any_weights, dst, strides, dilates, pl, pr);
-  const auto fwd_pd = [&] { return Fwd::primitive_desc(fwd_desc, fwd_attr, engine()); };
+  const auto fwd_pd = [&] { return Fwd::primitive_desc(fwd_desc, fwd_attr, onednn_engine()); };
   switch (k.kind) {
     case ConvKind::Forward:
-      choose<Fwd>(k, *p, fwd_pd, [](const auto& pd) { return Layouts{pd.src_desc(), pd.weights_desc(), pd.dst_desc()}; });
+      choose<Fwd>(k, *p, fwd_pd, [](const auto& pd) { return pd.weights_desc(); });
       break;
     case ConvKind::BackwardData: {
       const Fwd::primitive_desc hint = fwd_pd();
-      choose<BwdData>(k, *p, [&] { return BwdData::primitive_desc(data_desc, attr, engine(), hint); },
-                      [](const auto& pd) { return Layouts{pd.diff_src_desc(), pd.weights_desc(), pd.diff_dst_desc()}; });
+      choose<BwdData>(k, *p, [&] { return BwdData::primitive_desc(data_desc, attr, onednn_engine(), hint); },
+                      [](const auto& pd) { return pd.weights_desc(); });
       break;
     }
     case ConvKind::BackwardFilter: {
       const Fwd::primitive_desc hint = fwd_pd();
-      choose<BwdWeights>(k, *p, [&] { return BwdWeights::primitive_desc(weights_desc, attr, engine(), hint); },
-                         [](const auto& pd) { return Layouts{pd.src_desc(), pd.diff_weights_desc(), pd.diff_dst_desc()}; });
+      choose<BwdWeights>(k, *p, [&] { return BwdWeights::primitive_desc(weights_desc, attr, onednn_engine(), hint); },
+                         [](const auto& pd) { return pd.diff_weights_desc(); });
       break;
     }
   }
   if (p->weights_reorder) p->impl += " (weights in its layout)";
-  if (p->src_reorder || p->dst_reorder) p->impl += " (activations in its layout)";
   return p;
 }
 
@@ -490,9 +571,9 @@ template <ConvKind Kind> Roles roles(const KernelCtx& c) {
 template <ConvKind Kind> ConvKey key_of(const KernelCtx& c) {
   const auto& a = c.attrs.as<ConvAttrs>();
   const Roles r = roles<Kind>(c);
-  return {Kind, r.x->shape[0], r.x->shape[1], r.x->shape[2], r.w->shape[2], r.w->shape[0],
+  return {Kind, r.x->shape[0], steps_of(r.x->shape, a.x_block), r.w->shape[1], r.w->shape[2], r.w->shape[0],
           a.stride, a.dilation, a.pad_l, a.pad_r, Kind == ConvKind::Forward && c.in.size() == 3,
-          Kind == ConvKind::Forward ? a.activation : Activation::Linear, g_layout.load() == Conv1dLayout::Blocked};
+          Kind == ConvKind::Forward ? a.activation : Activation::Linear, a.x_block, a.y_block};
 }
 
 // An empty batch, sequence, channel or filter axis: oneDNN has no primitive for it, and the
@@ -620,6 +701,33 @@ OpDef& conv1d_backward_filter_row = define_op({
 const OpDef& conv1d_backward_data_op() { return conv1d_backward_data_row; }
 const OpDef& conv1d_backward_filter_op() { return conv1d_backward_filter_row; }
 
+// The convolution `op` of (x, w[, b]) as the layout setting wants it: on the CPU in float32
+// with 'blocked', in the layouts oneDNN prefers for the problem, converted by to_blocked /
+// from_blocked nodes; otherwise channels-last.
+Tensor call_conv(const OpDef& op, const Tensor& x, const Tensor& w, const Tensor* b, ConvAttrs a) {
+  const auto plain = [&] { return b ? call(op, {x, w, *b}, a) : call(op, {x, w}, a); };
+  if (g_layout.load() == Conv1dLayout::Native || !x.device().is_cpu() || x.dtype() != DType::Float32 ||
+      w.dtype() != DType::Float32 || x.numel() == 0 || w.numel() == 0 || x.shape()[2] != w.shape()[1])
+    return plain();  // the native layout, or an error the op's shape inference names
+  const ConvKey k{ConvKind::Forward, x.shape()[0], x.shape()[1], x.shape()[2], w.shape()[2], w.shape()[0],
+                  a.stride, a.dilation, a.pad_l, a.pad_r, b != nullptr, a.activation};
+  conv_out_length(op.name, k.length, k.kernel, a);  // a ShapeError before oneDNN sees the problem
+  std::pair<int64_t, int64_t> blocks;
+  try {
+    blocks = preferred_blocks(k);
+  } catch (const dnnl::error& e) {
+    throw BackendError(std::string("[conv1d] oneDNN primitive creation failed: ") + e.what());
+  }
+  if (blocks == std::pair<int64_t, int64_t>{0, 0}) return plain();
+  a.x_block = blocks.first;
+  a.y_block = blocks.second;
+  a.channels = k.channels;
+  a.filters = k.filters;
+  const Tensor xb = a.x_block ? to_blocked(x, a.x_block) : x;
+  const Tensor yb = b ? call(op, {xb, w, *b}, a) : call(op, {xb, w}, a);
+  return a.y_block ? from_blocked(yb, k.filters) : yb;
+}
+
 }  // namespace
 
 Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding, int64_t dilation) {
@@ -632,7 +740,7 @@ Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding,
   ENCORE_CHECK(w.shape()[0] >= 1, ValueError, "[conv1d] kernel size must be >= 1, got kernel ",
                w.shape().str());
   const auto [pl, pr] = window_padding("conv1d", x.shape()[1], w.shape()[0], stride, dilation, padding);
-  return call(conv1d_op, {x, w}, ConvAttrs{stride, dilation, pl, pr, 0, 0});
+  return call_conv(conv1d_op, x, w, nullptr, ConvAttrs{stride, dilation, pl, pr, 0, 0});
 }
 
 Tensor conv1d_fused(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
@@ -647,7 +755,7 @@ Tensor conv1d_fused(const Tensor& x, const Tensor& w, const Tensor& b, int64_t s
   ENCORE_CHECK(w.shape()[0] >= 1, ValueError, "[conv1d_fused] kernel size must be >= 1, got kernel ",
                w.shape().str());
   const auto [pl, pr] = window_padding("conv1d", x.shape()[1], w.shape()[0], stride, dilation, padding);
-  return call(conv1d_fused_op, {x, w, b}, ConvAttrs{stride, dilation, pl, pr, 0, 0, activation});
+  return call_conv(conv1d_fused_op, x, w, &b, ConvAttrs{stride, dilation, pl, pr, 0, 0, activation});
 }
 
 std::vector<ConvPrimitiveInfo> conv1d_primitives() {
@@ -659,7 +767,6 @@ std::vector<ConvPrimitiveInfo> conv1d_primitives() {
 
 void set_conv1d_layout(Conv1dLayout layout) {
   g_layout.store(layout);
-  clear_prepared();  // states prepared under the other layout (Plans keep theirs)
 }
 Conv1dLayout conv1d_layout() { return g_layout.load(); }
 

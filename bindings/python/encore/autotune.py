@@ -50,8 +50,9 @@ def clear_conv1d_primitives() -> None:
 
 def set_conv1d_layout(layout: str) -> None:
     """The CPU convolutions' activation layout: 'native' (channels-last ``nwc``, never converted;
-    the default) or 'blocked' (oneDNN's preferred layout, each convolution converting its inputs
-    and outputs; the ledger counts them as layout_reorders / layout_reorder_ns)."""
+    the default) or 'blocked' (oneDNN's preferred layout: conv1d emits to_blocked / from_blocked
+    nodes around the convolution; a traced step keeps consecutive convolutions blocked; the
+    ledger counts the conversions as layout_reorders / layout_reorder_ns)."""
     _C.set_conv1d_layout(layout)
 
 
