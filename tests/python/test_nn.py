@@ -30,17 +30,18 @@ def test_layers_shapes_and_parameters():
         nn.LSTM(3, implementation="fast")
 
 
-def test_lstm_fused_on_the_cpu_matches_the_composed_one():
+@pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU])
+def test_recurrent_fused_on_the_cpu_matches_the_composed_one(cell):
     x = encore.randn(3, 9, 4)
-    fused = nn.LSTM(5, return_sequences=True)
-    composed = nn.LSTM(5, return_sequences=True, implementation="composed")
+    fused = cell(5, return_sequences=True)
+    composed = cell(5, return_sequences=True, implementation="composed")
     fused.build(x.shape)
     composed.build(x.shape)
     with encore.no_grad():
         for a, b in zip(composed.parameters(), fused.parameters()):
             a.copy_(b)
     assert fused.uses_onednn(x) and not composed.uses_onednn(x)
-    assert not nn.LSTM(5, activation="relu").uses_onednn(x)
+    assert not cell(5, activation="relu").uses_onednn(x)
     grads = []
     for layer in (fused, composed):
         xg = x.detach().requires_grad_()

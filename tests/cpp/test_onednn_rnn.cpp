@@ -1,10 +1,12 @@
-// The CPU's fused LSTM (oneDNN's primitive, onednn_lstm) against the composed layer
-// (lstm_sequence): outputs and every gradient in float32 for each option and Bidirectional,
-// when the layer takes it, and eager/traced training bit for bit. The op itself, with initial
-// states, is checked against the step-by-step cells by the op table (MatchesItsReference).
+// The CPU's fused LSTM and GRU (oneDNN's primitives, onednn_lstm / onednn_gru) against the
+// composed layers (lstm_sequence, gru_sequence): outputs and every gradient in float32 for each
+// option and Bidirectional, when the layers take them, and eager/traced training bit for bit.
+// The ops themselves, with initial states, are checked against the step-by-step cells by the op
+// table (MatchesItsReference).
 #include "graph/lengths.h"
 #include "graph/trace.h"
 #include "helpers.h"
+#include "nn/gru.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
 #include "nn/lstm.h"
@@ -70,6 +72,29 @@ TEST(OnednnLstm, LayerMatchesTheComposedOne) {
   expect_fused_matches_composed(fused, composed, x);
 }
 
+TEST(OnednnGru, LayerMatchesTheComposedOne) {
+  const Tensor x = rand32({3, 7, 5}, 4);
+  for (bool seq : {false, true})
+    for (bool back : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "return_sequences " << seq << " go_backwards " << back);
+      manual_seed(31);
+      nn::GRU fused(6, {.return_sequences = seq, .go_backwards = back});
+      nn::GRU composed(6, {.return_sequences = seq, .go_backwards = back,
+                           .implementation = nn::RecurrentImplementation::Composed});
+      expect_fused_matches_composed(fused, composed, x);
+      EXPECT_TRUE(fused.uses_onednn(x));
+      EXPECT_FALSE(composed.uses_onednn(x));
+    }
+  manual_seed(32);
+  nn::Bidirectional fused(std::make_shared<nn::GRU>(4, nn::GRUOptions{.return_sequences = true}));
+  nn::Bidirectional composed(std::make_shared<nn::GRU>(
+      4, nn::GRUOptions{.return_sequences = true,
+                        .implementation = nn::RecurrentImplementation::Composed}));
+  expect_fused_matches_composed(fused, composed, x);
+  EXPECT_FALSE(nn::GRU(3, {.reset_after = false}).uses_onednn(x));
+  EXPECT_FALSE(nn::GRU(3, {.activation = "relu"}).uses_onednn(x));
+}
+
 TEST(OnednnLstm, OtherConfigurationsStayComposed) {
   const Tensor x = rand32({2, 3, 4});
   EXPECT_FALSE(nn::LSTM(3, {.activation = "relu"}).uses_onednn(x));
@@ -85,13 +110,14 @@ TEST(OnednnLstm, OtherConfigurationsStayComposed) {
   EXPECT_THROW(cudnn(x), UnsupportedError);
 }
 
-TEST(OnednnLstm, EagerAndTracedTrainingAgreeBitwise) {
+TEST(OnednnRnn, EagerAndTracedTrainingAgreeBitwise) {
   auto run = [](bool traced) {
     manual_seed(24);
     nn::Sequential m;
     m.add(std::make_shared<nn::Bidirectional>(
         std::make_shared<nn::LSTM>(5, nn::LSTMOptions{.return_sequences = true})));
-    m.add<nn::LSTM>(4, nn::LSTMOptions{.reverse = true});
+    m.add<nn::LSTM>(4, nn::LSTMOptions{.return_sequences = true, .reverse = true});
+    m.add<nn::GRU>(4, nn::GRUOptions{.go_backwards = true});
     m.add<nn::Dense>(1);
     m.build({4, 7, 3});
     nn::Adam adam(m.parameters(), 1e-2);

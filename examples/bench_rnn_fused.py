@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""The CPU's fused LSTM (oneDNN's primitive) against the composed one: one forward+backward
-step (loss = mean of the sequence output, no optimizer) of LSTM(units, tanh, return_sequences)
-on (batch, length, 16), traced, the two implementations' steps taken in turn after warm-up.
-Prints the median step of each and their ratio; --json FILE writes the same as JSON.
+"""The CPU's fused LSTM / GRU (oneDNN's primitives) against the composed ones: one
+forward+backward step (loss = mean of the sequence output, no optimizer) of
+LSTM(units, tanh, return_sequences) (--cell gru: GRU, reset_after) on (batch, length, 16),
+traced, the two implementations' steps taken in turn after warm-up. Prints the median step of
+each and their ratio; --json FILE writes the same as JSON.
 
-  python examples/bench_lstm_fused.py [--steps 5] [--warmup 1] [--batch 32] [--length 400]
-                                      [--units 512] [--json out.json]
+  python examples/bench_rnn_fused.py [--steps 5] [--warmup 1] [--batch 32] [--length 400]
+                                     [--units 512] [--cell lstm|gru] [--json out.json]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--length", type=int, default=400)
     p.add_argument("--units", type=int, default=512)
+    p.add_argument("--cell", choices=["lstm", "gru"], default="lstm")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
 
@@ -35,7 +37,8 @@ def main():
     steps = {}
     for impl in ("auto", "composed"):
         encore.manual_seed(0)
-        layer = nn.LSTM(args.units, return_sequences=True, implementation=impl)
+        cell = nn.LSTM if args.cell == "lstm" else nn.GRU
+        layer = cell(args.units, return_sequences=True, implementation=impl)
         layer.build((args.batch, args.length, 16))
 
         def step(x, layer=layer):
@@ -58,12 +61,12 @@ def main():
 
     fused_ms = statistics.median(times["fused"]) * 1e3
     composed_ms = statistics.median(times["composed"]) * 1e3
-    print(f"LSTM({args.units}, tanh) on ({args.batch}, {args.length}, 16), forward+backward, "
+    print(f"{args.cell.upper()}({args.units}, tanh) on ({args.batch}, {args.length}, 16), forward+backward, "
           f"traced, threads {encore.num_threads()}, median of {args.steps} steps after {args.warmup} warm-up")
     print(f"{'implementation':<15} {'step_ms':>10} {'vs composed':>12}")
     print(f"{'fused (oneDNN)':<15} {fused_ms:>10.1f} {fused_ms / composed_ms:>12.2f}")
     print(f"{'composed':<15} {composed_ms:>10.1f} {1.0:>12.2f}")
-    result = {"batch": args.batch, "length": args.length, "units": args.units,
+    result = {"cell": args.cell, "batch": args.batch, "length": args.length, "units": args.units,
               "threads": encore.num_threads(), "steps": args.steps, "fused_ms": fused_ms,
               "composed_ms": composed_ms,
               "fused_steps_ms": [t * 1e3 for t in times["fused"]],
