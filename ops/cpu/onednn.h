@@ -23,7 +23,7 @@ inline dnnl::stream& onednn_stream() {
   return s;
 }
 
-inline constexpr int kScratchSlots = 6;
+inline constexpr int kScratchSlots = 7;
 
 /// `bytes` of 64-byte aligned memory owned by this thread, slot `slot` < kScratchSlots (a kernel
 /// that needs several buffers at once takes several slots), valid until the thread's next call for the same slot. Per

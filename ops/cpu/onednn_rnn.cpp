@@ -86,29 +86,32 @@ std::shared_ptr<const RnnSetup> make_setup(const RnnKey& k) {
       r_any({1, 1, U, G, U}, dt::f32, tag::any);
   const auto dir = dnnl::rnn_direction::unidirectional_left2right;
   const auto training = dnnl::prop_kind::forward_training, backward = dnnl::prop_kind::backward;
+  // Scratchpads per thread, not per primitive: threads may run one prepared primitive at once.
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   try {
     if (k.cell == Cell::Lstm) {
       const dnnl::lstm_forward::primitive_desc fwd(
           dnnl::lstm_forward::desc(training, dir, s->x, s->state, s->state, w_any, r_any, s->b,
                                    s->y, s->state, s->state),
-          e);
+          attr, e);
       const dnnl::lstm_backward::primitive_desc bwd(
           dnnl::lstm_backward::desc(backward, dir, s->x, s->state, s->state, w_any, r_any, s->b,
                                     s->y, s->state, s->state, s->x, s->state, s->state, w_any,
                                     r_any, s->b, s->y, s->state, s->state),
-          e, fwd);
+          attr, e, fwd);
       s->fwd = fwd, s->bwd = bwd;
       s->forward = dnnl::lstm_forward(fwd), s->backward = dnnl::lstm_backward(bwd);
     } else {
       const dnnl::lbr_gru_forward::primitive_desc fwd(
           dnnl::lbr_gru_forward::desc(training, dir, s->x, s->state, w_any, r_any, s->b, s->y,
                                       s->state),
-          e);
+          attr, e);
       const dnnl::lbr_gru_backward::primitive_desc bwd(
           dnnl::lbr_gru_backward::desc(backward, dir, s->x, s->state, w_any, r_any, s->b, s->y,
                                        s->state, s->x, s->state, w_any, r_any, s->b, s->y,
                                        s->state),
-          e, fwd);
+          attr, e, fwd);
       s->fwd = fwd, s->bwd = bwd;
       s->forward = dnnl::lbr_gru_forward(fwd), s->backward = dnnl::lbr_gru_backward(bwd);
     }
@@ -254,6 +257,12 @@ dnnl::memory in_layout(dnnl::memory from, const dnnl::memory::desc& to, int slot
   return m;
 }
 
+// The primitive's scratchpad: this thread's scratch slot 6.
+dnnl::memory scratchpad(const dnnl::rnn_primitive_desc_base& pd) {
+  const dnnl::memory::desc d = pd.scratchpad_desc();
+  return dnnl::memory(d, cpu::onednn_engine(), cpu::thread_scratch(6, d.get_size()));
+}
+
 // oneDNN's bias from ours: the LSTM's as it lies; the GRU's four gates from Keras' two rows
 // (see the file comment), in this thread's scratch slot 2.
 template <Cell C>
@@ -299,7 +308,8 @@ void forward_kernel(const KernelCtx& c) {
       {DNNL_ARG_DST_LAYER, user(s.y, c.out[0])},
       {DNNL_ARG_DST_ITER, user(s.state, c.out[1])},
       {DNNL_ARG_WORKSPACE,
-       dnnl::memory(s.fwd.workspace_desc(), e, c.out[cell.workspace()].data)}};
+       dnnl::memory(s.fwd.workspace_desc(), e, c.out[cell.workspace()].data)},
+      {DNNL_ARG_SCRATCHPAD, scratchpad(s.fwd)}};
   if (cell.has_c) {
     args.emplace(DNNL_ARG_SRC_ITER_C, user(s.state, c.in[2]));
     args.emplace(DNNL_ARG_DST_ITER_C, user(s.state, c.out[2]));
@@ -339,7 +349,8 @@ void backward_kernel(const KernelCtx& c) {
       {DNNL_ARG_DIFF_SRC_ITER, user(s.state, c.out[1])},
       {DNNL_ARG_DIFF_WEIGHTS_LAYER, gw},
       {DNNL_ARG_DIFF_WEIGHTS_ITER, gr},
-      {DNNL_ARG_DIFF_BIAS, gb}};
+      {DNNL_ARG_DIFF_BIAS, gb},
+      {DNNL_ARG_SCRATCHPAD, scratchpad(s.bwd)}};
   if (cell.has_c) {
     args.emplace(DNNL_ARG_SRC_ITER_C, user(s.state, c.in[2]));
     args.emplace(DNNL_ARG_DST_ITER_C, user(s.state, c.in[n + 2]));
