@@ -380,7 +380,9 @@ void init_nn(py::module_& m) {
            py::arg("implementation") = "auto")
       .def_property_readonly("units", &nn::LSTM::units)
       .def("uses_cudnn", &nn::LSTM::uses_cudnn, py::arg("x"),
-           "Whether a forward on `x` takes the cuDNN path.");
+           "Whether a forward on `x` takes the cuDNN path.")
+      .def("uses_onednn", &nn::LSTM::uses_onednn, py::arg("x"),
+           "Whether a forward on `x` takes oneDNN's LSTM (the CPU's fused path).");
 
   py::class_<nn::GRU, nn::Recurrent, py::smart_holder>(
       m, "GRU", py::dynamic_attr(), "GRU with Keras semantics (gates z, r, h; reset_after=True by default).")
@@ -407,7 +409,9 @@ void init_nn(py::module_& m) {
           py::arg("x"), "The output; with return_state, (output, last state).")
       .def_property_readonly("units", &nn::GRU::units)
       .def("uses_cudnn", &nn::GRU::uses_cudnn, py::arg("x"),
-           "Whether a forward on `x` takes the cuDNN path.");
+           "Whether a forward on `x` takes the cuDNN path.")
+      .def("uses_onednn", &nn::GRU::uses_onednn, py::arg("x"),
+           "Whether a forward on `x` takes oneDNN's GRU (the CPU's fused path).");
 
   py::class_<nn::Bidirectional, nn::Module, py::smart_holder>(
       m, "Bidirectional", py::dynamic_attr(),

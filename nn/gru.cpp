@@ -30,22 +30,28 @@ std::shared_ptr<Recurrent> GRU::reversed() const {
   return std::make_shared<GRU>(units_, o);
 }
 
-bool GRU::uses_cudnn(const Tensor& x) const {
-  // cuDNN has no empty problems: an empty batch takes the composed path.
-  const bool supported = x.device().is_cuda() && !graph::lengths_of(x) && activation_ == Activation::Tanh &&
+std::string_view GRU::fused_op(const Tensor& x) const {
+  // Neither library has empty problems: an empty batch takes the composed path, as does a
+  // bucketed call (the valid lengths are a tensor there).
+  const bool supported = !graph::lengths_of(x) && activation_ == Activation::Tanh &&
                          recurrent_activation_ == Activation::Sigmoid && options_.reset_after &&
                          x.dtype() == DType::Float32 && x.numel() > 0;
+  const bool cuda = x.device().is_cuda();
   switch (options_.implementation) {
-    case RecurrentImplementation::Composed: return false;
+    case RecurrentImplementation::Composed: return {};
     case RecurrentImplementation::Cudnn:
-      ENCORE_CHECK(supported, UnsupportedError, "[", label(),
+      ENCORE_CHECK(supported && cuda, UnsupportedError, "[", label(),
                    "] the cuDNN implementation needs non-empty float32 input on a CUDA device, "
                    "activation='tanh', recurrent_activation='sigmoid' and reset_after=True");
-      return true;
+      return "cudnn_gru";
     case RecurrentImplementation::Auto: break;
   }
-  return supported;
+  if (!supported) return {};
+  return cuda ? "cudnn_gru" : "onednn_gru";
 }
+
+bool GRU::uses_cudnn(const Tensor& x) const { return fused_op(x) == "cudnn_gru"; }
+bool GRU::uses_onednn(const Tensor& x) const { return fused_op(x) == "onednn_gru"; }
 
 std::pair<Tensor, Tensor> GRU::call_with_state(const Tensor& x) {
   prepare_forward(x);
@@ -58,7 +64,7 @@ std::pair<Tensor, Tensor> GRU::run(const Tensor& x) {
   ENCORE_CHECK(x.dim() == 3 && x.shape()[2] == kernel_.shape()[0] && x.shape()[1] >= 1, ShapeError,
                "[", label(), "] input ", x.shape().str(), " must be (batch, steps >= 1, ",
                kernel_.shape()[0], ")");
-  if (uses_cudnn(x)) return run_cudnn(x);
+  if (const std::string_view fused = fused_op(x); !fused.empty()) return run_fused(x, fused);
   return options_.reset_after ? run_sequence(x) : run_steps(x);
 }
 
@@ -113,10 +119,10 @@ std::pair<Tensor, Tensor> GRU::run_steps(const Tensor& x) {
   return {options_.return_sequences ? stack(states, 1) : h, h};
 }
 
-std::pair<Tensor, Tensor> GRU::run_cudnn(const Tensor& x) {
+std::pair<Tensor, Tensor> GRU::run_fused(const Tensor& x, std::string_view fused) {
   const Tensor h0 = zeros({x.shape()[0], units_}, x.dtype(), x.device());
   const Tensor in[] = {options_.go_backwards ? flip(x, 1) : x, h0, kernel_, recurrent_kernel_, bias_};
-  const OutList out = dispatch(op("cudnn_gru"), in, LstmAttrs{activation_, recurrent_activation_});
+  const OutList out = dispatch(op(std::string(fused)), in, LstmAttrs{activation_, recurrent_activation_});
   return {options_.return_sequences ? out[0] : out[1], out[1]};
 }
 

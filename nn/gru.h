@@ -6,10 +6,12 @@
 //   reset_after=False (bias (3 units)): hh = act(x W_h + b_h + (r * h) R_h).
 // Two implementations give the same results within float tolerance: composed (one GEMM for
 // all input projections, then gru_sequence, or with reset_after=False per step two GEMMs and
-// elementwise ops; any activation) and cuDNN (one cudnn_gru op over the sequence: CUDA,
-// tanh/sigmoid, reset_after).
+// elementwise ops; any activation) and fused (one op over the sequence, tanh/sigmoid,
+// reset_after, float32: cudnn_gru on a CUDA device, onednn_gru, oneDNN's linear-before-reset GRU,
+// on the CPU; `implementation=Composed` forces the composed ops).
 #pragma once
 
+#include <string_view>
 #include <utility>
 
 #include "nn/recurrent.h"
@@ -43,6 +45,8 @@ class GRU : public Recurrent {
   const GRUOptions& options() const { return options_; }
   /// Whether a forward on `x` takes the cuDNN path.
   bool uses_cudnn(const Tensor& x) const;
+  /// Whether a forward on `x` takes oneDNN's GRU (the CPU's fused path).
+  bool uses_onednn(const Tensor& x) const;
   /// The output (as forward()) and the last state (batch, units).
   std::pair<Tensor, Tensor> call_with_state(const Tensor& x);
 
@@ -55,7 +59,9 @@ class GRU : public Recurrent {
   std::pair<Tensor, Tensor> run(const Tensor& x);
   std::pair<Tensor, Tensor> run_sequence(const Tensor& x);
   std::pair<Tensor, Tensor> run_steps(const Tensor& x);
-  std::pair<Tensor, Tensor> run_cudnn(const Tensor& x);
+  /// The fused op a forward on `x` runs (cudnn_gru, onednn_gru); empty: the composed path.
+  std::string_view fused_op(const Tensor& x) const;
+  std::pair<Tensor, Tensor> run_fused(const Tensor& x, std::string_view fused);
   std::pair<Tensor, Tensor> valid_outputs(const Tensor& y, const Tensor& length) const;
 
   int64_t units_;

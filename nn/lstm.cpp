@@ -29,29 +29,35 @@ Shape LSTM::build_impl(const Shape& s) {
   return options_.return_sequences ? Shape{s[0], s[1], u} : Shape{s[0], u};
 }
 
-bool LSTM::uses_cudnn(const Tensor& x) const {
-  // cuDNN has no empty problems: an empty batch takes the composed path, as does a bucketed
-  // call (the valid lengths are a tensor there).
-  const bool supported = x.device().is_cuda() && !graph::lengths_of(x) && activation_ == Activation::Tanh &&
+std::string_view LSTM::fused_op(const Tensor& x) const {
+  // Neither library has empty problems: an empty batch takes the composed path, as does a
+  // bucketed call (the valid lengths are a tensor there).
+  const bool supported = !graph::lengths_of(x) && activation_ == Activation::Tanh &&
                          recurrent_activation_ == Activation::Sigmoid &&
                          x.dtype() == DType::Float32 && x.numel() > 0;
+  const bool cuda = x.device().is_cuda();
   switch (options_.implementation) {
-    case LSTMImplementation::Composed: return false;
+    case LSTMImplementation::Composed: return {};
     case LSTMImplementation::Cudnn:
-      ENCORE_CHECK(supported, UnsupportedError, "[", label(),
+      ENCORE_CHECK(supported && cuda, UnsupportedError, "[", label(),
                    "] the cuDNN implementation needs non-empty float32 input on a CUDA device and "
                    "activation='tanh', recurrent_activation='sigmoid'");
-      return true;
+      return "cudnn_lstm";
     case LSTMImplementation::Auto: break;
   }
-  return supported;
+  if (!supported) return {};
+  return cuda ? "cudnn_lstm" : "onednn_lstm";
 }
+
+bool LSTM::uses_cudnn(const Tensor& x) const { return fused_op(x) == "cudnn_lstm"; }
+bool LSTM::uses_onednn(const Tensor& x) const { return fused_op(x) == "onednn_lstm"; }
 
 Tensor LSTM::forward_impl(const Tensor& x) {
   ENCORE_CHECK(x.dim() == 3 && x.shape()[2] == kernel_.shape()[0] && x.shape()[1] >= 1, ShapeError,
                "[", label(), "] input ", x.shape().str(), " must be (batch, steps >= 1, ",
                kernel_.shape()[0], ")");
-  return uses_cudnn(x) ? forward_cudnn(x) : forward_composed(x);
+  const std::string_view fused = fused_op(x);
+  return fused.empty() ? forward_composed(x) : forward_fused(x, fused);
 }
 
 Tensor LSTM::forward_composed(const Tensor& x) {
@@ -78,12 +84,12 @@ Tensor LSTM::forward_valid(const Tensor& x, const Tensor& length) {
   return options_.reverse ? reverse_sequence(y, length) : y;
 }
 
-Tensor LSTM::forward_cudnn(const Tensor& x) {
+Tensor LSTM::forward_fused(const Tensor& x, std::string_view fused) {
   const int64_t batch = x.shape()[0];
   const Tensor h0 = zeros({batch, units_}, x.dtype(), x.device());
   const Tensor c0 = zeros({batch, units_}, x.dtype(), x.device());
   const Tensor in[] = {options_.reverse ? flip(x, 1) : x, h0, c0, kernel_, recurrent_kernel_, bias_};
-  const OutList out = dispatch(op("cudnn_lstm"), in, LstmAttrs{activation_, recurrent_activation_});
+  const OutList out = dispatch(op(std::string(fused)), in, LstmAttrs{activation_, recurrent_activation_});
   if (!options_.return_sequences) return out[1];
   return options_.reverse ? flip(out[0], 1) : out[0];
 }

@@ -3,8 +3,11 @@
 // Two implementations give the same results within float tolerance:
 //  - composed: one GEMM for all input projections, then lstm_sequence: per step a recurrent
 //    GEMM and one fused gate pass, inside one op. Any activation (the benchmark models use relu).
-//  - cuDNN: one cudnn_lstm op over the whole sequence (CUDA, tanh/sigmoid only).
+//  - fused: one op over the whole sequence, tanh/sigmoid only: cudnn_lstm on a CUDA device,
+//    onednn_lstm (oneDNN's LSTM primitive) on the CPU.
 #pragma once
+
+#include <string_view>
 
 #include "nn/recurrent.h"
 #include "ops/activation.h"
@@ -21,7 +24,8 @@ struct LSTMOptions {
   /// input steps (unlike Keras' go_backwards, which returns them reversed).
   bool reverse = false;
   bool unit_forget_bias = true;
-  /// Auto: cuDNN on a CUDA device when the activations are tanh/sigmoid, else composed.
+  /// Auto: fused (cuDNN on a CUDA device, oneDNN on the CPU) when the activations are
+  /// tanh/sigmoid and the input float32 without bucketing lengths, else composed.
   LSTMImplementation implementation = LSTMImplementation::Auto;
 };
 
@@ -34,6 +38,8 @@ class LSTM : public Recurrent {
   const LSTMOptions& options() const { return options_; }
   /// Whether a forward on `x` takes the cuDNN path.
   bool uses_cudnn(const Tensor& x) const;
+  /// Whether a forward on `x` takes oneDNN's LSTM (the CPU's fused path).
+  bool uses_onednn(const Tensor& x) const;
 
  protected:
   Shape build_impl(const Shape& input_shape) override;
@@ -42,7 +48,9 @@ class LSTM : public Recurrent {
 
  private:
   Tensor forward_composed(const Tensor& x);
-  Tensor forward_cudnn(const Tensor& x);
+  /// The fused op a forward on `x` runs (cudnn_lstm, onednn_lstm); empty: the composed path.
+  std::string_view fused_op(const Tensor& x) const;
+  Tensor forward_fused(const Tensor& x, std::string_view fused);
   Tensor forward_valid(const Tensor& x, const Tensor& length);
 
   int64_t units_;

@@ -1,5 +1,5 @@
-// What the recurrent layers (LSTM, GRU) share: the choice between the composed and the cuDNN
-// implementation, the interface Bidirectional needs, and Bidirectional itself.
+// What the recurrent layers (LSTM, GRU) share: the choice between the composed and the fused
+// (cuDNN, oneDNN) implementation, the interface Bidirectional needs, and Bidirectional itself.
 #pragma once
 
 #include <memory>
@@ -9,7 +9,8 @@
 
 namespace encore::nn {
 
-/// Auto: cuDNN on a CUDA device where it computes the layer's configuration, else composed.
+/// Auto: the fused op (cuDNN on a CUDA device; for LSTM oneDNN on the CPU) where it computes the
+/// layer's configuration, else composed. Composed forces the composed ops (tests, benchmarks).
 enum class RecurrentImplementation { Auto, Composed, Cudnn };
 
 /// A recurrent layer over (batch, steps, features) that Bidirectional can wrap.

@@ -210,6 +210,10 @@ struct Example {
   double parity_tolerance = 1e-5;
   /// Finite-difference step of gradcheck (larger for an op that rounds through float32).
   double gradcheck_eps = 1e-6;
+  /// A float32-only fast path's composed equivalent: the table checks the example against it
+  /// (within parity_tolerance, on the CPU) instead of running gradcheck in float64. Like `call`,
+  /// it takes the example's inputs; it returns what `call` does.
+  Outputs (*reference)(std::span<const Tensor> in) = nullptr;
 };
 
 struct OpDef {
@@ -224,7 +228,9 @@ struct OpDef {
   Save save = Save::None;
   bool mixed_devices = false;      // inputs may live on different devices (to_device)
   bool contiguous_inputs = false;  // the dispatcher hands the kernel contiguous inputs
-  bool cuda_only = false;          // a fast path of the CUDA backend (cuDNN RNN): no CPU kernel
+  /// A backend's fast path (cuDNN's or oneDNN's RNN) runs on these DeviceTypes only (bit per
+  /// type) and has kernels there alone; 0: an ordinary op, on every backend.
+  uint8_t backends = 0;
   const AttrType* attrs = nullptr;  // &attrs_of<...>; null: the op takes none
   InferFn infer = nullptr;
   BackwardFn backward = nullptr;  // null: not differentiable
@@ -246,6 +252,7 @@ struct OpDef {
     return mutated_prefix ? input < mutated_prefix(num_inputs, attrs) : input_bit(mutates, input);
   }
   bool never_differentiated(size_t input) const { return input_bit(nondiff, input); }
+  bool runs_on(DeviceType t) const { return backends == 0 || (backends >> static_cast<int>(t) & 1u); }
 };
 
 }  // namespace encore

@@ -23,12 +23,14 @@ inline dnnl::stream& onednn_stream() {
   return s;
 }
 
-/// `bytes` of 64-byte aligned memory owned by this thread, slot `slot` (a kernel that needs two
-/// buffers at once takes two slots), valid until the thread's next call for the same slot. Per
+inline constexpr int kScratchSlots = 7;
+
+/// `bytes` of 64-byte aligned memory owned by this thread, slot `slot` < kScratchSlots (a kernel
+/// that needs several buffers at once takes several slots), valid until the thread's next call for the same slot. Per
 /// thread, not per primitive: threads may run one prepared primitive at once.
 inline std::byte* thread_scratch(int slot, size_t bytes) {
   constexpr size_t kAlign = 64;
-  static thread_local std::vector<std::byte> buffers[2];
+  static thread_local std::vector<std::byte> buffers[kScratchSlots];
   std::vector<std::byte>& b = buffers[slot];
   if (b.size() < bytes + kAlign) b.resize(bytes + kAlign);
   return b.data() + (kAlign - reinterpret_cast<uintptr_t>(b.data()) % kAlign) % kAlign;

@@ -473,6 +473,7 @@ template <Cell C> Outputs backward_example(std::span<const Tensor> x) {
   return grads;
 }
 
+constexpr uint8_t kCudaOnly = 1u << static_cast<int>(DeviceType::CUDA);
 const std::vector<ExampleInput> kLstmInputs = {{{2, 5, 3}}, {{2, 4}}, {{2, 4}}, {{3, 16}}, {{4, 16}}, {{16}}};
 const std::vector<ExampleInput> kGruInputs = {{{2, 5, 3}}, {{2, 4}}, {{3, 12}}, {{4, 12}}, {{2, 12}}};
 
@@ -482,7 +483,7 @@ OpDef& cudnn_lstm_op = define_op({
     .max_inputs = 6,
     .save = Save::Inputs | Save::Outputs,
     .contiguous_inputs = true,
-    .cuda_only = true,
+    .backends = kCudaOnly,
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_forward<Cell::Lstm>,
     .backward = bw_forward<Cell::Lstm>,
@@ -495,7 +496,7 @@ OpDef& cudnn_lstm_backward_op = define_op({
     .max_inputs = 11,
     .mutates = 1u << 7,
     .contiguous_inputs = true,
-    .cuda_only = true,
+    .backends = kCudaOnly,
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_backward<Cell::Lstm>,
     .example = {.inputs = kLstmInputs, .call = backward_example<Cell::Lstm>},
@@ -506,7 +507,7 @@ OpDef& cudnn_gru_op = define_op({
     .max_inputs = 5,
     .save = Save::Inputs | Save::Outputs,
     .contiguous_inputs = true,
-    .cuda_only = true,
+    .backends = kCudaOnly,
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_forward<Cell::Gru>,
     .backward = bw_forward<Cell::Gru>,
@@ -518,7 +519,7 @@ OpDef& cudnn_gru_backward_op = define_op({
     .max_inputs = 9,
     .mutates = 1u << 6,
     .contiguous_inputs = true,
-    .cuda_only = true,
+    .backends = kCudaOnly,
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_backward<Cell::Gru>,
     .example = {.inputs = kGruInputs, .call = backward_example<Cell::Gru>},

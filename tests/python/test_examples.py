@@ -27,3 +27,11 @@ def test_bench_fit_prints_its_table():
     assert result.returncode == 0, result.stdout + result.stderr
     header, row = result.stdout.splitlines()[:2]
     assert header.split()[:4] == ["model", "device", "steps", "fit_us/step"] and row.startswith("tiny_dense")
+
+
+def test_bench_rnn_fused_runs_both_cells():
+    for cell in ("lstm", "gru"):
+        result = run("bench_rnn_fused.py", "--cell", cell, "--batch", "2", "--length", "5", "--units", "8",
+                     "--steps", "1", "--warmup", "0")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.splitlines()[1].split() == ["implementation", "step_ms", "vs", "composed"]

@@ -30,6 +30,28 @@ def test_layers_shapes_and_parameters():
         nn.LSTM(3, implementation="fast")
 
 
+@pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU])
+def test_recurrent_fused_on_the_cpu_matches_the_composed_one(cell):
+    x = encore.randn(3, 9, 4)
+    fused = cell(5, return_sequences=True)
+    composed = cell(5, return_sequences=True, implementation="composed")
+    fused.build(x.shape)
+    composed.build(x.shape)
+    with encore.no_grad():
+        for a, b in zip(composed.parameters(), fused.parameters()):
+            a.copy_(b)
+    assert fused.uses_onednn(x) and not composed.uses_onednn(x)
+    assert not cell(5, activation="relu").uses_onednn(x)
+    grads = []
+    for layer in (fused, composed):
+        xg = x.detach().requires_grad_()
+        y = layer(xg)
+        (y * y).sum().backward()
+        grads.append([y.numpy(), xg.grad.numpy()] + [p.grad.numpy() for p in layer.parameters()])
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_sequential():
     model = nn.Sequential([nn.Conv1D(4, 3), nn.GlobalAveragePooling1D()])
     dense = model.add(nn.Dense(1, activation="sigmoid"))
