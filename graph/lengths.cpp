@@ -13,6 +13,7 @@ struct LengthScope::State {
     Lengths lengths;
   };
   std::unordered_map<const TensorImpl*, Entry> known;
+  std::vector<std::string> inexact;
 };
 
 namespace {
@@ -36,6 +37,13 @@ void set_lengths(const Tensor& t, Lengths lengths) {
   if (!g_state || !t.defined()) return;
   g_state->known[t.impl()] = {t.impl_ptr(), std::move(lengths)};
 }
+
+void note_inexact(std::string why) {
+  if (g_state && std::find(g_state->inexact.begin(), g_state->inexact.end(), why) == g_state->inexact.end())
+    g_state->inexact.push_back(std::move(why));
+}
+
+std::vector<std::string> inexact_notes() { return g_state ? g_state->inexact : std::vector<std::string>{}; }
 
 std::optional<Lengths> same_lengths(const Lengths& in, const Tensor& x, const Tensor& y) {
   if (in.axis >= y.dim() || in.axis >= x.dim() || y.shape()[in.axis] != x.shape()[in.axis])

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,14 @@ class LengthScope {
 std::optional<Lengths> lengths_of(const Tensor& t);
 /// Registers `t` as carrying the padded axis with `lengths` (no effect outside a scope).
 void set_lengths(const Tensor& t, Lengths lengths);
+
+/// Records that the bucketed function is exact only in distribution, not bitwise, and why (a
+/// training-mode dropout draws its mask over the padded shape, so the real entries get other
+/// random numbers than in the eager call). The trace warns with it once (no effect outside a
+/// scope).
+void note_inexact(std::string why);
+/// The notes recorded in the innermost scope, each once.
+std::vector<std::string> inexact_notes();
 
 /// `in` when `y` has the axis with `x`'s extent on it (a per-step layer), else nullopt.
 std::optional<Lengths> same_lengths(const Lengths& in, const Tensor& x, const Tensor& y);

@@ -369,6 +369,14 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
           graph::set_lengths(std::get<Tensor>(symbolic[i]), {length, bucketed->axis, [](int64_t n) { return n; }});
       }
       const std::vector<Tensor> out = fn_(symbolic);
+      if (scope)
+        for (const std::string& why : graph::inexact_notes()) {
+          if (std::find(inexact_warned_.begin(), inexact_warned_.end(), why) != inexact_warned_.end()) continue;
+          inexact_warned_.push_back(why);
+          const std::string msg = detail::cat("[trace] '", options_.name, "' under its bucket policy is exact in distribution only: ", why);
+          if (options_.on_warning) options_.on_warning(msg);
+          else std::fprintf(stderr, "%s\n", msg.c_str());
+        }
       for (size_t i = 0; i < out.size(); ++i) {
         ENCORE_CHECK(out[i].defined(), ValueError, "[trace] '", options_.name, "' returned an undefined tensor as output ", i);
         g.outputs.push_back(tracer.value(out[i], "trace"));

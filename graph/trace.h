@@ -217,6 +217,7 @@ class TracedFunction {
   size_t cached_bytes_ = 0;
   Entry* last_ = nullptr;
   bool warned_ = false;
+  std::vector<std::string> inexact_warned_;  // the bucket's inexact notes warned about (graph/lengths.h)
   bool active_ = false;  // a call is running (re-entry from its own eager run runs plainly)
 };
 

@@ -342,6 +342,28 @@ TEST(Bucket, RetraceWarningSuggestsABucketWhereMaskingMakesItExact) {
       << warning;
 }
 
+// A training-mode dropout draws its mask over the padded shape: the same distribution, other
+// random numbers than the eager call. Not silent: the trace says so once; in eval mode nothing.
+TEST(Bucket, TrainingDropoutWarnsItIsExactInDistributionOnly) {
+  nn::Sequential model;
+  model.add<nn::Dropout>(0.5);
+  model.build({2, 4, 3});
+  std::vector<std::string> warnings;
+  const TraceOptions options{.shapes = ShapePolicy::bucket(1, {8, 16}),
+                             .on_warning = [&](const std::string& w) { warnings.push_back(w); }};
+  auto f = trace([&](const Tensor& x) { return model(x); }, options);
+  for (int64_t len : {4, 5, 12}) f(rand32({2, len, 3}));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("exact in distribution only: dropout: in training its mask is drawn over the padded shape"),
+            std::string::npos)
+      << warnings[0];
+  model.eval();
+  warnings.clear();
+  auto g = trace([&](const Tensor& x) { return model(x); }, options);
+  for (int64_t len : {4, 12}) g(rand32({2, len, 3}));
+  EXPECT_TRUE(warnings.empty());
+}
+
 void expect_refused(const std::function<void()>& call, const std::string& says) {
   try {
     call();
