@@ -17,7 +17,7 @@
 namespace encore {
 namespace {
 
-using test::bitwise_equal;
+using test::expect_eager_and_traced_training_bitwise;
 using test::expect_close;
 using test::rand32;
 
@@ -111,36 +111,15 @@ TEST(OnednnLstm, OtherConfigurationsStayComposed) {
 }
 
 TEST(OnednnRnn, EagerAndTracedTrainingAgreeBitwise) {
-  auto run = [](bool traced) {
-    manual_seed(24);
-    nn::Sequential m;
-    m.add(std::make_shared<nn::Bidirectional>(
-        std::make_shared<nn::LSTM>(5, nn::LSTMOptions{.return_sequences = true})));
-    m.add<nn::LSTM>(4, nn::LSTMOptions{.return_sequences = true, .reverse = true});
-    m.add<nn::GRU>(4, nn::GRUOptions{.go_backwards = true});
-    m.add<nn::Dense>(1);
-    m.build({4, 7, 3});
-    nn::Adam adam(m.parameters(), 1e-2);
-    auto step = [&](const Tensor& x, const Tensor& y) {
-      adam.zero_grad();
-      Tensor loss = nn::mean_squared_error(y, m(x));
-      loss.backward();
-      adam.step();
-      return loss;
-    };
-    auto traced_step = trace(step);
-    std::vector<Tensor> losses;
-    for (int i = 0; i < 4; ++i) {
-      const Tensor x = rand32({4, 7, 3}, 100 + i), y = rand32({4, 1}, 200 + i);
-      losses.push_back(traced ? traced_step(x, y) : step(x, y));
-    }
-    const std::vector<Tensor> params = m.parameters();
-    losses.insert(losses.end(), params.begin(), params.end());
-    return losses;
-  };
-  const auto eager = run(false), traced = run(true);
-  ASSERT_EQ(eager.size(), traced.size());
-  for (size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(bitwise_equal(eager[i], traced[i])) << i;
+  expect_eager_and_traced_training_bitwise(
+      [](nn::Sequential& m) {
+        m.add(std::make_shared<nn::Bidirectional>(
+            std::make_shared<nn::LSTM>(5, nn::LSTMOptions{.return_sequences = true})));
+        m.add<nn::LSTM>(4, nn::LSTMOptions{.return_sequences = true, .reverse = true});
+        m.add<nn::GRU>(4, nn::GRUOptions{.go_backwards = true});
+        m.add<nn::Dense>(1);
+      },
+      24);
 }
 
 TEST(OnednnLstm, Errors) {
