@@ -134,10 +134,7 @@ def plot(path, rows, title):
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize=8, ncol=2, loc="upper left")
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    print(f"wrote {path}")
+    puzzle_cli.save_figure(fig, path)
 
 
 def main():

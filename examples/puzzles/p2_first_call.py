@@ -30,8 +30,12 @@ import sys
 import tempfile
 import time
 
-import encore
-from encore import nn, optim
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import encore  # noqa: E402
+from encore import nn, optim  # noqa: E402
+
+import puzzle_cli  # noqa: E402
 
 LABELED_STEPS = 8  # the loss reads the first steps only, so padding the length is exact
 
@@ -149,13 +153,8 @@ def print_table(rows, args, device):
 
 
 def plot(rows, args, path):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (scripts/python_env.sh --plot): no plot")
+    plt = puzzle_cli.pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(8, 4))
     for r in rows:
@@ -167,13 +166,11 @@ def plot(rows, args, path):
     ax.set_ylabel("ms per training step")
     ax.set_title(f"first call per length, autotune exhaustive, {encore.num_threads()} cpu threads", fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    print(f"wrote {path}")
+    puzzle_cli.save_figure(fig, path)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = puzzle_cli.parser(__doc__)
     parser.add_argument("--full", action="store_true",
                         help="the issue's sizes: Conv1D(100, 10) over (10, L, 200), L = 10000 ... 10029")
     parser.add_argument("--lengths", type=int)
@@ -182,35 +179,24 @@ def main():
     parser.add_argument("--channels", type=int)
     parser.add_argument("--filters", type=int)
     parser.add_argument("--kernel", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads (default: encore's)")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--json", metavar="FILE")
-    parser.add_argument("--plot", metavar="FILE.png")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--load", help=argparse.SUPPRESS)
-    args = parser.parse_args()  # unknown options are errors (exit status 2)
-    if args.device.startswith("cuda") and not encore.cuda.is_available():
-        print(f"p2_first_call: --device {args.device}: no CUDA device is available "
-              f"({encore.cuda.unavailable_reason()}); skipped")
-        return 0
+    args = parser.parse_args()
+    device = puzzle_cli.setup(parser, args)
     defaults = (30, 10000, 10, 200, 100) if args.full else (10, 2000, 4, 64, 32)
     for name, value in zip(("lengths", "length0", "batch", "channels", "filters"), defaults):
         if getattr(args, name) is None:
             setattr(args, name, value)
-    if args.threads:
-        encore.set_num_threads(args.threads)
-    args.threads = encore.num_threads()
-    device = encore.Device(args.device)
+    args.threads = encore.num_threads()  # passed on to the second process
     if args.child:
         child(args, device)
         return 0
     rows = parent(args, device)
     print_table(rows, args, device)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"puzzle": "first_call", "threads": encore.num_threads(), "device": str(device),
-                       "lengths": [args.length0, args.length0 + args.lengths - 1], "rows": rows}, f, indent=2)
-        print(f"wrote {args.json}")
+        puzzle_cli.write_json(args.json, {"puzzle": "first_call", "threads": encore.num_threads(),
+                                          "device": str(device),
+                                          "lengths": [args.length0, args.length0 + args.lengths - 1], "rows": rows})
     if args.plot:
         plot(rows, args, args.plot)
     return 0

@@ -18,12 +18,15 @@ The C++ twin is examples/puzzles/puzzle_cliff.cpp; docs/puzzles/3-cliff.md expla
 
 from __future__ import annotations
 
-import argparse
-import json
+import os
 import sys
 import time
 
-import encore
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import encore  # noqa: E402
+
+import puzzle_cli  # noqa: E402
 
 POLICIES = ("heuristic", "exhaustive", "off")
 
@@ -90,13 +93,8 @@ def print_table(rows, args):
 
 
 def plot(rows, args, path):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (scripts/python_env.sh --plot): no plot")
+    plt = puzzle_cli.pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(8, 4))
     xs = [r["point"] for r in rows]
@@ -116,13 +114,11 @@ def plot(rows, args, path):
     ax.set_title(f"Conv1D K={args.kernel if args.sweep == 'padding' else 'swept'} on x ({args.batch}, "
                  f"{args.length}, {args.channels}) -> {args.filters}, {encore.num_threads()} threads", fontsize=9)
     ax.legend(fontsize=8, loc="center right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    print(f"wrote {path}")
+    puzzle_cli.save_figure(fig, path)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = puzzle_cli.parser(__doc__, threads=1)  # a quiet measurement
     parser.add_argument("--full", action="store_true", help="the larger sizes: x (32, 4000, 256), 256 filters")
     parser.add_argument("--sweep", choices=("padding", "kernel"), default="padding")
     parser.add_argument("--kernel", type=int, default=1, help="kernel size of the padding sweep")
@@ -131,28 +127,18 @@ def main():
     parser.add_argument("--channels", type=int)
     parser.add_argument("--filters", type=int)
     parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads (default 1: a quiet measurement)")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--json", metavar="FILE")
-    parser.add_argument("--plot", metavar="FILE.png")
-    args = parser.parse_args()  # unknown options are errors (exit status 2)
-    if args.device.startswith("cuda") and not encore.cuda.is_available():
-        print(f"p3_cliff: --device {args.device}: no CUDA device is available "
-              f"({encore.cuda.unavailable_reason()}); skipped")
-        return 0
+    args = parser.parse_args()
+    puzzle_cli.setup(parser, args)
     defaults = (32, 4000, 256, 256) if args.full else (16, 1000, 64, 64)
     for name, value in zip(("batch", "length", "channels", "filters"), defaults):
         if getattr(args, name) is None:
             setattr(args, name, value)
-    encore.set_num_threads(args.threads)
     rows = sweep(args)
     print_table(rows, args)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"puzzle": "cliff", "threads": encore.num_threads(), "sweep": args.sweep,
-                       "shape": [args.batch, args.length, args.channels], "filters": args.filters,
-                       "kernel": args.kernel, "rows": rows}, f, indent=2)
-        print(f"wrote {args.json}")
+        puzzle_cli.write_json(args.json, {"puzzle": "cliff", "threads": encore.num_threads(), "sweep": args.sweep,
+                                          "shape": [args.batch, args.length, args.channels], "filters": args.filters,
+                                          "kernel": args.kernel, "rows": rows})
     if args.plot:
         plot(rows, args, args.plot)
     return 0

@@ -25,13 +25,16 @@ explains a run.
 
 from __future__ import annotations
 
-import argparse
-import json
+import os
 import sys
 import time
 
-import encore
-from encore import nn, optim
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import encore  # noqa: E402
+from encore import nn, optim  # noqa: E402
+
+import puzzle_cli  # noqa: E402
 
 VARIANTS = ("native", "channels_first", "blocked")
 
@@ -146,13 +149,8 @@ def print_table(rows, args):
 
 
 def plot(rows, path):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (scripts/python_env.sh --plot): no plot")
+    plt = puzzle_cli.pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 3.5))
     names = [r["variant"] for r in rows]
@@ -166,13 +164,11 @@ def plot(rows, path):
     ax.invert_yaxis()
     ax.set_title(f"where a step's time goes, {encore.num_threads()} cpu threads", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    print(f"wrote {path}")
+    puzzle_cli.save_figure(fig, path)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = puzzle_cli.parser(__doc__)
     parser.add_argument("--full", action="store_true", help="larger: 6 x Conv1D(128) on (32, 1400, 64)")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--batch", type=int)
@@ -180,23 +176,16 @@ def main():
     parser.add_argument("--channels", type=int)
     parser.add_argument("--filters", type=int)
     parser.add_argument("--convs", type=int)
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads (default: encore's)")
     parser.add_argument("--show-graph", action="store_true", help="print each variant's traced graph")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--json", metavar="FILE")
-    parser.add_argument("--plot", metavar="FILE.png")
-    args = parser.parse_args()  # unknown options are errors (exit status 2)
-    if args.device.startswith("cuda"):
-        reason = (encore.cuda.unavailable_reason() if not encore.cuda.is_available() else
-                  "the layouts compared are the CPU's (cuDNN picks its own inside each call)")
-        print(f"p4_layout: --device {args.device}: {reason}; skipped")
+    args = parser.parse_args()
+    if puzzle_cli.setup(parser, args).type == "cuda":
+        print(f"{parser.prog}: skipped: --device {args.device}: the layouts compared are the CPU's "
+              "(cuDNN picks its own inside each call)")
         return 0
     defaults = (32, 1400, 64, 128, 6) if args.full else (8, 500, 64, 64, 4)
     for name, value in zip(("batch", "length", "channels", "filters", "convs"), defaults):
         if getattr(args, name) is None:
             setattr(args, name, value)
-    if args.threads:
-        encore.set_num_threads(args.threads)
     x = encore.normal((args.batch, args.length, args.channels), generator=encore.Generator(1))
     y = (encore.normal((args.batch, 1), generator=encore.Generator(2)) > 0.0)
     rows = measure(args, x, y)
@@ -205,9 +194,7 @@ def main():
             print(f"--- {r['variant']} ---\n{r['graph']}")
     print_table(rows, args)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"puzzle": "layout", "threads": encore.num_threads(), "rows": rows}, f, indent=2)
-        print(f"wrote {args.json}")
+        puzzle_cli.write_json(args.json, {"puzzle": "layout", "threads": encore.num_threads(), "rows": rows})
     if args.plot:
         plot(rows, args.plot)
     return 0

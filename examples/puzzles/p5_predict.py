@@ -148,10 +148,7 @@ def plot(path, rows, title):
         ax.legend(fontsize=7, loc="lower right")
         ax.set_xlim(0, max(r["per_call_us"] for r in mine) * 1.6)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    print(f"wrote {path}")
+    puzzle_cli.save_figure(fig, path)
 
 
 def main():

@@ -1,6 +1,6 @@
 """What every Python puzzle shares: the common options (--device, --threads, --json, --plot),
 a clean skip when --device cuda has no GPU, the header line with the thread count, an aligned
-table, and the JSON file. The C++ twin is puzzle_cli.h."""
+table, the JSON file and the plot. The C++ twin is puzzle_cli.h."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ import sys
 import encore
 
 
-def parser(doc: str) -> argparse.ArgumentParser:
-    """An argument parser with the common options; unknown options are errors (exit status 2)."""
+def parser(doc: str, threads: int | None = None) -> argparse.ArgumentParser:
+    """An argument parser with the common options; unknown options are errors (exit status 2).
+    `threads` is the default of --threads (None: OpenMP's)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda; cuda without a GPU skips (exit 0)")
-    p.add_argument("--threads", type=int, help="CPU threads for oneDNN and OpenBLAS (default: OpenMP's)")
+    default = threads if threads is not None else "OpenMP's"
+    p.add_argument("--threads", type=int, default=threads,
+                   help=f"CPU threads for oneDNN and OpenBLAS (default: {default})")
     p.add_argument("--json", metavar="PATH", help="write the rows and the reports as JSON")
     p.add_argument("--plot", metavar="PATH.png", help="draw the plot (needs matplotlib)")
     return p
@@ -77,3 +80,13 @@ def pyplot():
         print("matplotlib is not installed (scripts/python_env.sh --plot installs it): no plot")
         return None
     return plt
+
+
+def save_figure(fig, path: str) -> None:
+    """Writes a figure drawn with pyplot() and closes it."""
+    import matplotlib.pyplot as plt  # pyplot() has found it
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    print(f"wrote {path}")

@@ -16,6 +16,7 @@
 #include "core/ledger.h"
 #include "encore.h"
 #include "ops/autotune.h"
+#include "puzzle_cli.h"
 
 using namespace encore;
 
@@ -51,13 +52,11 @@ Point measure(const Tensor& x, const Tensor& w, int64_t padding, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const examples::Args args(argc, argv, {"full", "sweep", "kernel", "threads", "reps", "batch", "length",
-                                         "channels", "filters", "device", "json"});
-  if (args.get("device", "cpu").starts_with("cuda") && !cuda_available()) {
-    std::printf("puzzle_cliff: --device %s: no CUDA device is available; skipped\n", args.get("device").c_str());
-    return 0;
-  }
-  const Device device = examples::pick_device(args);
+  std::vector<std::string> known = examples::kPuzzleOptions;
+  known.insert(known.end(), {"full", "sweep", "kernel", "reps", "batch", "length", "channels", "filters"});
+  const examples::Args args(argc, argv, known);
+  set_num_threads(1);  // a quiet measurement unless --threads says otherwise
+  const Device device = examples::puzzle_device(args);
   const std::string sweep = args.get("sweep", "padding");
   if (sweep != "padding" && sweep != "kernel")
     examples::usage_error(args.program(), "--sweep must be padding or kernel, got '" + sweep + "'");
@@ -66,7 +65,6 @@ int main(int argc, char** argv) {
                 channels = args.num("channels", full ? 256 : 64), filters = args.num("filters", full ? 256 : 64),
                 kernel = args.num("kernel", 1);
   const int reps = static_cast<int>(args.num("reps", 20));
-  set_num_threads(static_cast<int>(args.num("threads", 1)));
   return examples::guarded(args, [&] {
     Generator gx(1), gw(2);
     const Tensor x = normal({n, length, channels}, 0.0, 1.0, DType::Float32, Device::cpu(), &gx).to(device);

@@ -21,6 +21,7 @@
 #include "encore.h"
 #include "ops/autotune.h"
 #include "ops/conv.h"
+#include "puzzle_cli.h"
 
 using namespace encore;
 
@@ -130,18 +131,15 @@ void add_rows(std::vector<examples::Row>& rows, const std::string& scenario, con
 }  // namespace
 
 int main(int argc, char** argv) {
-  const examples::Args args(argc, argv, {"full", "lengths", "length0", "batch", "channels", "filters", "kernel",
-                                         "threads", "device", "json", "child", "child-out"});
-  if (args.get("device", "cpu").starts_with("cuda") && !cuda_available()) {
-    std::printf("puzzle_first_call: --device %s: no CUDA device is available; skipped\n", args.get("device").c_str());
-    return 0;
-  }
-  const Device device = args.flag("device") ? examples::pick_device(args) : Device::cpu();
+  std::vector<std::string> known = examples::kPuzzleOptions;
+  known.insert(known.end(), {"full", "lengths", "length0", "batch", "channels", "filters", "kernel", "child",
+                             "child-out"});
+  const examples::Args args(argc, argv, known);
+  const Device device = examples::puzzle_device(args);
   const bool full = args.flag("full");
   const Sizes s{args.num("lengths", full ? 30 : 10),   args.num("length0", full ? 10000 : 2000),
                 args.num("batch", full ? 10 : 4),      args.num("channels", full ? 200 : 64),
                 args.num("filters", full ? 100 : 32),  args.num("kernel", 10)};
-  if (args.flag("threads")) set_num_threads(static_cast<int>(args.num("threads", 0)));
   return examples::guarded(args, [&] {
     autotune::set_policy(autotune::Policy::Exhaustive);
     if (args.flag("child")) {  // the second process: load the saved choices, run the eager passes

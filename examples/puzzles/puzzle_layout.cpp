@@ -19,6 +19,7 @@
 #include "encore.h"
 #include "graph/plan.h"
 #include "ops/conv.h"
+#include "puzzle_cli.h"
 
 using namespace encore;
 
@@ -68,19 +69,18 @@ std::shared_ptr<TracedFunction> make_step(const Sizes& s, const std::string& var
 }  // namespace
 
 int main(int argc, char** argv) {
-  const examples::Args args(argc, argv, {"full", "steps", "batch", "length", "channels", "filters", "convs", "threads",
-                                         "show-graph", "device", "json"});
-  if (args.get("device", "cpu").starts_with("cuda")) {
-    std::printf("puzzle_layout: --device %s: %s; skipped\n", args.get("device").c_str(),
-                cuda_available() ? "the layouts compared are the CPU's (cuDNN picks its own inside each call)"
-                                 : "no CUDA device is available");
+  std::vector<std::string> known = examples::kPuzzleOptions;
+  known.insert(known.end(), {"full", "steps", "batch", "length", "channels", "filters", "convs", "show-graph"});
+  const examples::Args args(argc, argv, known);
+  if (examples::puzzle_device(args).is_cuda()) {
+    std::printf("%s: skipped: --device %s: the layouts compared are the CPU's (cuDNN picks its own inside each call)\n",
+                args.program().c_str(), args.get("device").c_str());
     return 0;
   }
   const bool full = args.flag("full");
   const Sizes s{args.num("batch", full ? 32 : 8),   args.num("length", full ? 1400 : 500),
                 args.num("channels", 64),           args.num("filters", full ? 128 : 64),
                 args.num("convs", full ? 6 : 4),    args.num("steps", 10)};
-  if (args.flag("threads")) set_num_threads(static_cast<int>(args.num("threads", 0)));
   return examples::guarded(args, [&] {
     Generator gx(1), gy(2);
     const Tensor x = normal({s.batch, s.length, s.channels}, 0.0, 1.0, DType::Float32, Device::cpu(), &gx);
