@@ -25,9 +25,10 @@ inline dnnl::stream& onednn_stream() {
 
 inline constexpr int kScratchSlots = 7;
 
-/// `bytes` of 64-byte aligned memory owned by this thread, slot `slot` < kScratchSlots (a kernel
-/// that needs several buffers at once takes several slots), valid until the thread's next call for the same slot. Per
-/// thread, not per primitive: threads may run one prepared primitive at once.
+/// `bytes` of 64-byte aligned memory owned by this thread, slot `slot` < kScratchSlots (a
+/// kernel that needs several buffers at once takes several slots), valid until the thread's
+/// next call for the same slot. Per thread, not per primitive: threads may run one prepared
+/// primitive at once.
 inline std::byte* thread_scratch(int slot, size_t bytes) {
   constexpr size_t kAlign = 64;
   static thread_local std::vector<std::byte> buffers[kScratchSlots];
