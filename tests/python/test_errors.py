@@ -257,7 +257,7 @@ def test_traced_function_inspected_or_cleared_while_running():
 
     assert f(encore.ones(2)).tolist() == [2.0, 2.0]
 
-    @encore.trace
+    @encore.trace(retrace_warning=0)  # cleared over and over: every call may retrace
     def g(x):
         return (x @ x.T).sum()
 
