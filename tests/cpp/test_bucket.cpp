@@ -128,6 +128,19 @@ TEST(Bucket, ReverseAndMaskSequenceKeepToTheValidPrefix) {
   }
 }
 
+// Hostile lengths are clamped to the axis (the kernels cannot raise on the GPU): a negative
+// length masks everything and reverses nothing, one past the axis covers the whole row; an
+// empty input stays empty.
+TEST(Bucket, SequenceLengthsOutsideTheAxisAreClamped) {
+  const Tensor x = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+  const Tensor lengths = from_vector(std::vector<int64_t>{-3, 100}, {2});
+  test::expect_values(reverse_sequence(x, lengths), {1, 2, 3, 4, 8, 7, 6, 5});
+  test::expect_values(mask_sequence(x, lengths, 1, -1.0), {-1, -1, -1, -1, 5, 6, 7, 8});
+  const Tensor empty = zeros({0, 4});
+  EXPECT_EQ(reverse_sequence(empty, from_vector(std::vector<int64_t>{2}, {1})).shape(), empty.shape());
+  EXPECT_EQ(mask_sequence(empty, from_vector(std::vector<int64_t>{2}, {1})).shape(), empty.shape());
+}
+
 const ShapePolicy kBuckets = ShapePolicy::bucket(1, {12, 20, 32});
 
 TEST(Bucket, EveryLayerForwardEqualsEagerOverRandomLengths) {
