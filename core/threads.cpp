@@ -3,12 +3,14 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <string>
 
 #include "core/error.h"
 #include "core/modes.h"
+#include "core/parallel.h"
 
 namespace encore {
 
@@ -64,5 +66,23 @@ void sync_threads() {
   seen = g;
   pool_flush = flush;
 }
+
+namespace detail {
+
+void parallel_for(int64_t n, int64_t min_parallel, void (*body)(const void*, int64_t, int64_t),
+                  const void* ctx) {
+  if (n <= 0) return;
+  const int threads = static_cast<int>(std::min<int64_t>(num_threads(), n));
+  if (threads <= 1 || n < min_parallel) return body(ctx, 0, n);
+  // The workers already have the caller's floating-point mode (sync_threads ran before the
+  // kernel that calls this).
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
+    body(ctx, n * t / k, n * (t + 1) / k);
+  }
+}
+
+}  // namespace detail
 
 }  // namespace encore

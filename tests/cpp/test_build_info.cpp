@@ -1,12 +1,15 @@
 // encore::version() and encore::show_config(): what a bug report needs to say.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/device.h"
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "core/parallel.h"
 #include "core/threads.h"
 #include "helpers.h"
 #include "ops/build_info.h"
@@ -84,6 +87,53 @@ TEST(Threads, WorkersFlushDenormalsAsTheCallerDoes) {
     const double largest = max(y).item(), smallest = -max(y * -1.0).item();
     if (on) EXPECT_EQ(largest, 0.0);
     else EXPECT_GT(smallest, 1e-38);
+  }
+  set_flush_denormal(flush);
+  set_num_threads(threads);
+}
+
+// parallel_for hands out [0, n) once, in disjoint contiguous chunks: one per pool thread when
+// there is enough work, one on the caller otherwise (also for n = 0 and a 1-thread pool).
+TEST(Threads, ParallelForCoversEveryIndexOnce) {
+  const int threads = num_threads();
+  for (int pool : {1, 2, 3}) {
+    set_num_threads(pool);
+    for (int64_t n : {0, 1, 2, 7, 1000}) {
+      for (int64_t min_parallel : {int64_t{1}, int64_t{1} << 40}) {
+        std::vector<int> hits(n, 0);
+        std::atomic<int> chunks{0};
+        parallel_for(n, min_parallel, [&](int64_t b, int64_t e) noexcept {
+          ++chunks;
+          for (int64_t i = b; i < e; ++i) ++hits[i];
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "index " << i << " of " << n;
+        const int expected = n == 0 ? 0 : n < min_parallel ? 1 : static_cast<int>(std::min<int64_t>(pool, n));
+        EXPECT_EQ(chunks.load(), expected) << "n=" << n << " pool=" << pool << " min_parallel=" << min_parallel;
+      }
+    }
+  }
+  set_num_threads(threads);
+}
+
+// The chunks run on the pool's workers with the caller's floating-point mode, like the BLAS
+// and oneDNN kernels (the recurrent cells run there, between their GEMMs).
+TEST(Threads, ParallelForWorkersFlushDenormalsAsTheCallerDoes) {
+  const int threads = num_threads();
+  const bool flush = flush_denormal();
+  set_num_threads(2);
+  for (bool on : {true, false}) {
+    set_flush_denormal(on);
+    sync_threads();  // what the dispatcher and a replay do before every kernel
+    const DenormalScope scope;
+    std::atomic<int> flushed{0}, chunks{0};
+    parallel_for(2, 1, [&](int64_t, int64_t) noexcept {
+      volatile float tiny = 1e-20f;
+      const float product = tiny * tiny;  // 1e-40: subnormal, or 0 when flushed
+      ++chunks;
+      if (product == 0.0f) ++flushed;
+    });
+    EXPECT_EQ(chunks.load(), 2);
+    EXPECT_EQ(flushed.load(), on ? 2 : 0) << "flush " << on;
   }
   set_flush_denormal(flush);
   set_num_threads(threads);
