@@ -19,11 +19,22 @@ struct ActivationAttrs {
   bool operator==(const ActivationAttrs&) const = default;
 };
 
-/// y = activation(y + b) over (rows, cols), in place.
+/// y = activation(y + b) over (rows, cols), in place. The activation is chosen once, outside
+/// the loop: a switch per element costs an indirect jump, and relu's data-dependent branch,
+/// per entry (13 us of the tiny Dense model's 23 us step), where the chosen loop vectorizes.
 template <class T>
 void bias_activation(T* y, const T* b, int64_t rows, int64_t cols, Activation a) {
-  for (int64_t i = 0; i < rows; ++i, y += cols)
-    for (int64_t f = 0; f < cols; ++f) y[f] = fn::activate(a, y[f] + b[f]);
+  const auto apply = [&](auto act) {
+    for (int64_t i = 0; i < rows; ++i, y += cols)
+      for (int64_t f = 0; f < cols; ++f) y[f] = act(y[f] + b[f]);
+  };
+  switch (a) {
+    case Activation::Relu: return apply(fn::Relu{});
+    case Activation::Sigmoid: return apply(fn::Sigmoid{});
+    case Activation::Tanh: return apply(fn::Tanh{});
+    case Activation::Linear: return apply([](T x) { return x; });
+    default: return apply([a](T x) { return fn::activate(a, x); });
+  }
 }
 
 /// The gradient before the activation, gy * activation'(.), from the activation's output y
