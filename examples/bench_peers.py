@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The benchmark models of issue 12 trained in encore (eager and traced) and, when PyTorch
 is installed, in PyTorch (eager and torch.compile): same initial weights, the same batches,
-steps of all runners taken in turn (machine drift hits every runner alike), 2 threads each
-by default. Prints per-model step medians, ratios to encore traced and GFLOP/s against a
-2048^3 SGEMM timed in turn with the steps; --json writes the rows.
+steps of all runners taken in turn (machine drift hits every runner alike) in an order that
+rotates each round, 2 threads each by default. Prints per-model step medians, ratios to
+encore traced and GFLOP/s against a 2048^3 SGEMM timed in turn with the steps; --json writes
+the rows.
 
   models  tiny, small, medium, large, flatten, bilstm: the layers are in
           examples/puzzles/benchmark_models.py (Adam(1e-4), binary cross-entropy, batch 32,
@@ -264,8 +265,13 @@ def bench(run, args):
     times = {name: [] for name in runners}
     first = {}
     calls = CALLS_PER_SAMPLE.get(model, 1)
+    models = [name for name in runners if name != "sgemm"]
     for i in range(args.warmup + args.steps):
-        for name, r in runners.items():
+        # The runner right after the SGEMM meets caches it flushed: the order rotates each
+        # round so that no runner always comes first.
+        k = i % len(models)
+        for name in models[k:] + models[:k] + ["sgemm"]:
+            r = runners[name]
             n = 1 if name == "sgemm" or i == 0 else calls
             t0 = time.perf_counter()
             for _ in range(n):
