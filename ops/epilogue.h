@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "core/tensor.h"
 #include "ops/activation.h"
@@ -19,14 +20,21 @@ struct ActivationAttrs {
   bool operator==(const ActivationAttrs&) const = default;
 };
 
-/// y = activation(y + b) over (rows, cols), in place. The activation is chosen once, outside
-/// the loop: a switch per element costs an indirect jump, and relu's data-dependent branch,
-/// per entry (13 us of the tiny Dense model's 23 us step), where the chosen loop vectorizes.
+/// y = activation(y + b) over (rows, cols), in place; rows lie `ld` elements apart (default
+/// cols), and a null b adds nothing. The activation is chosen once, outside the loop: a switch
+/// per element costs an indirect jump, and relu's data-dependent branch, per entry (13 us of
+/// the tiny Dense model's 23 us step), where the chosen loop vectorizes.
 template <class T>
-void bias_activation(T* y, const T* b, int64_t rows, int64_t cols, Activation a) {
+void bias_activation(T* y, const std::type_identity_t<T>* b, int64_t rows, int64_t cols, Activation a,
+                     int64_t ld = -1) {
+  if (ld < 0) ld = cols;
   const auto apply = [&](auto act) {
-    for (int64_t i = 0; i < rows; ++i, y += cols)
-      for (int64_t f = 0; f < cols; ++f) y[f] = act(y[f] + b[f]);
+    for (int64_t i = 0; i < rows; ++i, y += ld) {
+      if (b)
+        for (int64_t f = 0; f < cols; ++f) y[f] = act(y[f] + b[f]);
+      else
+        for (int64_t f = 0; f < cols; ++f) y[f] = act(y[f]);
+    }
   };
   switch (a) {
     case Activation::Relu: return apply(fn::Relu{});

@@ -76,9 +76,11 @@ template <class TD, class TS> ENCORE_HD TD cast_value(TS s) {
 template <class T> ENCORE_HD T m_max(T a, T b) { return a < b ? b : a; }
 template <class T> ENCORE_HD T m_min(T a, T b) { return b < a ? b : a; }
 template <class T> ENCORE_HD T m_sigmoid(T x) { return T(1) / (T(1) + m_exp(-x)); }
-// Keras' hard sigmoid: clip(0.2 x + 0.5, 0, 1).
+// Keras' hard sigmoid: clip(0.2 x + 0.5, 0, 1). The argument order keeps a NaN, as clip does
+// (m_max(0, NaN) would be 0: the fused epilogues turned NaN into 0 where the activation op
+// kept it).
 template <class T> ENCORE_HD T m_hard_sigmoid(T x) {
-  return m_min(T(1), m_max(T(0), T(0.2) * x + T(0.5)));
+  return m_min(m_max(T(0.2) * x + T(0.5), T(0)), T(1));
 }
 // Exact GELU, x * Phi(x) (Keras' default, approximate=False), and its derivative
 // Phi(x) + x * phi(x).

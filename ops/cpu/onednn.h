@@ -37,23 +37,19 @@ inline std::byte* thread_scratch(int slot, size_t bytes) {
   return b.data() + (kAlign - reinterpret_cast<uintptr_t>(b.data()) % kAlign) % kAlign;
 }
 
-/// Keras' activation `a` as oneDNN eltwise post-ops (fn::activate's formulas); gelu and softmax,
-/// which no fused op accepts (fusable_activation), add none.
+/// Whether `a` runs as a oneDNN post-op. oneDNN's relu and clip are max/min instructions that
+/// return their other operand for a NaN: relu(NaN) and hard_sigmoid(NaN) came out 0 where our
+/// activation ops give NaN, hiding a diverged layer. Those two run as our pass after the
+/// primitive instead (bias_activation, no bias): one read and write of the output.
+inline bool onednn_post_op(Activation a) { return a == Activation::Tanh || a == Activation::Sigmoid; }
+
+/// Keras' activation `a` as oneDNN eltwise post-ops where onednn_post_op(a) (fn::activate's
+/// formulas, within a few ulp); none otherwise.
 inline dnnl::post_ops activation_post_ops(Activation a) {
   using alg = dnnl::algorithm;
   dnnl::post_ops ops;
-  switch (a) {
-    case Activation::Relu: ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f); break;
-    case Activation::Tanh: ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); break;
-    case Activation::Sigmoid: ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f); break;
-    case Activation::HardSigmoid:  // clip(0.2 x + 0.5, 0, 1)
-      ops.append_eltwise(1.0f, alg::eltwise_linear, 0.2f, 0.5f);
-      ops.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
-      break;
-    case Activation::Linear:
-    case Activation::Gelu:
-    case Activation::Softmax: break;
-  }
+  if (a == Activation::Tanh) ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f);
+  if (a == Activation::Sigmoid) ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f);
   return ops;
 }
 

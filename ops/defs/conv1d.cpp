@@ -599,6 +599,21 @@ template <ConvKind Kind> std::shared_ptr<void> prepare(const KernelCtx& c) {
 
 std::string describe_state(const void* state) { return static_cast<const ConvPrimitive*>(state)->impl; }
 
+// conv1d_fused's relu or hard_sigmoid, which oneDNN does not apply (cpu::onednn_post_op), over
+// the real filters only: a blocked output's padding lanes stay zero, as oneDNN keeps them.
+void activation_after_primitive(const TensorRef& y, const ConvAttrs& a) {
+  if (!a.y_block) {
+    const int64_t filters = y.shape[2];
+    if (filters) bias_activation(y.ptr<float>(), nullptr, y.numel() / filters, filters, a.activation);
+    return;
+  }
+  const int64_t batch = y.shape[0], blocks = y.shape[1], steps = y.shape[2], block = y.shape[3];
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t k = 0; k < blocks; ++k)
+      bias_activation(y.ptr<float>() + (n * blocks + k) * steps * block, nullptr, steps,
+                      std::min(block, a.filters - k * block), a.activation, block);
+}
+
 template <ConvKind Kind> void kernel(const KernelCtx& c) {
   const Roles r = roles<Kind>(c);
   const auto& a = c.attrs.as<ConvAttrs>();
@@ -628,6 +643,9 @@ template <ConvKind Kind> void kernel(const KernelCtx& c) {
   }
   run(*static_cast<const ConvPrimitive*>(c.state), Kind, r.x->data, r.w->data, r.y->data,
       Kind == ConvKind::Forward && c.in.size() == 3 ? c.in[2].data : nullptr);
+  if constexpr (Kind == ConvKind::Forward)
+    if (c.in.size() == 3 && a.activation != Activation::Linear && !cpu::onednn_post_op(a.activation))
+      activation_after_primitive(*r.y, a);
 }
 
 

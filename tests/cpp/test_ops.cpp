@@ -269,6 +269,72 @@ TEST(Dense, FusedIsMatmulBiasThenActivation) {
   EXPECT_THROW(dense(x, w, zeros({3}), Activation::Gelu), ValueError);
 }
 
+// The fused epilogues treat NaN, infinities, signed zeros and subnormals as the separate ops
+// do. Bit for bit where encore's own pass applies the activation: every activation on the BLAS
+// path and in float64; linear, relu and hard_sigmoid after oneDNN's primitives (its relu and
+// clip post-ops gave 0 for a NaN, so they are not used). oneDNN's tanh and sigmoid post-ops
+// keep NaN and infinities and differ by an ulp at most. K = 1 and unit weights keep the
+// products exact, so only the epilogue decides the results.
+void expect_same_specials(const Tensor& fused, const Tensor& separate, bool bitwise, const std::string& what) {
+  if (bitwise) {
+    EXPECT_TRUE(test::bitwise_equal(fused, separate)) << what;
+    return;
+  }
+  const std::vector<double> f = fused.to(DType::Float64).to_vector<double>(),
+                            r = separate.to(DType::Float64).to_vector<double>();
+  ASSERT_EQ(f.size(), r.size()) << what;
+  for (size_t i = 0; i < f.size(); ++i) {
+    ASSERT_EQ(std::isnan(f[i]), std::isnan(r[i])) << what << " at " << i << ": " << f[i] << " vs " << r[i];
+    if (!std::isnan(r[i])) ASSERT_NEAR(f[i], r[i], 1e-6 * std::max(1.0, std::fabs(r[i]))) << what << " at " << i;
+  }
+}
+
+const std::vector<double> kSpecialValues{NAN, INFINITY, -INFINITY, -0.0, 0.0, -1.0, 1.0, 1e-40, -3.0, 40.0, 2.5, -2.5};
+const Activation kFusable[] = {Activation::Linear, Activation::Relu, Activation::Tanh, Activation::Sigmoid,
+                               Activation::HardSigmoid};
+
+bool onednn_post_op(Activation a) { return a == Activation::Tanh || a == Activation::Sigmoid; }
+
+TEST(Dense, EpilogueTreatsSpecialValuesAsTheSeparateOps) {
+  for (int64_t cols : {2, 1024}) {  // 12 x 2: the BLAS path; 1024 x 1024: oneDNN's matmul
+    const int64_t rows = cols == 2 ? 12 : 1024;
+    std::vector<double> xs(rows), bs(cols);
+    for (int64_t i = 0; i < rows; ++i) xs[i] = kSpecialValues[i % kSpecialValues.size()];
+    for (int64_t j = 0; j < cols; ++j) bs[j] = j % 2 ? -0.0 : 0.0;
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      const Tensor x = from_vector<double>(xs, {rows, 1}).to(dt);
+      const Tensor w = ones({1, cols}).to(dt), b = from_vector<double>(bs, {cols}).to(dt);
+      for (Activation a : kFusable) {
+        const bool onednn = cols > 2 && dt == DType::Float32;
+        expect_same_specials(dense(x, w, b, a), activation(matmul(x, w) + b, a), !onednn || !onednn_post_op(a),
+                             detail::cat(name(a), " ", name(dt), " ", rows, "x", cols));
+      }
+    }
+  }
+}
+
+// conv1d_fused in float32 always runs oneDNN's convolution; the blocked layout's output has
+// padding lanes (20 filters in blocks of 16), which the relu / hard_sigmoid pass leaves alone.
+TEST(Conv1dFused, EpilogueTreatsSpecialValuesAsTheSeparateOps) {
+  std::vector<double> xs(2 * 24);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = kSpecialValues[i % kSpecialValues.size()];
+  const Tensor x = from_vector<double>(xs, {2, 24, 1}).to(DType::Float32), w = ones({1, 1, 20});
+  std::vector<double> bs(20);
+  for (size_t j = 0; j < bs.size(); ++j) bs[j] = j % 2 ? -0.0 : 0.0;
+  const Tensor b = from_vector<double>(bs, {20}).to(DType::Float32);
+  const Conv1dLayout layout = conv1d_layout();
+  for (Conv1dLayout l : {Conv1dLayout::Native, Conv1dLayout::Blocked}) {
+    set_conv1d_layout(l);
+    for (Activation a : kFusable) {
+      const Tensor fused = conv1d_fused(x, w, b, 1, Padding::valid(), 1, a);
+      const Tensor separate = activation(conv1d(x, w, 1, Padding::valid()) + b, a);
+      expect_same_specials(fused, separate, !onednn_post_op(a),
+                           detail::cat(name(a), l == Conv1dLayout::Blocked ? " blocked" : " native"));
+    }
+  }
+  set_conv1d_layout(layout);
+}
+
 // The sequence ops' float32 kernels run their per-step products through oneDNN on the packed
 // recurrent kernel (the backward ops on its transpose); float64 runs the BLAS. Both directions,
 // forward and backward, agree to float32 precision.
