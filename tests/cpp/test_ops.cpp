@@ -285,7 +285,9 @@ void expect_same_specials(const Tensor& fused, const Tensor& separate, bool bitw
   ASSERT_EQ(f.size(), r.size()) << what;
   for (size_t i = 0; i < f.size(); ++i) {
     ASSERT_EQ(std::isnan(f[i]), std::isnan(r[i])) << what << " at " << i << ": " << f[i] << " vs " << r[i];
-    if (!std::isnan(r[i])) ASSERT_NEAR(f[i], r[i], 1e-6 * std::max(1.0, std::fabs(r[i]))) << what << " at " << i;
+    if (!std::isnan(r[i])) {
+      ASSERT_NEAR(f[i], r[i], 1e-6 * std::max(1.0, std::fabs(r[i]))) << what << " at " << i;
+    }
   }
 }
 
