@@ -37,14 +37,17 @@ inline std::byte* thread_scratch(int slot, size_t bytes) {
   return b.data() + (kAlign - reinterpret_cast<uintptr_t>(b.data()) % kAlign) % kAlign;
 }
 
-/// Whether `a` runs as a oneDNN post-op. oneDNN's relu and clip are max/min instructions that
-/// return their other operand for a NaN: relu(NaN) and hard_sigmoid(NaN) came out 0 where our
-/// activation ops give NaN, hiding a diverged layer. Those two run as our pass after the
-/// primitive instead (bias_activation, no bias): one read and write of the output.
-inline bool onednn_post_op(Activation a) { return a == Activation::Tanh || a == Activation::Sigmoid; }
+/// Whether a fused op applies `a` itself after the oneDNN primitive. oneDNN's relu and clip are
+/// max/min instructions that return their other operand for a NaN: relu(NaN) and
+/// hard_sigmoid(NaN) came out 0 where our activation ops give NaN, hiding a diverged layer.
+/// Those two run as our pass instead (bias_activation, no bias): one read and write of the
+/// output.
+inline bool activation_after_primitive(Activation a) {
+  return a == Activation::Relu || a == Activation::HardSigmoid;
+}
 
-/// Keras' activation `a` as oneDNN eltwise post-ops where onednn_post_op(a) (fn::activate's
-/// formulas, within a few ulp); none otherwise.
+/// Keras' tanh and sigmoid as oneDNN eltwise post-ops (fn::activate's formulas, within a few
+/// ulp); none for the other activations.
 inline dnnl::post_ops activation_post_ops(Activation a) {
   using alg = dnnl::algorithm;
   dnnl::post_ops ops;

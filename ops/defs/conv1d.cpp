@@ -599,9 +599,10 @@ template <ConvKind Kind> std::shared_ptr<void> prepare(const KernelCtx& c) {
 
 std::string describe_state(const void* state) { return static_cast<const ConvPrimitive*>(state)->impl; }
 
-// conv1d_fused's relu or hard_sigmoid, which oneDNN does not apply (cpu::onednn_post_op), over
-// the real filters only: a blocked output's padding lanes stay zero, as oneDNN keeps them.
-void activation_after_primitive(const TensorRef& y, const ConvAttrs& a) {
+// conv1d_fused's relu or hard_sigmoid, which oneDNN does not apply
+// (cpu::activation_after_primitive), over the real filters only: a blocked output's padding
+// lanes stay zero, as oneDNN keeps them.
+void apply_activation(const TensorRef& y, const ConvAttrs& a) {
   if (!a.y_block) {
     const int64_t filters = y.shape[2];
     if (filters) bias_activation(y.ptr<float>(), nullptr, y.numel() / filters, filters, a.activation);
@@ -644,8 +645,7 @@ template <ConvKind Kind> void kernel(const KernelCtx& c) {
   run(*static_cast<const ConvPrimitive*>(c.state), Kind, r.x->data, r.w->data, r.y->data,
       Kind == ConvKind::Forward && c.in.size() == 3 ? c.in[2].data : nullptr);
   if constexpr (Kind == ConvKind::Forward)
-    if (c.in.size() == 3 && a.activation != Activation::Linear && !cpu::onednn_post_op(a.activation))
-      activation_after_primitive(*r.y, a);
+    if (c.in.size() == 3 && cpu::activation_after_primitive(a.activation)) apply_activation(*r.y, a);
 }
 
 

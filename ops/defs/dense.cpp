@@ -110,7 +110,7 @@ void onednn_dense(const DenseMatmul& p, const KernelCtx& c) {
                                {DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, onednn_engine(), scratch)}});
   stream.wait();
   const Activation act = c.attrs.as<ActivationAttrs>().activation;
-  if (act != Activation::Linear && !cpu::onednn_post_op(act)) {  // relu, hard_sigmoid: ours
+  if (cpu::activation_after_primitive(act)) {
     const int64_t n = c.in[1].shape[1];
     bias_activation(c.out[0].ptr<float>(), nullptr, c.out[0].numel() / n, n, act);
   }
