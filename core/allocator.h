@@ -1,7 +1,8 @@
-// Raw memory per device. The CPU allocator is 64-byte aligned malloc that keeps freed large
-// blocks (>= 1 MiB, up to 2 GiB in all) for the next allocation of that size; the CUDA
-// allocator (core/cuda/) takes memory from a stream-ordered pool. Every allocation is counted in the
-// ledger; failure throws OutOfMemoryError and leaves the runtime usable.
+// Raw memory per device. The CPU allocator is 64-byte aligned malloc that keeps freed blocks
+// for the next allocation of the same size (small ones up to 64 MiB in all, blocks of 1 MiB and
+// more up to 2 GiB); the CUDA allocator (core/cuda/) takes memory from a stream-ordered pool.
+// Every allocation is counted in the ledger; failure throws OutOfMemoryError and leaves the
+// runtime usable.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +15,8 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual void* allocate(size_t nbytes, Device device) = 0;
-  virtual void deallocate(void* ptr, Device device) = 0;
+  /// `nbytes` is the size the block was allocated with.
+  virtual void deallocate(void* ptr, size_t nbytes, Device device) = 0;
 };
 
 /// The allocator for a device; throws DeviceError when its backend is not loaded (see

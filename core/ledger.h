@@ -34,7 +34,7 @@ enum class Counter : int {
   Allocations,
   BytesAllocated,
   CopyInNs,         // replays: padding (bucketing) and copying arguments in (measured only while profiling)
-  AllocationsReused,  // large host blocks handed out again from the CPU allocator's cache
+  AllocationsReused,  // host blocks handed out again from the CPU allocator's cache
   LayoutReorders,     // to_blocked / from_blocked nodes run (conv1d 'blocked' layout)
   LayoutReorderNs,
   Count

@@ -22,7 +22,7 @@ struct StagingBlock {
 class PoolAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes, Device device) override;
-  void deallocate(void* ptr, Device device) override;
+  void deallocate(void* ptr, size_t nbytes, Device device) override;
 };
 
 struct DeviceState {

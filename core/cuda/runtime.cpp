@@ -230,7 +230,7 @@ void* PoolAllocator::allocate(size_t nbytes, Device device) {
   return p;
 }
 
-void PoolAllocator::deallocate(void* ptr, Device device) {
+void PoolAllocator::deallocate(void* ptr, size_t, Device device) {
   if (!ptr) return;
   DeviceState* s = g_states[device.index];  // exists: allocate() created it
   // Stream-ordered: the memory is reused only by work queued after this point, so a buffer
@@ -251,12 +251,12 @@ DeviceBuffer::DeviceBuffer(size_t nbytes, int device) : device_(device) {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (data_) g_states[device_]->allocator.deallocate(data_, Device::cuda(device_));
+  if (data_) g_states[device_]->allocator.deallocate(data_, size_, Device::cuda(device_));
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (data_) g_states[device_]->allocator.deallocate(data_, Device::cuda(device_));
+    if (data_) g_states[device_]->allocator.deallocate(data_, size_, Device::cuda(device_));
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
     device_ = o.device_;
