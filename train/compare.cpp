@@ -224,9 +224,11 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
       r.algorithms.push_back(e.op + ": " + e.algorithm + " (" + e.key + ")");
     r.step_ms.push_back(r.first_call_ms);
   }
-  // The modes take their steps in turn, so drift on the machine hits them alike.
+  // The modes take their steps in turn, so drift on the machine hits them alike, and each round
+  // starts from the next mode, so no mode always runs in the caches one before it left.
   for (int round = 1; round <= options.warmup + options.steps; ++round) {
-    for (size_t k = 0; k < runners.size(); ++k) {
+    for (size_t j = 0; j < runners.size(); ++j) {
+      const size_t k = (j + static_cast<size_t>(round)) % runners.size();
       if (failed[k]) continue;
       const int64_t setup0 = ledger.get(Counter::AutotuneNs), traces0 = ledger.get(Counter::Traces);
       const int64_t live = ledger.live_bytes();
