@@ -50,6 +50,15 @@ void accumulate_part(const Node& node, const BackwardCtx& ctx, Tensor& buffer, b
   node.op->accumulate(ctx, buffer);
 }
 
+// A reachable node during backward: how many edges into it are still to run, and the
+// gradients of its outputs gathered so far. `owned` marks the buffers the engine made itself
+// (sums, accumulate_part's), which it may add into in place.
+struct Pending {
+  int deps = 0;
+  std::array<Tensor, kMaxOutputs> grads;
+  std::array<bool, kMaxOutputs> owned{};
+};
+
 // Leaves' part buffers, in the order they were first reached (deterministic).
 struct LeafParts {
   std::vector<std::pair<std::shared_ptr<TensorImpl>, Tensor>> parts;
@@ -109,17 +118,18 @@ void backward(const Tensor& root, const Tensor& grad) {
     accumulate_leaf(root.impl_ptr(), grad);
     return;
   }
-  // Count, for every reachable node, how many edges lead into it.
-  std::unordered_map<Node*, int> deps;
+  // Every reachable node with how many edges lead into it; one table, so each edge costs one
+  // lookup (eager dispatch overhead matters).
+  std::unordered_map<Node*, Pending> pending;
   std::vector<Node*> stack{root.impl()->grad_fn.get()};
-  deps[stack.back()] = 0;
+  pending[stack.back()];
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (const Edge& e : n->next) {
       if (!e.node) continue;
-      auto [it, first] = deps.try_emplace(e.node.get(), 0);
-      ++it->second;
+      auto [it, first] = pending.try_emplace(e.node.get());
+      ++it->second.deps;
       if (first) stack.push_back(e.node.get());
     }
   }
@@ -127,33 +137,30 @@ void backward(const Tensor& root, const Tensor& grad) {
   // gradients in the same order and agree bitwise.
   auto later = [](const Node* a, const Node* b) { return a->seq < b->seq; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
-  std::unordered_map<Node*, std::array<Tensor, kMaxOutputs>> buffers;
-  // Which buffers the engine made itself (sums, accumulate_part's), so it may add into them in
-  // place.
-  std::unordered_map<Node*, std::array<bool, kMaxOutputs>> owned;
   LeafParts leaf_parts;
-  buffers[root.impl()->grad_fn.get()][root.impl()->output_nr] = grad;
+  pending[root.impl()->grad_fn.get()].grads[root.impl()->output_nr] = grad;
   ready.push(root.impl()->grad_fn.get());
   // Keep nodes alive while running: releasing a node's saved tensors can drop the last
   // reference to its inputs' nodes.
   std::vector<std::shared_ptr<Node>> keep_alive{root.impl()->grad_fn};
+  keep_alive.reserve(pending.size());
+  std::vector<Tensor> grad_in;
+  std::vector<uint8_t> needs;
 
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
     ENCORE_CHECK(!node->released, ValueError, "[backward] the graph through ", node->op->name,
                  " was already used by a previous backward() and its saved tensors freed");
-    std::array<Tensor, kMaxOutputs> grads = std::move(buffers[node]);
-    buffers.erase(node);
-    owned.erase(node);
+    const std::array<Tensor, kMaxOutputs> grads = std::move(pending.find(node)->second.grads);
     bool any = false;
     for (int i = 0; i < node->num_outputs; ++i) any |= grads[i].defined();
-    std::vector<Tensor> grad_in(node->next.size());
+    grad_in.assign(node->next.size(), Tensor());
     if (any) {
       size_t v = 0;
       for (const Tensor& t : node->saved_inputs) check_saved(*node, t, node->saved_versions[v++]);
       for (const Tensor& t : node->saved_outputs) check_saved(*node, t, node->saved_versions[v++]);
-      std::vector<uint8_t> needs(node->next.size());
+      needs.resize(node->next.size());
       for (size_t i = 0; i < node->next.size(); ++i) needs[i] = node->next[i].valid();
       const OpDef& def = *node->op;
       const BackwardCtx ctx{node->saved_inputs, node->saved_outputs,
@@ -165,7 +172,8 @@ void backward(const Tensor& root, const Tensor& grad) {
         bool mine = parts.defined();
         accumulate_part(*node, ctx, parts, mine);
       } else if (def.accumulate && e.node) {
-        accumulate_part(*node, ctx, buffers[e.node.get()][e.output_nr], owned[e.node.get()][e.output_nr]);
+        Pending& target = pending.find(e.node.get())->second;
+        accumulate_part(*node, ctx, target.grads[e.output_nr], target.owned[e.output_nr]);
       } else {
         def.backward(ctx, grad_in.data());
       }
@@ -186,14 +194,15 @@ void backward(const Tensor& root, const Tensor& grad) {
         if (g.defined()) accumulate_leaf(e.leaf, std::move(g));
         continue;
       }
-      Tensor& acc = buffers[e.node.get()][e.output_nr];
+      Pending& target = pending.find(e.node.get())->second;
       if (g.defined()) {
-        bool& mine = owned[e.node.get()][e.output_nr];
+        Tensor& acc = target.grads[e.output_nr];
+        bool& mine = target.owned[e.output_nr];
         if (!acc.defined()) acc = std::move(g);
         else if (mine) acc.add_(g);
         else acc = add(acc, g), mine = true;
       }
-      if (--deps[e.node.get()] == 0) {
+      if (--target.deps == 0) {
         keep_alive.push_back(e.node);
         ready.push(e.node.get());
       }
