@@ -2,6 +2,7 @@
 #include <limits>
 
 #include "bindings.h"
+#include "core/allocator.h"
 #include "ops/autotune.h"
 #include "ops/conv.h"
 
@@ -100,6 +101,7 @@ py::dict ledger_dict() {
   for (int i = 0; i < static_cast<int>(Counter::Count); ++i)
     d[py::str(std::string(counter_name(static_cast<Counter>(i))))] = l.get(static_cast<Counter>(i));
   d["cpu_threads"] = num_threads();
+  d["host_cached_bytes"] = cpu_cached_bytes();
   return d;
 }
 

@@ -1,6 +1,7 @@
 // Raw memory per device. The CPU allocator is 64-byte aligned malloc that keeps freed blocks
 // for the next allocation of the same size (small ones up to 64 MiB in all, blocks of 1 MiB and
-// more up to 2 GiB); the CUDA allocator (core/cuda/) takes memory from a stream-ordered pool.
+// more up to 2 GiB, and never more than the program once had in use); the CUDA allocator
+// (core/cuda/) takes memory from a stream-ordered pool.
 // Every allocation is counted in the ledger; failure throws OutOfMemoryError and leaves the
 // runtime usable.
 #pragma once
@@ -22,5 +23,8 @@ class Allocator {
 /// The allocator for a device; throws DeviceError when its backend is not loaded (see
 /// core/backend.h) or the device is not present.
 Allocator& allocator_for(Device device);
+
+/// Bytes of freed host blocks the CPU allocator keeps for reuse (in no tensor).
+size_t cpu_cached_bytes();
 
 }  // namespace encore

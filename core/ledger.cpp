@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/threads.h"
 
@@ -58,6 +59,10 @@ std::string Ledger::table() const {
   std::snprintf(line, sizeof line, "%-18s %16s\n%-18s %16d\n", "counter", "value", "cpu_threads",
                 num_threads());
   s << line;
+  if (const size_t cached = cpu_cached_bytes()) {
+    std::snprintf(line, sizeof line, "%-18s %16zu\n", "host_cached_bytes", cached);
+    s << line;
+  }
   for (int i = 0; i < static_cast<int>(Counter::Count); ++i) {
     const int64_t v = counters_[i].load(std::memory_order_relaxed);
     if (v == 0) continue;

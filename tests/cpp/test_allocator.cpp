@@ -1,9 +1,11 @@
 // The CPU allocator hands freed blocks out again for the same size (counted in the ledger).
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <thread>
 #include <vector>
 
+#include "core/cpu_allocator.h"
 #include "core/ledger.h"
 #include "helpers.h"
 
@@ -39,6 +41,46 @@ TEST(Allocator, ReusesFreedSmallHostBlocksOfTheSameSize) {
   test::expect_values(again.slice(1, 0, 2).slice(0, 0, 1), {3, 3});
   Tensor other = zeros({3, 400});  // another size gets another block
   EXPECT_NE(other.data_ptr(), first);
+}
+
+// Sizes that keep changing (eager steps over varying lengths): the cache keeps the most
+// recently freed blocks, up to the most the allocator had in use at once, not every size it
+// ever freed.
+TEST(Allocator, CacheKeepsTheRecentBlocksUpToThePeakInUse) {
+  CpuAllocator a;
+  const Device cpu = Device::cpu();
+  const size_t mib = size_t{1} << 20;
+  a.deallocate(a.allocate(8 * mib, cpu), 8 * mib, cpu);  // 8 MiB in use at most
+  EXPECT_EQ(a.cached_bytes(), 8 * mib);
+  auto size = [&](size_t k) { return 2 * mib + 4096 * k; };
+  for (size_t k = 1; k <= 64; ++k) {  // a new size every time
+    a.deallocate(a.allocate(size(k), cpu), size(k), cpu);
+    EXPECT_LE(a.cached_bytes(), 8 * mib) << "after size " << k;
+  }
+  // Three of these fit in 8 MiB: the last three sizes are kept, older ones were freed.
+  EXPECT_EQ(a.cached_bytes(), size(62) + size(63) + size(64));
+  Ledger& l = Ledger::global();
+  const int64_t reused = l.get(Counter::AllocationsReused);
+  void* newest = a.allocate(size(64), cpu);
+  EXPECT_EQ(l.get(Counter::AllocationsReused), reused + 1);
+  void* evicted = a.allocate(size(61), cpu);
+  EXPECT_EQ(l.get(Counter::AllocationsReused), reused + 1);
+  a.deallocate(newest, size(64), cpu);
+  a.deallocate(evicted, size(61), cpu);
+  a.release_cached();
+  EXPECT_EQ(a.cached_bytes(), 0u);
+}
+
+// Small blocks have their own cap (64 MiB), however much was once in use.
+TEST(Allocator, SmallBlocksStayUnderTheirCap) {
+  CpuAllocator a;
+  const Device cpu = Device::cpu();
+  const size_t n = 1000 * 1024;  // just under the large-block size
+  std::vector<void*> blocks;
+  for (int i = 0; i < 100; ++i) blocks.push_back(a.allocate(n, cpu));  // ~98 MiB in use
+  for (void* p : blocks) a.deallocate(p, n, cpu);
+  EXPECT_LE(a.cached_bytes(), CpuAllocator::kSmallCap);
+  EXPECT_GT(a.cached_bytes(), CpuAllocator::kSmallCap - n);
 }
 
 // Threads allocate and free blocks of the same few sizes, small and large, at once: a block

@@ -97,6 +97,17 @@ def test_ledger(tmp_path):
     assert encore.ledger.as_dict()["ops_dispatched"] == 0
 
 
+def test_ledger_shows_the_host_allocators_cache():
+    # A freed block stays in the allocator's cache until a tensor of its size takes it again.
+    x = encore.zeros(3, 337)
+    del x
+    assert encore.ledger.as_dict()["host_cached_bytes"] >= 3 * 337 * 4
+    assert "host_cached_bytes" in encore.ledger.table()
+    reused = encore.ledger.as_dict()["allocations_reused"]
+    encore.zeros(3, 337)
+    assert encore.ledger.as_dict()["allocations_reused"] == reused + 1
+
+
 def test_autotune_and_cpu_primitives():
     assert encore.autotune.policy() == "heuristic"
     encore.autotune.set_policy("off")
