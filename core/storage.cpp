@@ -13,7 +13,7 @@ Allocator& allocator_for(Device device) {
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
-  std::shared_ptr<Storage> s(new Storage());
+  auto s = std::make_shared<Storage>(Token());
   s->data_ = allocator_for(device).allocate(nbytes, device);
   s->nbytes_ = nbytes;
   s->device_ = device;
@@ -24,7 +24,7 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
                                        std::shared_ptr<void> owner) {
-  std::shared_ptr<Storage> s(new Storage());
+  auto s = std::make_shared<Storage>(Token());
   s->data_ = data;
   s->nbytes_ = nbytes;
   s->device_ = device;
@@ -34,7 +34,7 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
 
 std::shared_ptr<Storage> Storage::symbolic(size_t nbytes, Device device, uint64_t trace_id,
                                            uint32_t buffer) {
-  std::shared_ptr<Storage> s(new Storage());
+  auto s = std::make_shared<Storage>(Token());
   s->nbytes_ = nbytes;
   s->device_ = device;
   s->trace_id_ = trace_id;

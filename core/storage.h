@@ -21,6 +21,13 @@ class Storage {
   static std::shared_ptr<Storage> symbolic(size_t nbytes, Device device, uint64_t trace_id,
                                            uint32_t buffer);
 
+  // Public for make_shared (one allocation for the storage and its count), but only this class
+  // can make a Token.
+  class Token {
+    friend class Storage;
+    Token() = default;
+  };
+  explicit Storage(Token) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();
@@ -37,7 +44,6 @@ class Storage {
   void bump_version() { ++version_; }
 
  private:
-  Storage() = default;
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;

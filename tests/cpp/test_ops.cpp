@@ -141,6 +141,13 @@ struct ConvCase {
   int64_t n, length, channels, filters, kernel, stride, dilation;
   Padding padding;
 };
+// gtest would print the bytes, padding included, which valgrind reports as uninitialized.
+void PrintTo(const ConvCase& c, std::ostream* os) {
+  *os << "(n " << c.n << ", length " << c.length << ", channels " << c.channels << ", filters "
+      << c.filters << ", kernel " << c.kernel << ", stride " << c.stride << ", dilation "
+      << c.dilation << ", padding " << c.padding.kind << " " << c.padding.left << " "
+      << c.padding.right << ")";
+}
 
 class Conv1dMatchesReference : public ::testing::TestWithParam<ConvCase> {};
 
