@@ -1,9 +1,7 @@
-// Raw memory per device. The CPU allocator is 64-byte aligned malloc that keeps freed blocks
-// for the next allocation of the same size (small ones up to 64 MiB in all, blocks of 1 MiB and
-// more up to 2 GiB, and never more than the program once had in use); the CUDA allocator
-// (core/cuda/) takes memory from a stream-ordered pool.
-// Every allocation is counted in the ledger; failure throws OutOfMemoryError and leaves the
-// runtime usable.
+// Raw memory per device. The CPU allocator (core/cpu_allocator.h) is 64-byte aligned malloc that
+// keeps freed blocks for the next allocation of the same size; the CUDA allocator (core/cuda/)
+// takes memory from a stream-ordered pool. Every allocation is counted in the ledger; failure
+// throws OutOfMemoryError and leaves the runtime usable.
 #pragma once
 
 #include <cstddef>
