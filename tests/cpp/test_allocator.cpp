@@ -83,6 +83,22 @@ TEST(Allocator, SmallBlocksStayUnderTheirCap) {
   EXPECT_GT(a.cached_bytes(), CpuAllocator::kSmallCap - n);
 }
 
+// A failed allocation frees the cached blocks and tries once more; when that fails too, it is an
+// OutOfMemoryError and the allocator stays usable.
+TEST(Allocator, OutOfMemoryReleasesTheCacheAndStaysUsable) {
+  CpuAllocator a;
+  const Device cpu = Device::cpu();
+  a.deallocate(a.allocate(4096, cpu), 4096, cpu);
+  a.deallocate(a.allocate(size_t{2} << 20, cpu), size_t{2} << 20, cpu);
+  ASSERT_EQ(a.cached_bytes(), 4096 + (size_t{2} << 20));
+  EXPECT_THROW(a.allocate(size_t{1} << 50, cpu), OutOfMemoryError);  // 1 PiB
+  EXPECT_EQ(a.cached_bytes(), 0u);
+  void* p = a.allocate(4096, cpu);
+  ASSERT_NE(p, nullptr);
+  a.deallocate(p, 4096, cpu);
+  EXPECT_EQ(a.cached_bytes(), 4096u);
+}
+
 // Threads allocate and free blocks of the same few sizes, small and large, at once: a block
 // handed out twice would show another thread's values.
 TEST(Allocator, ConcurrentAllocationsNeverShareABlock) {
