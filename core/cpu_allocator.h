@@ -63,7 +63,9 @@ class CpuAllocator final : public Allocator {
 
   std::mutex mutex_;
   Cache small_{kSmallCap}, large_{kLargeCap};
-  size_t live_ = 0, peak_ = 0;  // bytes of blocks in use, and the most at once
+  // Bytes of blocks in use, and the most at once: the caches' bound. Not the ledger's peak,
+  // which users and compare_modes reset.
+  size_t live_ = 0, peak_ = 0;
 };
 
 /// The process's host allocator.
