@@ -25,9 +25,9 @@ enum class Counter : int {
   PlanNs,           // memory plan + Plan build (kernel resolution, primitive creation)
   CaptureNs,        // CUDA stream capture of a Plan
   InstantiateNs,    // cudaGraphInstantiate
-  Autotunes,        // per-shape algorithm searches / primitive creations (cache misses)
+  Autotunes,        // per-shape algorithm searches / primitive creations (cache misses that made a state)
   AutotuneNs,
-  AutotuneHits,     // per-shape cache hits
+  AutotuneHits,     // per-shape cache hits on a state (and searches answered by a loaded choice)
   PreparedEvictions,  // per-shape states dropped from the dispatcher's bounded cache
   Replays,
   ReplayNs,
@@ -60,8 +60,10 @@ class Ledger {
  public:
   static Ledger& global();
 
-  void add(Counter c, int64_t v) { counters_[static_cast<int>(c)].fetch_add(v, std::memory_order_relaxed); }
-  int64_t get(Counter c) const { return counters_[static_cast<int>(c)].load(std::memory_order_relaxed); }
+  /// Adds to this thread's own copy of the counter: a plain load and store, no locked
+  /// instruction (the dispatcher adds to several counters per op). get() sums the threads'.
+  void add(Counter c, int64_t v);
+  int64_t get(Counter c) const;
   void reset();
 
   /// Bytes of device and host memory encore holds now, and the most it held at once since
@@ -85,7 +87,6 @@ class Ledger {
   void write_chrome_trace(const std::string& path) const;
 
  private:
-  std::array<std::atomic<int64_t>, static_cast<int>(Counter::Count)> counters_{};
   std::atomic<bool> profiling_{false};
   std::atomic<int64_t> live_{0}, peak_{0};
   mutable std::mutex events_mutex_;
