@@ -10,10 +10,25 @@
 
 namespace encore {
 
+namespace {
+
+// Fills `r` in place: a returned TensorRef copied into the kernel's array would be re-read
+// across the halves of its stores (a store-forwarding stall on every input of every op).
+void fill_ref(TensorRef& r, const Tensor& t) {
+  const TensorImpl* i = t.impl();
+  r.data = static_cast<char*>(i->storage->data()) + i->offset * itemsize(i->dtype);
+  r.shape = i->shape;
+  r.strides = i->strides;
+  r.dtype = i->dtype;
+  r.device = i->device;
+}
+
+}  // namespace
+
 TensorRef ref(const Tensor& t) {
-  TensorImpl* i = t.impl();
-  return {static_cast<char*>(i->storage->data()) + i->offset * itemsize(i->dtype), i->shape,
-          i->strides, i->dtype, i->device};
+  TensorRef r;
+  fill_ref(r, t);
+  return r;
 }
 
 namespace {
@@ -61,9 +76,9 @@ void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> 
     in_heap.resize(in.size());
     in_refs = in_heap.data();
   }
-  for (size_t i = 0; i < in.size(); ++i) in_refs[i] = ref(in[i]);
+  for (size_t i = 0; i < in.size(); ++i) fill_ref(in_refs[i], in[i]);
   TensorRef out_refs[kMaxOutputs];
-  for (size_t i = 0; i < out.size(); ++i) out_refs[i] = ref(out[i]);
+  for (size_t i = 0; i < out.size(); ++i) fill_ref(out_refs[i], out[i]);
   KernelCtx ctx{{in_refs, in.size()}, {out_refs, out.size()}, attrs, nullptr, def.name};
   // Per-shape state (a oneDNN primitive, a cuDNN algorithm) from the dispatcher's cache: the
   // kernel runs exactly as it does in a Plan, which holds the same state.
