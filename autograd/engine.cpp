@@ -87,12 +87,15 @@ void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
     if (t->grad_fn) node->next[i] = {t->grad_fn, t->output_nr, nullptr};
     else node->next[i] = {nullptr, 0, in[i].impl_ptr()};
   }
+  node->saved_versions.reserve(((def.save & Save::Inputs) ? in.size() : 0) +
+                               ((def.save & Save::Outputs) ? out.size() : 0));
   if ((def.save & Save::Inputs)) {
     node->saved_inputs.assign(in.begin(), in.end());
     for (const Tensor& t : in) node->saved_versions.push_back(t.storage()->version());
   }
   if ((def.save & Save::Outputs)) {
     // Detached views: an output holding its own node through grad_fn would be a cycle.
+    node->saved_outputs.reserve(out.size());
     for (const Tensor& t : out) {
       node->saved_outputs.push_back(t.detach());
       node->saved_versions.push_back(t.storage()->version());
