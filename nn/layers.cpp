@@ -35,9 +35,10 @@ Tensor Dense::forward_impl(const Tensor& x) {
   ENCORE_CHECK(x.dim() >= 1 && x.shape().back() == kernel_.shape()[0], ShapeError, "[", label(),
                "] input ", x.shape().str(), " has ", x.dim() ? x.shape().back() : 0,
                " features but the layer was built for ", kernel_.shape()[0]);
-  // Bias and activation as the GEMM's epilogue (as in Conv1D: sigmoid stays its own op).
-  if (use_bias_ && activation_ != Activation::Sigmoid && fusable_activation(activation_))
-    return dense(x, kernel_, bias_, activation_);
+  // Bias and activation as the GEMM's epilogue (as in Conv1D: sigmoid follows as its own op,
+  // whose result remembers its logits for binary_crossentropy).
+  if (use_bias_ && activation_ == Activation::Sigmoid) return sigmoid(dense(x, kernel_, bias_, Activation::Linear));
+  if (use_bias_ && fusable_activation(activation_)) return dense(x, kernel_, bias_, activation_);
   Tensor y = matmul(x, kernel_);
   if (use_bias_) y = y + bias_;
   return activation(y, activation_);
@@ -67,11 +68,14 @@ Shape Conv1D::build_impl(const Shape& s) {
 
 Tensor Conv1D::forward_impl(const Tensor& input) {
   const auto [x, padding] = bucketed_input(input);  // as called, but in a bucketed trace
-  // Bias and activation as the convolution's epilogue; sigmoid stays its own op, whose result
-  // remembers its logits for binary_crossentropy.
-  if (options_.use_bias && activation_ != Activation::Sigmoid && fusable_activation(activation_))
-    return conv1d_fused(x, kernel_, bias_, options_.strides, padding, options_.dilation_rate,
-                        activation_);
+  // Bias and activation as the convolution's epilogue; sigmoid follows as its own op, whose
+  // result remembers its logits for binary_crossentropy.
+  if (options_.use_bias && fusable_activation(activation_)) {
+    const bool sig = activation_ == Activation::Sigmoid;
+    const Tensor y = conv1d_fused(x, kernel_, bias_, options_.strides, padding, options_.dilation_rate,
+                                  sig ? Activation::Linear : activation_);
+    return sig ? sigmoid(y) : y;
+  }
   Tensor y = conv1d(x, kernel_, options_.strides, padding, options_.dilation_rate);
   if (options_.use_bias) y = y + bias_;
   return activation(y, activation_);

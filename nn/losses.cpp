@@ -45,8 +45,7 @@ Tensor sigmoid_logits(const Tensor& p) {
 
 // `like`: the predictions as the caller passed them (what a bucketed trace registered).
 Tensor binary_crossentropy_of_logits(const Tensor& y_true, const Tensor& z, const Tensor& like) {
-  // softplus(z) - z * y = -(y log sigmoid(z) + (1 - y) log(1 - sigmoid(z))), without rounding.
-  return graph::valid_mean(softplus(z) - z * y_true, like);
+  return graph::valid_mean(binary_crossentropy_logits(z, y_true), like);
 }
 
 // Probabilities as Keras 3 takes them when not from_logits: scaled to sum to 1 over the class

@@ -33,4 +33,20 @@ template <> inline fn::Clip make_functor(const Attrs& a) {
   return {c.lo, c.hi};
 }
 
+/// Calls `f` with the gradient functor of activation `a` (fn::ReluGrad, ...): the choice is made
+/// once per kernel, so that the elementwise loop vectorizes. Gelu and softmax have none
+/// (fusable_activation): ValueError naming `op`.
+template <class F> decltype(auto) with_activation_grad(Activation a, const char* op, F&& f) {
+  switch (a) {
+    case Activation::Relu: return f(fn::ReluGrad{});
+    case Activation::Tanh: return f(fn::TanhGrad{});
+    case Activation::Sigmoid: return f(fn::SigmoidGrad{});
+    case Activation::HardSigmoid: return f(fn::HardSigmoidGrad{});
+    case Activation::Linear: return f(fn::LinearGrad{});
+    case Activation::Gelu:
+    case Activation::Softmax: break;
+  }
+  throw ValueError(detail::cat("[", op, "] has no gradient from the output of activation '", name(a), "'"));
+}
+
 }  // namespace encore

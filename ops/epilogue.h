@@ -45,8 +45,9 @@ void bias_activation(T* y, const std::type_identity_t<T>* b, int64_t rows, int64
   }
 }
 
-/// The gradient before the activation, gy * activation'(.), from the activation's output y
-/// (written with public ops, so it is differentiable and traced like any formula).
+/// The gradient before the activation, gy * activation'(.), from the activation's output y:
+/// the activation_grad op, one kernel (gy itself for linear). Backward formulas call it; it has
+/// no gradient of its own.
 Tensor activation_backward(Activation a, const Tensor& gy, const Tensor& y);
 
 }  // namespace encore

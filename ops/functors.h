@@ -209,4 +209,28 @@ struct Ge { template <class T> ENCORE_HD T operator()(T a, T b) const { return T
 struct Lt { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a < b); } };
 struct Le { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a <= b); } };
 
+// Gradients before an activation, gy * activation'(.), from the activation's output y (relu's
+// input has the output's sign, so relu's may take either). One kernel each where the formula
+// written with ops took two to four; the same values, step by step (a mask of 0 still makes a
+// NaN or infinite gy NaN). The masks are selects, not products of a bool: GCC vectorizes those.
+struct ReluGrad {
+  template <class T> ENCORE_HD T operator()(T gy, T y) const { return y > T(0) ? gy : gy * T(0); }
+};
+struct TanhGrad { template <class T> ENCORE_HD T operator()(T gy, T y) const { return gy * (T(1) - y * y); } };
+struct SigmoidGrad {
+  template <class T> ENCORE_HD T operator()(T gy, T y) const { return gy * (y * (T(1) - y)); }
+};
+struct HardSigmoidGrad {
+  template <class T> ENCORE_HD T operator()(T gy, T y) const {
+    return y > T(0) && y < T(1) ? gy * T(0.2) : gy * T(0);
+  }
+};
+struct LinearGrad { template <class T> ENCORE_HD T operator()(T gy, T) const { return gy; } };
+
+// Binary cross-entropy of logits z against targets y, softplus(z) - z y (= -(y log sigmoid(z) +
+// (1 - y) log(1 - sigmoid(z))) without rounding through the probability), and its derivative in
+// z, sigmoid(z) - y.
+struct BceLogits { template <class T> ENCORE_HD T operator()(T z, T y) const { return m_softplus(z) - z * y; } };
+struct BceLogitsGrad { template <class T> ENCORE_HD T operator()(T z, T y) const { return m_sigmoid(z) - y; } };
+
 }  // namespace encore::fn

@@ -59,6 +59,9 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor softplus(const Tensor& x);
+/// Binary cross-entropy of logits `z` against targets `y`, elementwise (broadcasting):
+/// softplus(z) - z * y, in one kernel, as is its gradient in z, sigmoid(z) - y.
+Tensor binary_crossentropy_logits(const Tensor& z, const Tensor& y);
 Tensor leaky_relu(const Tensor& x, double alpha = 0.3);
 Tensor pow(const Tensor& x, double p);
 Tensor clip(const Tensor& x, Scalar lo, Scalar hi);

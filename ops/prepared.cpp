@@ -63,9 +63,11 @@ class Cache {
     Key key = key_of(def, device, ctx);
     Ledger& ledger = Ledger::global();
     std::lock_guard lock(mutex_);
+    // A shape that needs no state (a small Dense on the BLAS path) is neither searched nor
+    // reused: the autotune counters count what was.
     if (auto it = index_.find(key); it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
-      ledger.add(Counter::AutotuneHits, 1);
+      if (it->second->second) ledger.add(Counter::AutotuneHits, 1);
       return it->second->second;
     }
     std::shared_ptr<void> state;
@@ -73,7 +75,8 @@ class Cache {
       ScopedTimer timer(Counter::AutotuneNs, "autotune", def.name);
       autotune::detail::take_reused();
       state = prepare(ctx);
-      ledger.add(autotune::detail::take_reused() ? Counter::AutotuneHits : Counter::Autotunes, 1);
+      const bool reused = autotune::detail::take_reused();
+      if (state) ledger.add(reused ? Counter::AutotuneHits : Counter::Autotunes, 1);
     }
     lru_.emplace_front(key, state);
     index_.emplace(std::move(key), lru_.begin());

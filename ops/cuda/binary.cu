@@ -6,6 +6,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 #include "ops/elementwise.h"
+#include "ops/epilogue.h"
 
 namespace encore::cuda {
 namespace {
@@ -92,11 +93,17 @@ void binary(const TensorRef& a, const TensorRef& b, const TensorRef& y, F f, cud
   ENCORE_CUDA_LAUNCH_CHECK(op);
 }
 
-template <class F>
+template <class F, DTypeClass C = DTypeClass::Numeric>
 void binary_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  visit_dtype(c.in[0].dtype, [&]<class T>() {
-    binary<F, T>(c.in[0], c.in[1], c.out[0], F{}, dev.stream(), c.op);
+  const auto run = [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], F{}, dev.stream(), c.op); };
+  if constexpr (C == DTypeClass::Float) visit_float(c.in[0].dtype, run);
+  else visit_dtype(c.in[0].dtype, run);
+}
+
+void activation_grad_kernel(const KernelCtx& c) {
+  with_activation_grad(c.attrs.as<ActivationAttrs>().activation, c.op, [&]<class F>(F) {
+    binary_kernel<F, DTypeClass::Float>(c);
   });
 }
 
@@ -115,6 +122,9 @@ const bool kRegistered = register_cuda_kernels({
     {"ge", binary_kernel<fn::Ge>},
     {"lt", binary_kernel<fn::Lt>},
     {"le", binary_kernel<fn::Le>},
+    {"binary_crossentropy_logits", binary_kernel<fn::BceLogits, DTypeClass::Float>},
+    {"binary_crossentropy_logits_grad", binary_kernel<fn::BceLogitsGrad, DTypeClass::Float>},
+    {"activation_grad", activation_grad_kernel},
 });
 
 }  // namespace encore::cuda

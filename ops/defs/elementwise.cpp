@@ -4,6 +4,7 @@
 #include "ops/cpu/loops.h"
 #include "ops/defs/common.h"
 #include "ops/elementwise.h"
+#include "ops/epilogue.h"
 
 namespace encore {
 namespace {
@@ -33,6 +34,18 @@ int infer_binary(const OpDef& op, std::span<const Tensor> in, const Attrs&, Tens
   defs::require_same_dtype(op.name, in[0], in[1]);
   out[0] = defs::meta(broadcast_shapes(in[0].shape(), in[1].shape(), op.name), in[0].dtype(), in[0].device());
   return 1;
+}
+
+int infer_float_binary(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+  defs::require_float(op.name, in[0]);
+  return infer_binary(op, in, attrs, out);
+}
+
+int infer_activation_grad(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+  const Activation a = attrs.as<ActivationAttrs>().activation;
+  ENCORE_CHECK(fusable_activation(a), ValueError, "[", op.name,
+               "] has no gradient from the output of activation '", name(a), "'");
+  return infer_float_binary(op, in, attrs, out);
 }
 
 template <class F, class T> void unary(const TensorRef& x, const TensorRef& y, F f) {
@@ -125,9 +138,18 @@ template <class F, DTypeClass C> void unary_kernel(const KernelCtx& c) {
     visit_dtype(c.in[0].dtype, [&]<class T>() { unary<F, T>(c.in[0], c.out[0], f); });
 }
 
-template <class F> void binary_kernel(const KernelCtx& c) {
+template <class F, DTypeClass C = DTypeClass::Numeric> void binary_kernel(const KernelCtx& c) {
   const F f{};
-  visit_dtype(c.in[0].dtype, [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], f); });
+  if constexpr (C == DTypeClass::Float)
+    visit_float(c.in[0].dtype, [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], f); });
+  else
+    visit_dtype(c.in[0].dtype, [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], f); });
+}
+
+void activation_grad_kernel(const KernelCtx& c) {
+  with_activation_grad(c.attrs.as<ActivationAttrs>().activation, c.op, [&]<class F>(F f) {
+    visit_float(c.in[0].dtype, [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], f); });
+  });
 }
 
 
@@ -196,6 +218,8 @@ void bw_div(const BackwardCtx& c, Tensor* g) {
   if (c.need(0)) g[0] = sum_to(c.grads[0] / c.inputs[1], c.input_shape(0));
   if (c.need(1)) g[1] = sum_to(neg(c.grads[0]) * c.outputs[0] / c.inputs[1], c.input_shape(1));
 }
+void bw_binary_crossentropy_logits(const BackwardCtx& c, Tensor* g);
+
 // Ties send the whole gradient to the first input.
 void bw_maximum(const BackwardCtx& c, Tensor* g) {
   if (c.need(0)) g[0] = sum_to(c.grads[0] * ge(c.inputs[0], c.inputs[1]), c.input_shape(0));
@@ -229,14 +253,15 @@ OpDef& erf_op = define_op(unary("erf", Float, unary_kernel<fn::Erf, Float>,
     },
     Save::Inputs, "erf(x: Tensor) -> Tensor", invoke1<erf>, Uniform));
 OpDef& tanh_op = define_op(unary("tanh", Float, unary_kernel<fn::Tanh, Float>,
-    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * (1.0 - c.outputs[0] * c.outputs[0]); },
+    [](const BackwardCtx& c, Tensor* g) { g[0] = activation_backward(Activation::Tanh, c.grads[0], c.outputs[0]); },
     Save::Outputs, "tanh(x: Tensor) -> Tensor", invoke1<tanh>, Uniform));
 OpDef& sigmoid_op = define_op(unary("sigmoid", Float, unary_kernel<fn::Sigmoid, Float>,
-    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * (c.outputs[0] * (1.0 - c.outputs[0])); },
+    [](const BackwardCtx& c, Tensor* g) { g[0] = activation_backward(Activation::Sigmoid, c.grads[0], c.outputs[0]); },
     Save::Outputs, "sigmoid(x: Tensor) -> Tensor", invoke1<sigmoid>, Uniform));
 OpDef& relu_op = define_op(unary("relu", Numeric, unary_kernel<fn::Relu, Numeric>,
-    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * gt(c.inputs[0], 0); }, Save::Inputs,
-    "relu(x: Tensor) -> Tensor", invoke1<relu>, Uniform));
+    // The input has the output's sign: the saved input serves activation_grad as the output would.
+    [](const BackwardCtx& c, Tensor* g) { g[0] = activation_backward(Activation::Relu, c.grads[0], c.inputs[0]); },
+    Save::Inputs, "relu(x: Tensor) -> Tensor", invoke1<relu>, Uniform));
 OpDef& abs_op = define_op(unary("abs", Numeric, unary_kernel<fn::Abs, Numeric>,
     [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * (gt(c.inputs[0], 0) - lt(c.inputs[0], 0)); },
     Save::Inputs, "abs(x: Tensor) -> Tensor", invoke1<abs>, Uniform));
@@ -301,6 +326,48 @@ OpDef& lt_op = define_op(binary("lt", binary_kernel<fn::Lt>, nullptr, Save::None
     "lt(a: Tensor, b: Tensor | float) -> Tensor", invoke2<lt, lt>, Uniform));
 OpDef& le_op = define_op(binary("le", binary_kernel<fn::Le>, nullptr, Save::None,
     "le(a: Tensor, b: Tensor | float) -> Tensor", invoke2<le, versus_scalar<le>>, Uniform));
+
+// ---- fused for training: a loss, and gradients that backward formulas call ---------------
+OpDef& binary_crossentropy_logits_op = define_op({
+    .name = "binary_crossentropy_logits",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .save = Save::Inputs,
+    .infer = infer_float_binary,
+    .backward = bw_binary_crossentropy_logits,
+    .cpu = {binary_kernel<fn::BceLogits, Float>},
+    .example = {.inputs = {{{3, 4}, Uniform}, {{4}, Uniform}},
+                .call = [](std::span<const Tensor> x) -> Outputs { return {binary_crossentropy_logits(x[0], x[1])}; }},
+});
+OpDef& binary_crossentropy_logits_grad_op = define_op({
+    .name = "binary_crossentropy_logits_grad",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = infer_float_binary,
+    .cpu = {binary_kernel<fn::BceLogitsGrad, Float>},
+    .example = {.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
+                .call = [](std::span<const Tensor> x) -> Outputs {
+                  return {call(binary_crossentropy_logits_grad_op, {x[0], x[1]})};
+                }},
+});
+OpDef& activation_grad_op = define_op({
+    .name = "activation_grad",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .attrs = &attrs_of<ActivationAttrs>,
+    .infer = infer_activation_grad,
+    .cpu = {activation_grad_kernel},
+    .example = {.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
+                .call = [](std::span<const Tensor> x) -> Outputs {
+                  return {activation_backward(Activation::Tanh, x[0], x[1])};
+                }},
+});
+
+void bw_binary_crossentropy_logits(const BackwardCtx& c, Tensor* g) {
+  const Tensor &z = c.inputs[0], &y = c.inputs[1];
+  if (c.need(0)) g[0] = sum_to(c.grads[0] * call(binary_crossentropy_logits_grad_op, {z, y}), c.input_shape(0));
+  if (c.need(1)) g[1] = sum_to(neg(c.grads[0]) * z, c.input_shape(1));
+}
 
 // ---- compositions ----------------------------------------------------------------------
 OpDef& pow_op = define_op({
@@ -399,6 +466,15 @@ Tensor activation(const Tensor& x, Activation a) {
     case Activation::Linear: break;
   }
   return x;
+}
+
+Tensor binary_crossentropy_logits(const Tensor& z, const Tensor& y) {
+  return call(binary_crossentropy_logits_op, {z, y});
+}
+
+Tensor activation_backward(Activation a, const Tensor& gy, const Tensor& y) {
+  if (a == Activation::Linear) return gy;
+  return call(activation_grad_op, {gy, y}, ActivationAttrs{a});
 }
 
 Tensor add(const Tensor& a, const Tensor& b) { return call(add_op, {a, b}); }

@@ -3,6 +3,7 @@
 #include "ops/conv.h"
 #include "core/ledger.h"
 #include "ops/dispatch.h"
+#include "ops/epilogue.h"
 
 namespace encore {
 namespace {
@@ -347,6 +348,98 @@ TEST(Conv1dFused, EpilogueTreatsSpecialValuesAsTheSeparateOps) {
 // The sequence ops' float32 kernels run their per-step products through oneDNN on the packed
 // recurrent kernel (the backward ops on its transpose); float64 runs the BLAS. Both directions,
 // forward and backward, agree to float32 precision.
+// activation_grad, the gradient before a fused activation, is the formula its backward
+// formulas wrote with ops before (each op rounding in turn), value for value: special values
+// in the gradient and in the output included (a mask of 0 still turns a NaN or infinite
+// gradient into NaN, as the product did), in float32 and float64, broadcast gradients too.
+TEST(ActivationGrad, IsTheFormulaWrittenWithOpsValueForValue) {
+  const std::vector<double>& v = kSpecialValues;
+  std::vector<double> gs, ys;  // every pair of special values
+  for (double g : v)
+    for (double y : v) gs.push_back(g), ys.push_back(y);
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    const int64_t n = static_cast<int64_t>(gs.size());
+    const Tensor gy = from_vector<double>(gs, {n}).to(dt), y = from_vector<double>(ys, {n}).to(dt);
+    const std::pair<Activation, Tensor> composed[] = {
+        {Activation::Relu, gy * gt(y, 0.0)},
+        {Activation::Tanh, gy * (1.0 - y * y)},
+        {Activation::Sigmoid, gy * (y * (1.0 - y))},
+        {Activation::HardSigmoid, gy * (gt(y, 0.0) * lt(y, 1.0) * 0.2)},
+        {Activation::Linear, gy},
+    };
+    for (const auto& [a, expected] : composed) {
+      const std::vector<double> got = activation_backward(a, gy, y).to(DType::Float64).to_vector<double>();
+      const std::vector<double> want = expected.to(DType::Float64).to_vector<double>();
+      for (int64_t i = 0; i < n; ++i) {
+        const bool same = std::isnan(want[i]) ? std::isnan(got[i])
+                                              : std::memcmp(&got[i], &want[i], sizeof(double)) == 0;
+        EXPECT_TRUE(same) << name(a) << " " << name(dt) << ": gy " << gs[i] << ", y " << ys[i] << " gave "
+                          << got[i] << ", the ops " << want[i];
+      }
+    }
+    // A gradient broadcast along the middle axis, as a mean's backward hands it on.
+    const Tensor g3 = rand32({4, 1, 33}, 5).to(dt).expand({4, 3, 33}), y3 = rand32({4, 3, 33}, 6).to(dt);
+    EXPECT_TRUE(test::bitwise_equal(activation_backward(Activation::Tanh, g3, y3), g3 * (1.0 - y3 * y3)));
+  }
+}
+
+TEST(ActivationGrad, RefusesActivationsWhoseGradientIsNotAFunctionOfTheOutput) {
+  const Tensor g = rand32({3}), y = rand32({3}, 2);
+  for (Activation a : {Activation::Gelu, Activation::Softmax}) {
+    try {
+      activation_backward(a, g, y);
+      ADD_FAILURE() << name(a) << " was accepted";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("[activation_grad]"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string(name(a))), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(activation_backward(Activation::Relu, from_vector<int32_t>({1}, {1}), from_vector<int32_t>({1}, {1})),
+               DTypeError);
+  EXPECT_THROW(activation_backward(Activation::Relu, rand32({3}), rand32({4})), ShapeError);
+}
+
+// softplus(z) - z y against the float64 reference, with no overflow or cancellation at large
+// |z|, and NaN kept.
+TEST(BinaryCrossentropyLogits, IsStableAndKeepsNan) {
+  const std::vector<double> zs = {-100, -20, -1, 0, 0.3, 20, 100, NAN}, ys = {0, 0.5, 1};
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    for (double y : ys) {
+      const Tensor z = from_vector<double>(zs, {8}).to(dt);
+      const std::vector<double> got =
+          binary_crossentropy_logits(z, full({}, y, dt)).to(DType::Float64).to_vector<double>();
+      for (size_t i = 0; i < zs.size(); ++i) {
+        if (std::isnan(zs[i])) {
+          EXPECT_TRUE(std::isnan(got[i]));
+          continue;
+        }
+        const double ref = std::max(zs[i], 0.0) + std::log1p(std::exp(-std::fabs(zs[i]))) - zs[i] * y;
+        EXPECT_NEAR(got[i], ref, (dt == DType::Float32 ? 1e-6 : 1e-14) * std::max(1.0, std::fabs(ref)))
+            << "z " << zs[i] << ", y " << y << " " << name(dt);
+      }
+    }
+  }
+  EXPECT_THROW(binary_crossentropy_logits(from_vector<int32_t>({1}, {1}), from_vector<int32_t>({1}, {1})),
+               DTypeError);
+  EXPECT_THROW(binary_crossentropy_logits(rand32({3}), rand32({4})), ShapeError);
+}
+
+// The dispatcher's per-shape cache counts what it searched or created: a small Dense runs on
+// the BLAS path with no state, which is neither an autotune nor a hit; a large one creates
+// oneDNN's matmul once, then reuses it.
+TEST(Dispatch, AutotuneCountersCountOnlyPreparedStates) {
+  Ledger& ledger = Ledger::global();
+  const auto counts = [&] { return std::pair{ledger.get(Counter::Autotunes), ledger.get(Counter::AutotuneHits)}; };
+  const Tensor xs = rand32({5, 7}), ws = rand32({7, 3}, 2), bs = rand32({3}, 3);
+  auto before = counts();
+  for (int i = 0; i < 3; ++i) (void)dense(xs, ws, bs, Activation::Relu);
+  EXPECT_EQ(counts(), before);
+  const Tensor xl = rand32({64, 128}), wl = rand32({128, 128}, 2), bl = rand32({128}, 3);  // 2^20 multiply-adds
+  before = counts();
+  for (int i = 0; i < 3; ++i) (void)dense(xl, wl, bl, Activation::Relu);
+  EXPECT_EQ(counts(), std::pair(before.first + 1, before.second + 2));
+}
+
 TEST(Recurrent, Float32StepProductsMatchFloat64) {
   const int64_t batch = 3, steps = 9, units = 24;
   for (bool reverse : {false, true}) {
