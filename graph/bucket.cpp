@@ -74,10 +74,13 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
 }
 
-// A buffer the plan writes (parameters, gradients, optimizer moments, generator state), seen
-// as whole 4-byte words (every dtype's size is a multiple of 4).
+// A buffer the plan writes: captured state (parameters, gradients, optimizer moments, generator
+// state), seen as whole 4-byte words (every dtype's size is a multiple of 4) and restored before
+// each probe, or an argument written in place (`input`, its index), of which each probe writes
+// its own copy.
 struct Written {
   Tensor words, initial;
+  int input = -1;
   std::string label, writer;
 };
 
@@ -100,11 +103,21 @@ std::vector<Trim> check_bucket_exact(Plan& plan, const ShapePolicy& policy, cons
   std::vector<Written> written;
   for (uint32_t k = 0; k < g.buffers.size(); ++k) {
     const Buffer& buf = g.buffers[k];
-    if (buf.kind != BufferKind::External || !buf.written || buf.nbytes == 0) continue;
-    const Shape words{static_cast<int64_t>(buf.nbytes / 4)};
+    const bool captured = buf.kind == BufferKind::External;
+    if (!(captured || buf.kind == BufferKind::Input) || !buf.written || buf.nbytes == 0) continue;
     Written w;
-    w.words = Tensor::make_view(buf.storage, words, contiguous_strides(words), 0, DType::Int32);
-    w.initial = w.words.clone();
+    if (captured) {
+      const Shape words{static_cast<int64_t>(buf.nbytes / 4)};
+      w.words = Tensor::make_view(buf.storage, words, contiguous_strides(words), 0, DType::Int32);
+      w.initial = w.words.clone();
+    } else {
+      // A padded argument's copy differs in its padding by construction: not compared.
+      int arg = -1;
+      for (int i = 0, tensors = 0; i < static_cast<int>(b.args.size()) && arg < 0; ++i)
+        if (std::holds_alternative<Tensor>(b.args[i]) && tensors++ == buf.input) arg = i;
+      if (std::find(policy.args.begin(), policy.args.end(), arg) != policy.args.end()) continue;
+      w.input = buf.input;
+    }
     w.label = buf.label;
     for (const Node& n : g.nodes)
       for (size_t j = 0; j < n.in.size(); ++j)
@@ -114,7 +127,8 @@ std::vector<Trim> check_bucket_exact(Plan& plan, const ShapePolicy& policy, cons
     written.push_back(std::move(w));
   }
   auto restore = [&] {
-    for (Written& w : written) w.words.copy_(w.initial);
+    for (Written& w : written)
+      if (w.input < 0) w.words.copy_(w.initial);
   };
 
   // Every probe keeps the call's values on the first `kept` positions and fills the rest:
@@ -131,7 +145,9 @@ std::vector<Trim> check_bucket_exact(Plan& plan, const ShapePolicy& policy, cons
       }
       if (std::find(policy.args.begin(), policy.args.end(), static_cast<int>(i)) ==
           policy.args.end()) {
-        inputs.push_back(*t);
+        // A copy: a function that writes an argument in place must not write the caller's
+        // tensor from a probe (the call itself writes it once, as eager mode does).
+        inputs.push_back(t->clone());
         continue;
       }
       // Signs and magnitudes differ, so even functions (squares) and maxima see a change; the
@@ -146,7 +162,7 @@ std::vector<Trim> check_bucket_exact(Plan& plan, const ShapePolicy& policy, cons
     plan.run(inputs);
     Probe p;
     p.outputs = plan.outputs(false);
-    for (const Written& w : written) p.states.push_back(w.words.clone());
+    for (const Written& w : written) p.states.push_back(w.input < 0 ? w.words.clone() : inputs[w.input]);
     return p;
   };
   auto made_by = [&](size_t i) {

@@ -407,6 +407,41 @@ TEST(Bucket, WhatCannotBeExactIsRefusedNamingTheOp) {
                  "[trace] bucket(axis 1, sizes 12/20/32) of 'sums' cannot be exact: output 0 (made by sum)");
 }
 
+// A function that writes an argument in place: the probes of a bucket's first trace, and those
+// of the retrace warning's advice (fuzzer program 131:4145), write copies of it. The caller's
+// tensor is written once per call, as eagerly; a write that depends on the padding is refused.
+TEST(Bucket, ProbesNeverWriteTheCallersArguments) {
+  auto halve_and_add = [](const Tensor& x, const Tensor& a) {
+    NoGradGuard no_grad;
+    Tensor(a).copy_(a * 0.5 + 2.0);
+    return sum(x, {1});
+  };
+  auto values_after = [&](auto&& step, const std::vector<int64_t>& lengths) {
+    const Tensor a = zeros({2, 2});
+    for (int64_t len : lengths) (void)step(rand32({2, len, 3}), a);
+    return a;
+  };
+  const std::vector<int64_t> lengths = {9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
+  const Tensor eager = values_after(halve_and_add, lengths);
+  auto warned = trace(halve_and_add, {.retrace_warning = 2, .on_warning = [](const std::string&) {}});
+  EXPECT_TRUE(test::bitwise_equal(values_after(warned, lengths), eager));
+  auto bucketed = trace([&](const Tensor& x, const Tensor& a) { return sum(halve_and_add(x, a) * 0.0, {0}); },
+                        {.shapes = kBuckets});
+  EXPECT_TRUE(test::bitwise_equal(values_after(bucketed, lengths), eager));
+
+  auto spoils = trace(
+      [](const Tensor& x, const Tensor& a) {
+        NoGradGuard no_grad;
+        Tensor(a).copy_(sum(x, {1}));
+        return x * 2.0;
+      },
+      {.name = "spoils", .shapes = kBuckets});
+  // The call ran eagerly before the trace was refused: `a` holds what the eager call wrote.
+  const Tensor a = zeros({2, 3}), x = rand32({2, 9, 3});
+  expect_refused([&] { spoils(x, a); }, "cannot be exact: 'a");
+  EXPECT_TRUE(test::bitwise_equal(a, sum(x, {1})));
+}
+
 // Outputs are trimmed only on an axis that carries the padded one: a pooled output keeps its
 // shape (it was (2, 0) or (2, 2) before masking), a sequence output is cut back.
 TEST(Bucket, OnlyOutputsCarryingThePaddedAxisAreTrimmed) {
