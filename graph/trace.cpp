@@ -503,6 +503,8 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
         std::none_of(b.owners.begin(), b.owners.end(), [](const graph::Owner& o) { return !o.tensor.expired(); }))
       entry.bytes += b.nbytes;
   cached_bytes_ += entry.bytes;
+  // Cached again: no longer an evicted signature (until it is evicted again).
+  evicted_.remove_if([&](const graph::Signature& s) { return s.distance(entry.signature) == 0; });
   cache_.push_front(std::move(entry));
   while (cache_.size() > options_.max_cached ||
          (options_.max_cached_bytes && cached_bytes_ > options_.max_cached_bytes && cache_.size() > 1)) {
@@ -635,14 +637,17 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
     return trim(replay(cache_.front(), *args));
   }
   using K = graph::RetraceCause::Kind;
-  const bool evicted = causes.empty() && std::any_of(evicted_.begin(), evicted_.end(),
-                                                     [&](const graph::Signature& s) { return s.matches(*args); });
+  // A graph of this signature was evicted: said first, also when a remaining one of the same
+  // signature is stale or guarded (the evicted one may have been the one to serve this call).
+  const bool evicted = std::any_of(evicted_.begin(), evicted_.end(),
+                                   [&](const graph::Signature& s) { return s.matches(*args); });
   if (evicted) {
-    causes = {make_cause(K::Eviction, "",
-                         options_.max_cached_bytes
-                             ? detail::cat("the cache holds ", options_.max_cached, " graphs and ",
-                                           options_.max_cached_bytes, " bytes")
-                             : detail::cat("the cache holds ", options_.max_cached, " graphs"))};
+    causes.insert(causes.begin(),
+                  make_cause(K::Eviction, "",
+                             options_.max_cached_bytes
+                                 ? detail::cat("the cache holds ", options_.max_cached, " graphs and ",
+                                               options_.max_cached_bytes, " bytes")
+                                 : detail::cat("the cache holds ", options_.max_cached, " graphs")));
   } else if (causes.empty()) {
     if (cache_.empty()) {
       causes = {make_cause(stats_.traces == 0 ? K::FirstCall : K::Cleared)};

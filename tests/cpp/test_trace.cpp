@@ -228,6 +228,40 @@ TEST(Trace, ByteBudgetEvictsAndTheRetraceSaysSo) {
   EXPECT_NE(r.reason.find(std::to_string(one + one / 2) + " bytes"), std::string::npos) << r.reason;
 }
 
+// A graph of a signature was evicted while another graph of it remains but cannot serve (its
+// captured gradient is gone): the retrace names the eviction first (fuzzer program 161:3407).
+// A signature traced again is no longer called evicted.
+TEST(Trace, RetraceNamesAnEvictionAlsoWhenAnotherGraphOfTheSignatureRemains) {
+  Tensor w = ones({3}).set_requires_grad();
+  nn::SGD sgd({w}, 0.5);
+  auto f = trace([&](const Tensor& x) {
+    sgd.step();
+    return x * 2.0;
+  }, {.max_cached = 2});
+  const Tensor x = ones({2});
+  f(x);  // w.grad None
+  {
+    NoGradGuard no_grad;
+    f(x);
+  }
+  sum(w * 2.0).backward();
+  f(x);  // w.grad set: a second graph of the first signature; the first one is evicted
+  EXPECT_EQ(f.stats().evictions, 1);
+  sgd.zero_grad();  // the gradient the graph captured is gone
+  f(x);
+  const TraceRecord& r = f.stats().records.back();
+  ASSERT_EQ(r.causes.size(), 2u) << r.reason;
+  EXPECT_EQ(r.causes[0].kind, RetraceCause::Kind::Eviction) << r.reason;
+  EXPECT_EQ(r.causes[1].kind, RetraceCause::Kind::CapturedGone) << r.reason;
+  EXPECT_EQ(r.reason.find("signature evicted earlier (the cache holds 2 graphs); captured tensor"), 0u) << r.reason;
+
+  sum(w * 2.0).backward();  // the graph just traced read a None gradient
+  f(x);
+  const TraceRecord& guarded = f.stats().records.back();
+  ASSERT_EQ(guarded.causes.size(), 1u) << guarded.reason;
+  EXPECT_EQ(guarded.causes[0].kind, RetraceCause::Kind::GradState) << guarded.reason;
+}
+
 TEST(Trace, StatsTableReportsBreakEven) {
   auto f = trace([](const Tensor& x) { return exp(x) * 2.0; });
   for (int i = 0; i < 4; ++i) f(ones({8}));
