@@ -128,6 +128,9 @@ void init_tensor(py::module_& m) {
       .def_property_readonly("is_symbolic", &Tensor::is_symbolic,
                              "True for tensors made inside a trace (no data until replay).")
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def_property_readonly(
+          "_storage_serial", [](const Tensor& t) { return t.storage()->serial(); },
+          "A number no other storage of the process has: its identity, where data_ptr may be reused.")
       .def_property("name", &Tensor::name, &Tensor::set_name)
       .def("__len__", [](const Tensor& t) {
         if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");

@@ -27,7 +27,7 @@ class Storage {
     friend class Storage;
     Token() = default;
   };
-  explicit Storage(Token) {}
+  explicit Storage(Token);
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();
@@ -42,6 +42,9 @@ class Storage {
   /// Bumped by every in-place write; autograd uses it to reject stale saved tensors.
   uint32_t version() const { return version_; }
   void bump_version() { ++version_; }
+  /// A number no other storage of this process has had or will have: an identity that holds
+  /// where an address does not (the allocator hands a freed block to the next storage).
+  uint64_t serial() const { return serial_; }
 
  private:
   void* data_ = nullptr;
@@ -51,6 +54,7 @@ class Storage {
   uint32_t version_ = 0;
   uint32_t buffer_ = 0;
   uint64_t trace_id_ = 0;
+  uint64_t serial_;
   std::shared_ptr<void> owner_;
 };
 

@@ -503,17 +503,15 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
         std::none_of(b.owners.begin(), b.owners.end(), [](const graph::Owner& o) { return !o.tensor.expired(); }))
       entry.bytes += b.nbytes;
   cached_bytes_ += entry.bytes;
-  // Cached again: no longer an evicted signature (until it is evicted again).
-  evicted_.remove_if([&](const graph::Signature& s) { return s.distance(entry.signature) == 0; });
   cache_.push_front(std::move(entry));
   while (cache_.size() > options_.max_cached ||
          (options_.max_cached_bytes && cached_bytes_ > options_.max_cached_bytes && cache_.size() > 1)) {
     if (last_ == &cache_.back()) last_ = nullptr;
     retire(cache_.back());
     cached_bytes_ -= cache_.back().bytes;
-    evicted_.push_front(std::move(cache_.back().signature));
+    cache_.back().plan.reset();  // kept for its signature and guards only
+    evicted_.splice(evicted_.begin(), cache_, std::prev(cache_.end()));
     if (evicted_.size() > 64) evicted_.pop_back();
-    cache_.pop_back();
     ++stats_.evictions;
   }
   last_ = &cache_.front();
@@ -616,9 +614,11 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
       ++it;
       continue;
     }
+    // Of several graphs of this signature that cannot serve, the most recently used one (the
+    // first met) says why: it served until now, so its cause is what the caller just changed.
     if (auto stale = stale_reason(*it)) {
       // The graph refers to storage the caller no longer uses: it can never replay again.
-      causes = {std::move(*stale)};
+      if (causes.empty()) causes = {std::move(*stale)};
       if (last_ == &*it) last_ = nullptr;
       retire(*it);
       cached_bytes_ -= it->bytes;
@@ -626,7 +626,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
       continue;
     }
     if (auto guard = guard_reason(*it)) {
-      causes = {std::move(*guard)};  // still right for the state it was traced in
+      if (causes.empty()) causes = {std::move(*guard)};  // still right for the state it was traced in
       ++it;
       continue;
     }
@@ -637,17 +637,27 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
     return trim(replay(cache_.front(), *args));
   }
   using K = graph::RetraceCause::Kind;
-  // A graph of this signature was evicted: said first, also when a remaining one of the same
-  // signature is stale or guarded (the evicted one may have been the one to serve this call).
-  const bool evicted = std::any_of(evicted_.begin(), evicted_.end(),
-                                   [&](const graph::Signature& s) { return s.matches(*args); });
+  // An evicted graph that would have served this call makes the eviction the cause, whatever
+  // the cached graphs of this signature say (their gradients may be gone, or set where this
+  // call's are None). With nothing of this signature cached, an evicted graph that would not
+  // have served tells why.
+  bool evicted = false;
+  for (const Entry& e : evicted_) {
+    if (!e.signature.matches(*args)) continue;
+    std::optional<graph::RetraceCause> why = stale_reason(e);
+    if (!why) why = guard_reason(e);
+    if (!why) {
+      evicted = true;
+      break;
+    }
+    if (causes.empty()) causes = {std::move(*why)};
+  }
   if (evicted) {
-    causes.insert(causes.begin(),
-                  make_cause(K::Eviction, "",
-                             options_.max_cached_bytes
-                                 ? detail::cat("the cache holds ", options_.max_cached, " graphs and ",
-                                               options_.max_cached_bytes, " bytes")
-                                 : detail::cat("the cache holds ", options_.max_cached, " graphs")));
+    causes = {make_cause(K::Eviction, "",
+                         options_.max_cached_bytes
+                             ? detail::cat("the cache holds ", options_.max_cached, " graphs and ",
+                                           options_.max_cached_bytes, " bytes")
+                             : detail::cat("the cache holds ", options_.max_cached, " graphs"))};
   } else if (causes.empty()) {
     if (cache_.empty()) {
       causes = {make_cause(stats_.traces == 0 ? K::FirstCall : K::Cleared)};

@@ -211,7 +211,7 @@ class TracedFunction {
   TraceOptions options_;
   TraceStats stats_;
   std::list<Entry> cache_;  // most recently used first
-  std::list<graph::Signature> evicted_;  // the latest evicted signatures, to explain retraces
+  std::list<Entry> evicted_;  // the latest evicted graphs, without their Plans: to explain retraces
   AxisCounts retired_values_;  // calls of signatures no longer cached
   AxisCounts bucket_lengths_;  // bucketed axes: the lengths as called
   size_t cached_bytes_ = 0;

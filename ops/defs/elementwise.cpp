@@ -218,8 +218,6 @@ void bw_div(const BackwardCtx& c, Tensor* g) {
   if (c.need(0)) g[0] = sum_to(c.grads[0] / c.inputs[1], c.input_shape(0));
   if (c.need(1)) g[1] = sum_to(neg(c.grads[0]) * c.outputs[0] / c.inputs[1], c.input_shape(1));
 }
-void bw_binary_crossentropy_logits(const BackwardCtx& c, Tensor* g);
-
 // Ties send the whole gradient to the first input.
 void bw_maximum(const BackwardCtx& c, Tensor* g) {
   if (c.need(0)) g[0] = sum_to(c.grads[0] * ge(c.inputs[0], c.inputs[1]), c.input_shape(0));
@@ -327,29 +325,7 @@ OpDef& lt_op = define_op(binary("lt", binary_kernel<fn::Lt>, nullptr, Save::None
 OpDef& le_op = define_op(binary("le", binary_kernel<fn::Le>, nullptr, Save::None,
     "le(a: Tensor, b: Tensor | float) -> Tensor", invoke2<le, versus_scalar<le>>, Uniform));
 
-// ---- fused for training: a loss, and gradients that backward formulas call ---------------
-OpDef& binary_crossentropy_logits_op = define_op({
-    .name = "binary_crossentropy_logits",
-    .min_inputs = 2,
-    .max_inputs = 2,
-    .save = Save::Inputs,
-    .infer = infer_float_binary,
-    .backward = bw_binary_crossentropy_logits,
-    .cpu = {binary_kernel<fn::BceLogits, Float>},
-    .example = {.inputs = {{{3, 4}, Uniform}, {{4}, Uniform}},
-                .call = [](std::span<const Tensor> x) -> Outputs { return {binary_crossentropy_logits(x[0], x[1])}; }},
-});
-OpDef& binary_crossentropy_logits_grad_op = define_op({
-    .name = "binary_crossentropy_logits_grad",
-    .min_inputs = 2,
-    .max_inputs = 2,
-    .infer = infer_float_binary,
-    .cpu = {binary_kernel<fn::BceLogitsGrad, Float>},
-    .example = {.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  return {call(binary_crossentropy_logits_grad_op, {x[0], x[1]})};
-                }},
-});
+// ---- fused for training: gradients that backward formulas call, and a loss -------------
 OpDef& activation_grad_op = define_op({
     .name = "activation_grad",
     .min_inputs = 2,
@@ -362,12 +338,35 @@ OpDef& activation_grad_op = define_op({
                   return {activation_backward(Activation::Tanh, x[0], x[1])};
                 }},
 });
+OpDef& binary_crossentropy_logits_grad_op = define_op({
+    .name = "binary_crossentropy_logits_grad",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = infer_float_binary,
+    .cpu = {binary_kernel<fn::BceLogitsGrad, Float>},
+    .example = {.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
+                .call = [](std::span<const Tensor> x) -> Outputs {
+                  return {call(binary_crossentropy_logits_grad_op, {x[0], x[1]})};
+                }},
+});
 
 void bw_binary_crossentropy_logits(const BackwardCtx& c, Tensor* g) {
   const Tensor &z = c.inputs[0], &y = c.inputs[1];
   if (c.need(0)) g[0] = sum_to(c.grads[0] * call(binary_crossentropy_logits_grad_op, {z, y}), c.input_shape(0));
   if (c.need(1)) g[1] = sum_to(neg(c.grads[0]) * z, c.input_shape(1));
 }
+
+OpDef& binary_crossentropy_logits_op = define_op({
+    .name = "binary_crossentropy_logits",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .save = Save::Inputs,
+    .infer = infer_float_binary,
+    .backward = bw_binary_crossentropy_logits,
+    .cpu = {binary_kernel<fn::BceLogits, Float>},
+    .example = {.inputs = {{{3, 4}, Uniform}, {{4}, Uniform}},
+                .call = [](std::span<const Tensor> x) -> Outputs { return {binary_crossentropy_logits(x[0], x[1])}; }},
+});
 
 // ---- compositions ----------------------------------------------------------------------
 OpDef& pow_op = define_op({

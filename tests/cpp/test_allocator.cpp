@@ -43,6 +43,30 @@ TEST(Allocator, ReusesFreedSmallHostBlocksOfTheSameSize) {
   EXPECT_NE(other.data_ptr(), first);
 }
 
+// The block comes back, the identity does not: a storage's serial number is its own, shared by
+// its views (what tests compare where an address would repeat).
+TEST(Allocator, AReusedBlockIsAnotherStorage) {
+  uint64_t serial = 0;
+  const void* data = nullptr;
+  {
+    Tensor t = full({3, 335}, 2.0);
+    serial = t.storage()->serial();
+    data = t.data_ptr();
+  }
+  Tensor again = full({3, 335}, 3.0);
+  ASSERT_EQ(again.data_ptr(), data);
+  EXPECT_NE(again.storage()->serial(), serial);
+  EXPECT_EQ(again.slice(1, 1, 3).storage()->serial(), again.storage()->serial());
+  // Serials are unique across threads too.
+  std::vector<uint64_t> serials(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&serials, i] { serials[i] = zeros({2}).storage()->serial(); });
+  for (std::thread& t : threads) t.join();
+  serials.push_back(again.storage()->serial());
+  std::sort(serials.begin(), serials.end());
+  EXPECT_EQ(std::adjacent_find(serials.begin(), serials.end()), serials.end());
+}
+
 // Sizes that keep changing (eager steps over varying lengths): the cache keeps the most
 // recently freed blocks, up to the most the allocator had in use at once, not every size it
 // ever freed.

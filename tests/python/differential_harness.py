@@ -148,8 +148,9 @@ class Run:
         for obj in self.watched.values():
             if isinstance(obj, nn.Module):
                 # Storage identity too: a trace captures a parameter's and its gradient's storage,
-                # and retraces (as documented) once either is replaced.
-                state.append(tuple((p.data_ptr(), p.grad is not None and p.grad.data_ptr(), p.requires_grad)
+                # and retraces (as documented) once either is replaced. Serial numbers, not
+                # addresses: a replacement may get the freed block back (fuzzer program 231:3360).
+                state.append(tuple((p._storage_serial, p.grad is not None and p.grad._storage_serial, p.requires_grad)
                                    for p in obj.parameters()))
                 state.append(module_modes(obj))
             elif isinstance(obj, optim.Optimizer):
