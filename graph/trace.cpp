@@ -509,7 +509,9 @@ TracedFunction::Entry& TracedFunction::trace(const std::vector<Arg>& args, std::
     if (last_ == &cache_.back()) last_ = nullptr;
     retire(cache_.back());
     cached_bytes_ -= cache_.back().bytes;
-    cache_.back().plan.reset();  // kept for its signature and guards only
+    // Kept for its signature and guards only: nothing of it holds memory or a tensor alive.
+    cache_.back().plan.reset();
+    cache_.back().grad_writes.clear();
     evicted_.splice(evicted_.begin(), cache_, std::prev(cache_.end()));
     if (evicted_.size() > 64) evicted_.pop_back();
     ++stats_.evictions;
