@@ -30,7 +30,7 @@ struct Buffer {
   /// External: every tensor it was seen through. Those alive after the trace are the
   /// caller's (parameters, optimizer state) and are checked for replaced storage.
   std::vector<Owner> owners;
-  std::string label;                   // "x", "dense.kernel", "%12"
+  std::string label;                   // "x", "dense.kernel", "dense.kernel.grad", "%12"
   bool written = false;                // some node writes it (parameter updates, generator state)
 };
 

@@ -84,7 +84,9 @@ Value Tracer::value(const Tensor& t, const char* op) {
       buf.nbytes = s->nbytes();
       buf.device = s->device();
       buf.storage = t.storage();
-      buf.label = t.name().empty() ? "captured" + std::to_string(captured_.size() - 1) : t.name();
+      if (!t.name().empty()) buf.label = t.name();
+      else if (auto g = grad_labels_.find(s); g != grad_labels_.end()) buf.label = g->second;
+      else buf.label = "captured" + std::to_string(captured_.size() - 1);
       graph_.buffers.push_back(std::move(buf));
     }
     b = it->second;
@@ -130,6 +132,16 @@ void Tracer::on_view(const Tensor& base) {
 void Tracer::on_grad_read(const std::shared_ptr<TensorImpl>& leaf) {
   GradSlot* s = slot(leaf);
   if (s && !s->written) s->read_first = true;
+  // Retrace reasons then name a gradient by its parameter, not as "captured7".
+  const TensorImpl* grad = leaf->grad.get();
+  if (!grad || !grad->name.empty() || leaf->name.empty() || grad->storage->is_symbolic()) return;
+  const Storage* storage = grad->storage.get();
+  const std::string label = leaf->name + ".grad";
+  grad_labels_.try_emplace(storage, label);
+  if (auto it = captured_.find(storage); it != captured_.end()) {
+    std::string& buf = graph_.buffers[it->second].label;
+    if (buf.rfind("captured", 0) == 0) buf = label;
+  }
 }
 
 void Tracer::on_grad_write(const std::shared_ptr<TensorImpl>& leaf) {

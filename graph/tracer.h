@@ -67,6 +67,8 @@ class Tracer final : public Recorder, public GradObserver {
   GradObserver* previous_observer_;
   bool previous_tracing_;
   std::unordered_map<const Storage*, uint32_t> captured_;
+  // Unnamed gradients the function read, by their parameter's name: "dense.kernel.grad".
+  std::unordered_map<const Storage*, std::string> grad_labels_;
   std::unordered_map<const TensorImpl*, size_t> slot_index_;
   std::vector<GradSlot> grad_slots_;
   std::vector<std::weak_ptr<Storage>> symbolic_;  // every symbolic buffer made

@@ -263,7 +263,8 @@ TEST(Trace, RetraceNamesAnEvictionAlsoWhenAnotherGraphOfTheSignatureRemains) {
 
 // Of the graphs of a signature that cannot serve a call, the most recently used one explains
 // the retrace: dropping one parameter's gradient names that (its captured gradient is gone), not
-// the state of the oldest graph (traced when every gradient was None).
+// the state of the oldest graph (traced when every gradient was None). An unnamed gradient is
+// named by its parameter.
 TEST(Trace, TheMostRecentlyUsedGraphExplainsTheRetrace) {
   Tensor a = ones({3}).set_requires_grad(), b = ones({3}).set_requires_grad();
   a.set_name("a");
@@ -283,6 +284,7 @@ TEST(Trace, TheMostRecentlyUsedGraphExplainsTheRetrace) {
   const TraceRecord& r = f.stats().records.back();
   ASSERT_EQ(r.causes.size(), 1u) << r.reason;
   EXPECT_EQ(r.causes[0].kind, RetraceCause::Kind::CapturedGone) << r.reason;
+  EXPECT_EQ(r.reason, "captured tensor 'b.grad' no longer exists");  // named by its parameter
 }
 
 TEST(Trace, StatsTableReportsBreakEven) {
