@@ -1,7 +1,5 @@
 #include "core/storage.h"
 
-#include <atomic>
-
 #include "core/allocator.h"
 #include "core/backend.h"
 #include "core/cpu_allocator.h"
@@ -9,23 +7,14 @@
 
 namespace encore {
 
-namespace {
-
-// Serial numbers come from a block of 2^20 that each thread takes from a shared counter: no
-// locked instruction per storage.
-uint64_t next_serial() {
-  static std::atomic<uint64_t> blocks{0};
-  thread_local uint64_t next = 0, end = 0;
-  if (next == end) {
-    next = blocks.fetch_add(1, std::memory_order_relaxed) << 20;
-    end = next + (uint64_t{1} << 20);
-  }
-  return next++;
+uint64_t Storage::serial() const {
+  static std::atomic<uint64_t> last{0};
+  uint64_t s = serial_.load(std::memory_order_acquire);
+  if (s) return s;
+  const uint64_t mine = last.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Two threads asking at once: the first to store wins, and both return its number.
+  return serial_.compare_exchange_strong(s, mine, std::memory_order_acq_rel) ? mine : s;
 }
-
-}  // namespace
-
-Storage::Storage(Token) : serial_(next_serial()) {}
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) return cpu_allocator();

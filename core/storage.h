@@ -2,6 +2,7 @@
 // has a size and a buffer number in that trace's graph but no memory until replay.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -27,7 +28,7 @@ class Storage {
     friend class Storage;
     Token() = default;
   };
-  explicit Storage(Token);
+  explicit Storage(Token) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();
@@ -43,8 +44,9 @@ class Storage {
   uint32_t version() const { return version_; }
   void bump_version() { ++version_; }
   /// A number no other storage of this process has had or will have: an identity that holds
-  /// where an address does not (the allocator hands a freed block to the next storage).
-  uint64_t serial() const { return serial_; }
+  /// where an address does not (the allocator hands a freed block to the next storage). Given
+  /// on the first call, so that making a storage costs nothing for it.
+  uint64_t serial() const;
 
  private:
   void* data_ = nullptr;
@@ -54,7 +56,7 @@ class Storage {
   uint32_t version_ = 0;
   uint32_t buffer_ = 0;
   uint64_t trace_id_ = 0;
-  uint64_t serial_;
+  mutable std::atomic<uint64_t> serial_{0};  // 0: not given yet
   std::shared_ptr<void> owner_;
 };
 
