@@ -397,6 +397,8 @@ TEST(ActivationGrad, RefusesActivationsWhoseGradientIsNotAFunctionOfTheOutput) {
   EXPECT_THROW(activation_backward(Activation::Relu, from_vector<int32_t>({1}, {1}), from_vector<int32_t>({1}, {1})),
                DTypeError);
   EXPECT_THROW(activation_backward(Activation::Relu, rand32({3}), rand32({4})), ShapeError);
+  EXPECT_THROW(activation_backward(Activation::Tanh, rand32({3}), rand64({3})), DTypeError);
+  EXPECT_EQ(activation_backward(Activation::Sigmoid, zeros({0, 4}), zeros({0, 4})).shape(), (Shape{0, 4}));
 }
 
 // softplus(z) - z y against the float64 reference, with no overflow or cancellation at large
@@ -422,6 +424,13 @@ TEST(BinaryCrossentropyLogits, IsStableAndKeepsNan) {
   EXPECT_THROW(binary_crossentropy_logits(from_vector<int32_t>({1}, {1}), from_vector<int32_t>({1}, {1})),
                DTypeError);
   EXPECT_THROW(binary_crossentropy_logits(rand32({3}), rand32({4})), ShapeError);
+  EXPECT_THROW(binary_crossentropy_logits(rand32({3}), rand64({3})), DTypeError);
+  // Empty: an empty result, and an empty gradient through it.
+  const Tensor z = zeros({0, 3}).set_requires_grad();
+  const Tensor loss = binary_crossentropy_logits(z, zeros({0, 3}));
+  EXPECT_EQ(loss.shape(), (Shape{0, 3}));
+  sum(loss).backward();
+  EXPECT_EQ(z.grad().shape(), (Shape{0, 3}));
 }
 
 // The dispatcher's per-shape cache counts what it searched or created: a small Dense runs on
