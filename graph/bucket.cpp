@@ -145,9 +145,11 @@ std::vector<Trim> check_bucket_exact(Plan& plan, const ShapePolicy& policy, cons
       }
       if (std::find(policy.args.begin(), policy.args.end(), static_cast<int>(i)) ==
           policy.args.end()) {
-        // A copy: a function that writes an argument in place must not write the caller's
-        // tensor from a probe (the call itself writes it once, as eager mode does).
-        inputs.push_back(t->clone());
+        // An argument the function writes in place: a copy, so that a probe never writes the
+        // caller's tensor (the call itself writes it once, as eager mode does).
+        const int k = static_cast<int>(inputs.size());
+        const bool writes = std::any_of(written.begin(), written.end(), [&](const Written& w) { return w.input == k; });
+        inputs.push_back(writes ? t->clone() : *t);
         continue;
       }
       // Signs and magnitudes differ, so even functions (squares) and maxima see a change; the
