@@ -139,17 +139,14 @@ template <class F, DTypeClass C> void unary_kernel(const KernelCtx& c) {
 }
 
 template <class F, DTypeClass C = DTypeClass::Numeric> void binary_kernel(const KernelCtx& c) {
-  const F f{};
-  if constexpr (C == DTypeClass::Float)
-    visit_float(c.in[0].dtype, [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], f); });
-  else
-    visit_dtype(c.in[0].dtype, [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], f); });
+  const auto run = [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], F{}); };
+  if constexpr (C == DTypeClass::Float) visit_float(c.in[0].dtype, run);
+  else visit_dtype(c.in[0].dtype, run);
 }
 
 void activation_grad_kernel(const KernelCtx& c) {
-  with_activation_grad(c.attrs.as<ActivationAttrs>().activation, c.op, [&]<class F>(F f) {
-    visit_float(c.in[0].dtype, [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], f); });
-  });
+  with_activation_grad(c.attrs.as<ActivationAttrs>().activation, c.op,
+                       [&]<class F>(F) { binary_kernel<F, DTypeClass::Float>(c); });
 }
 
 
