@@ -24,5 +24,9 @@ Allocator& allocator_for(Device device);
 
 /// Bytes of freed host blocks the CPU allocator keeps for reuse (in no tensor).
 size_t cpu_cached_bytes();
+/// Hands the memory encore keeps for reuse back to the system: the host allocator's cached
+/// blocks and the unused part of each CUDA device's pool (after its pending frees). Memory in
+/// tensors and in traced graphs' arenas stays; the next steps allocate afresh.
+void release_cached_memory();
 
 }  // namespace encore

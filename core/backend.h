@@ -36,6 +36,8 @@ class Backend {
   virtual std::string describe_devices() = 0;
   /// The version of the library whose algorithm choices the autotune store keeps (cuDNN).
   virtual size_t autotune_library_version() = 0;
+  /// Hands the memory its allocators keep for reuse back to the driver.
+  virtual void release_cached_memory() = 0;
 };
 
 /// Called once by a backend plugin's static initializer; returns true.

@@ -1,5 +1,7 @@
 #include "core/cpu_allocator.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <new>
@@ -11,6 +13,7 @@
 #define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
 #endif
 
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/ledger.h"
 
@@ -22,16 +25,19 @@ size_t rounded(size_t nbytes) { return (std::max<size_t>(nbytes, 1) + 63) & ~siz
 
 void* CpuAllocator::allocate(size_t nbytes, Device) {
   const size_t size = rounded(nbytes);
+  void* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (void* p = cache_for(size).take(size)) {
+    if ((p = cache_for(size).take(size))) {
       ASAN_UNPOISON_MEMORY_REGION(p, size);
-      Ledger::global().add(Counter::AllocationsReused, 1);
       in_use(size);
-      return p;
     }
   }
-  void* p = std::aligned_alloc(64, size);
+  if (p) {  // counted outside the lock: the ledger takes a lock of its own on a thread's first add
+    Ledger::global().add(Counter::AllocationsReused, 1);
+    return p;
+  }
+  p = std::aligned_alloc(64, size);
   if (!p) {  // the cached blocks may be what is missing
     release_cached();
     p = std::aligned_alloc(64, size);
@@ -122,10 +128,21 @@ void CpuAllocator::Cache::release() {
 // Made on first use and never destroyed: other static objects may allocate before this file's
 // statics exist, and free after they are gone.
 CpuAllocator& cpu_allocator() {
-  static CpuAllocator* allocator = new CpuAllocator;
+  static CpuAllocator* allocator = [] {
+    // A fork() while another thread held the mutex would leave the child's copy locked for
+    // good: the forking thread takes it first, and both processes release it.
+    pthread_atfork([] { cpu_allocator().mutex_.lock(); }, [] { cpu_allocator().mutex_.unlock(); },
+                   [] { cpu_allocator().mutex_.unlock(); });
+    return new CpuAllocator;
+  }();
   return *allocator;
 }
 
 size_t cpu_cached_bytes() { return cpu_allocator().cached_bytes(); }
+
+void release_cached_memory() {
+  cpu_allocator().release_cached();
+  if (Backend* cuda = backend(DeviceType::CUDA)) cuda->release_cached_memory();
+}
 
 }  // namespace encore

@@ -58,6 +58,8 @@ class CpuAllocator final : public Allocator {
     void release();
   };
 
+  friend CpuAllocator& cpu_allocator();  // holds mutex_ across fork()
+
   Cache& cache_for(size_t size) { return size < kLarge ? small_ : large_; }
   void in_use(size_t size);
 

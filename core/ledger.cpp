@@ -1,5 +1,7 @@
 #include "core/ledger.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -37,7 +39,11 @@ using Block = std::array<std::atomic<int64_t>, kCounters>;
 class Blocks {
  public:
   static Blocks& get() {
-    static Blocks* blocks = new Blocks;  // never destroyed, like the ledger
+    static Blocks* blocks = [] {  // never destroyed, like the ledger
+      // The forking thread holds the mutex across fork(), so no child inherits it locked.
+      pthread_atfork([] { get().mutex_.lock(); }, [] { get().mutex_.unlock(); }, [] { get().mutex_.unlock(); });
+      return new Blocks;
+    }();
     return *blocks;
   }
   Block* acquire() {
@@ -105,7 +111,11 @@ Block& this_thread_block() { return t_block ? *t_block : first_block(); }
 
 Ledger& Ledger::global() {
   // Never destroyed: storages freed during static destruction still count themselves out.
-  static Ledger* ledger = new Ledger;
+  static Ledger* ledger = [] {
+    pthread_atfork([] { global().events_mutex_.lock(); }, [] { global().events_mutex_.unlock(); },
+                   [] { global().events_mutex_.unlock(); });
+    return new Ledger;
+  }();
   return *ledger;
 }
 

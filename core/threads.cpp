@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,13 +36,44 @@ std::atomic<int>& threads() {
 // Bumped by every set_num_threads: a thread re-applies the count when it sees a new one.
 std::atomic<unsigned> g_generation{1};
 
+// GNU OpenMP keeps a thread's pool of workers across fork() without the workers: in the child,
+// a parallel region of more than one thread waits for them forever (every BLAS and oneDNN call
+// with a multiprocessing worker hung). A child forked by a thread that had started workers
+// therefore runs its kernels on one thread, which needs no workers.
+thread_local bool t_started_workers = false;
+std::atomic<bool> g_pinned_by_fork{false};
+
+void on_fork_child();
+
+// Called before a parallel region of more than one thread may start this thread's workers.
+void note_workers() {
+  if (t_started_workers) return;
+  static const bool registered = pthread_atfork(nullptr, nullptr, on_fork_child) == 0;
+  (void)registered;
+  t_started_workers = true;
+}
+
+void on_fork_child() {
+  if (!t_started_workers) return;
+  g_pinned_by_fork.store(true, std::memory_order_relaxed);
+  threads().store(1, std::memory_order_relaxed);
+  g_generation.fetch_add(1, std::memory_order_release);
+}
+
 }  // namespace
 
 int num_threads() { return threads().load(std::memory_order_relaxed); }
 
+bool threads_pinned_by_fork() { return g_pinned_by_fork.load(std::memory_order_relaxed); }
+
 void set_num_threads(int n) {
   ENCORE_CHECK(n >= 1 && n <= 4096, ValueError,
                "[set_num_threads] thread count must be in 1 to 4096, got ", n);
+  ENCORE_CHECK(n == 1 || !threads_pinned_by_fork(), UnsupportedError, "[set_num_threads] cannot use ", n,
+               " threads in a process forked after its parent's OpenMP workers had started: GNU "
+               "OpenMP cannot start workers again in the child (a parallel region would wait for "
+               "the parent's forever), so this process runs its kernels on 1 thread; start it "
+               "with multiprocessing's 'spawn' or 'forkserver' method to use more");
   threads().store(n, std::memory_order_relaxed);
   g_generation.fetch_add(1, std::memory_order_release);
   sync_threads();
@@ -54,6 +86,7 @@ void sync_threads() {
   const int flush = flush_denormal();
   if (seen == g && pool_flush == flush) return;
   const int n = num_threads();
+  if (n > 1) note_workers();
   omp_set_num_threads(n);
   openblas_set_num_threads(n);
   // The floating-point mode is per thread: DenormalScope sets it on the calling thread only,
@@ -74,6 +107,7 @@ void parallel_for(int64_t n, int64_t min_parallel, void (*body)(const void*, int
   if (n <= 0) return;
   const int threads = static_cast<int>(std::min<int64_t>(num_threads(), n));
   if (threads <= 1 || n < min_parallel) return body(ctx, 0, n);
+  note_workers();
   // The workers already have the caller's floating-point mode (sync_threads ran before the
   // kernel that calls this).
 #pragma omp parallel num_threads(threads)

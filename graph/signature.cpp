@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "core/modes.h"
+#include "core/threads.h"
 
 namespace encore::graph {
 
@@ -64,12 +65,13 @@ Signature Signature::of(const std::vector<Arg>& args) {
   s.grad_mode = GradMode::enabled();
   s.training = encore::training();
   s.tf32 = allow_tf32();
+  s.threads = num_threads();
   return s;
 }
 
 bool Signature::matches(const std::vector<Arg>& call) const {
   if (call.size() != args.size() || grad_mode != GradMode::enabled() || training != encore::training() ||
-      tf32 != allow_tf32())
+      tf32 != allow_tf32() || threads != num_threads())
     return false;
   for (size_t i = 0; i < call.size(); ++i) {
     const ArgKey& k = args[i];
@@ -98,7 +100,7 @@ bool Signature::matches(const std::vector<Arg>& call) const {
 }
 
 int Signature::distance(const Signature& o) const {
-  int d = (grad_mode != o.grad_mode) + (training != o.training) + (tf32 != o.tf32);
+  int d = (grad_mode != o.grad_mode) + (training != o.training) + (tf32 != o.tf32) + (threads != o.threads);
   const size_t n = std::max(args.size(), o.args.size());
   for (size_t i = 0; i < n; ++i) {
     if (i >= args.size() || i >= o.args.size() || args[i].index() != o.args[i].index()) {
@@ -158,6 +160,8 @@ std::vector<RetraceCause> Signature::changes(const Signature& before, const std:
   mode(K::GradMode, before.grad_mode, grad_mode);
   mode(K::Training, before.training, training);
   mode(K::TF32, before.tf32, tf32);
+  if (threads != before.threads)
+    out.push_back({K::Threads, -1, {}, -1, std::to_string(before.threads), std::to_string(threads), {}});
   return out;
 }
 
@@ -178,7 +182,7 @@ std::string_view kind_name(RetraceCause::Kind k) {
   static constexpr std::string_view kNames[] = {
       "first_call", "cleared", "shape", "strides", "dtype", "device", "requires_grad", "static_arg", "arg_count",
       "grad_mode", "training", "tf32", "replaced_parameter", "captured_gone", "captured_requires_grad", "grad_state",
-      "eviction", "module_mode"};
+      "eviction", "module_mode", "threads"};
   return kNames[static_cast<int>(k)];
 }
 
@@ -210,6 +214,7 @@ std::string RetraceCause::str() const {
     case K::Eviction: return "signature evicted earlier (" + note + ")";
     case K::ModuleMode:
       return "'" + arg_name + "' is in " + new_value + " mode now (" + old_value + " when traced)";
+    case K::Threads: return "cpu threads " + old_value + " -> " + new_value;
   }
   return {};
 }

@@ -53,6 +53,7 @@ struct RetraceCause {
     GradState,         // a .grad the function read is None / set / another tensor
     Eviction,          // the signature was cached and evicted
     ModuleMode,        // a module's train()/eval() flag read while tracing (arg_name: the module)
+    Threads,           // the CPU thread count (set_num_threads): its kernels were prepared for one
   };
   Kind kind = Kind::FirstCall;
   int arg = -1;          // argument index, -1 when not about one argument
@@ -68,6 +69,7 @@ std::string_view kind_name(RetraceCause::Kind k);
 struct Signature {
   std::vector<ArgKey> args;
   bool grad_mode = true, training = true, tf32 = false;
+  int threads = 1;  // CPU kernels (oneDNN primitives) are prepared for a thread count
 
   /// The signature of a call (reads the current global modes).
   static Signature of(const std::vector<Arg>& args);

@@ -76,7 +76,9 @@ std::string show_config() {
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   out << "threads:\n"
       << "  CPU cores: " << std::thread::hardware_concurrency() << "\n"
-      << "  encore threads: " << num_threads() << " (set_num_threads, ENCORE_NUM_THREADS)\n"
+      << "  encore threads: " << num_threads()
+      << (threads_pinned_by_fork() ? " (pinned: forked after the parent's OpenMP workers started)\n"
+                                   : " (set_num_threads, ENCORE_NUM_THREADS)\n")
       << "  OpenMP wait policy: " << (wait ? wait : "unset (OpenMP spins before sleeping)") << "\n"
       << "  OpenMP max threads: " << omp_threads << "\n"
       << "  OpenBLAS threads: " << openblas_get_num_threads() << "\n"

@@ -7,6 +7,7 @@
 
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "core/threads.h"
 #include "ops/autotune.h"
 
 namespace encore {
@@ -24,12 +25,14 @@ struct Key {
   const OpDef* op;
   Device device;
   bool tf32;            // cuBLAS/cuDNN math mode chosen at setup
+  int threads;          // CPU: a oneDNN primitive runs on the thread count it was created for
   uint64_t generation;  // bumped by autotune policy changes, loads and clears
   std::vector<Geometry> tensors;  // inputs, then outputs
   Attrs attrs;
   size_t hash;
   bool operator==(const Key& o) const {
-    return hash == o.hash && op == o.op && device == o.device && tf32 == o.tf32 && generation == o.generation &&
+    return hash == o.hash && op == o.op && device == o.device && tf32 == o.tf32 && threads == o.threads &&
+           generation == o.generation &&
            tensors == o.tensors && attrs == o.attrs;
   }
 };
@@ -41,7 +44,8 @@ struct KeyHash {
 // The hash covers the op and the geometry; calls that differ only in attributes share a bucket
 // and are told apart by equality.
 Key key_of(const OpDef& def, Device device, const KernelCtx& ctx) {
-  Key k{&def, device, allow_tf32(), autotune::detail::generation(), {}, ctx.attrs, 0};
+  Key k{&def, device, allow_tf32(), device.type == DeviceType::CPU ? num_threads() : 0,
+        autotune::detail::generation(), {}, ctx.attrs, 0};
   size_t h = std::hash<const void*>()(&def) ^ (static_cast<size_t>(device.type) << 8 | static_cast<size_t>(device.index));
   auto mix = [&h](int64_t v) { h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull; };
   k.tensors.reserve(ctx.in.size() + ctx.out.size());

@@ -42,6 +42,7 @@ class CudaBackend final : public Backend {
   Allocator& allocator(int device) override { return cuda::allocator(device); }
   void synchronize(int device) override { cuda::synchronize(device); }
   void* stream(int device) override { return cuda::stream(device); }
+  void release_cached_memory() override { cuda::release_cached_memory(); }
 
   void time_kernel(int device, const char* name, const std::function<void()>& launch) override {
     time_on_stream(device, name, launch);

@@ -2,7 +2,10 @@
 // scopes, kernel timing, and the kernel error word. Per-device state is created on first use.
 #include "core/cuda/runtime.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -24,7 +27,7 @@ constexpr int kMaxDevices = 128;  // Device::index is an int8_t
 
 // Never destroyed: the states own streams, pools and library handles, and releasing those from
 // static destructors races the CUDA runtime's own teardown at process exit.
-DeviceState* g_states[kMaxDevices] = {};
+std::atomic<DeviceState*> g_states[kMaxDevices] = {};
 std::once_flag g_state_once[kMaxDevices];
 
 // The calling thread's capture (CaptureScope), if any.
@@ -62,7 +65,7 @@ void create_state(int device) {
   s->sm_count = prop.multiProcessorCount;
   s->total_memory = prop.totalGlobalMem;
   s->model = detail::cat(prop.name, " sm_", prop.major, prop.minor);
-  g_states[device] = s.release();
+  g_states[device].store(s.release(), std::memory_order_release);
 }
 
 std::string gib(uint64_t bytes) {
@@ -87,6 +90,9 @@ std::string oom_message(DeviceState& s, size_t nbytes) {
 
 // ---- devices -----------------------------------------------------------------------------
 
+// CUDA does not survive fork(): in a child of a process that initialized it, every call fails.
+std::atomic<bool> g_forked_after_init{false};
+
 int device_count() {
   static const int count = [] {
     int n = 0;
@@ -94,12 +100,17 @@ int device_count() {
       (void)cudaGetLastError();  // no driver, or no device: not an error for a CPU run
       return 0;
     }
+    if (n > 0) pthread_atfork(nullptr, nullptr, [] { g_forked_after_init.store(true, std::memory_order_relaxed); });
     return std::min(n, kMaxDevices);
   }();
   return count;
 }
 
 void require_device(int device) {
+  ENCORE_CHECK(!g_forked_after_init.load(std::memory_order_relaxed), DeviceError, "[cuda] cuda:", device,
+               " cannot be used in a process forked after its parent initialized CUDA (CUDA does not "
+               "survive fork()); start the process with multiprocessing's 'spawn' or 'forkserver' "
+               "method");
   const int n = device_count();
   ENCORE_CHECK(device >= 0 && device < n, DeviceError, "[cuda] device cuda:", device,
                " is not present (",
@@ -111,7 +122,7 @@ void require_device(int device) {
 DeviceState& device_state(int device) {
   require_device(device);
   std::call_once(g_state_once[device], create_state, device);
-  return *g_states[device];
+  return *g_states[device].load(std::memory_order_acquire);
 }
 
 DeviceGuard::DeviceGuard(int device) {
@@ -232,7 +243,7 @@ void* PoolAllocator::allocate(size_t nbytes, Device device) {
 
 void PoolAllocator::deallocate(void* ptr, size_t, Device device) {
   if (!ptr) return;
-  DeviceState* s = g_states[device.index];  // exists: allocate() created it
+  DeviceState* s = g_states[device.index].load(std::memory_order_acquire);  // exists: allocate() created it
   // Stream-ordered: the memory is reused only by work queued after this point, so a buffer
   // can be freed as soon as the last kernel reading it has been queued. The compute stream is
   // never captured, so a free from any thread, also during a capture, is a real free. Errors
@@ -241,6 +252,18 @@ void PoolAllocator::deallocate(void* ptr, size_t, Device device) {
 }
 
 Allocator& allocator(int device) { return device_state(device).allocator; }
+
+void release_cached_memory() {
+  if (g_forked_after_init.load(std::memory_order_relaxed)) return;  // nothing of the parent's is usable
+  for (const auto& slot : g_states) {
+    DeviceState* s = slot.load(std::memory_order_acquire);
+    if (!s) continue;  // never used: nothing cached, and no reason to initialize it now
+    DeviceGuard guard(s->index);
+    // Frees still queued on the stream hold their blocks until they run.
+    ENCORE_CUDA_CHECK("release_cached_memory", cudaStreamSynchronize(s->stream.get()));
+    ENCORE_CUDA_CHECK("release_cached_memory", cudaMemPoolTrimTo(s->pool, 0));
+  }
+}
 
 DeviceBuffer::DeviceBuffer(size_t nbytes, int device) : device_(device) {
   data_ = device_state(device).allocator.allocate(nbytes, Device::cuda(device));
@@ -251,12 +274,12 @@ DeviceBuffer::DeviceBuffer(size_t nbytes, int device) : device_(device) {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (data_) g_states[device_]->allocator.deallocate(data_, size_, Device::cuda(device_));
+  if (data_) g_states[device_].load(std::memory_order_acquire)->allocator.deallocate(data_, size_, Device::cuda(device_));
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (data_) g_states[device_]->allocator.deallocate(data_, size_, Device::cuda(device_));
+    if (data_) g_states[device_].load(std::memory_order_acquire)->allocator.deallocate(data_, size_, Device::cuda(device_));
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
     device_ = o.device_;

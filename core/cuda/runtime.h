@@ -26,6 +26,9 @@ Allocator& allocator(int device);
 /// where every kernel, copy and graph launch of encore runs, or, inside a CaptureScope, the
 /// device's capture stream.
 cudaStream_t stream(int device);
+/// Waits for the pending frees of every device in use and hands its pool's unused memory back
+/// to the driver (release_cached_memory in core/allocator.h).
+void release_cached_memory();
 void synchronize(int device);
 
 struct DeviceState;

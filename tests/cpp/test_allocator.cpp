@@ -109,6 +109,23 @@ TEST(Allocator, SmallBlocksStayUnderTheirCap) {
 
 // A failed allocation frees the cached blocks and tries once more; when that fails too, it is an
 // OutOfMemoryError and the allocator stays usable.
+// release_cached_memory frees every cached block; tensors keep theirs, and the next
+// allocations are fresh ones.
+TEST(Allocator, ReleaseCachedMemoryEmptiesTheHostCache) {
+  Ledger& l = Ledger::global();
+  const Tensor kept = full({1 << 18}, 1.0);
+  { Tensor t = zeros({5, 331}); }
+  { Tensor t = zeros({3, 1 << 19}); }
+  EXPECT_GE(cpu_cached_bytes(), size_t{5 * 331 * 4} + (size_t{6} << 20));
+  release_cached_memory();
+  EXPECT_EQ(cpu_cached_bytes(), 0u);
+  release_cached_memory();  // nothing left: a no-op
+  const int64_t reused = l.get(Counter::AllocationsReused);
+  EXPECT_EQ(sum(zeros({5, 331})).item(), 0.0);
+  EXPECT_EQ(l.get(Counter::AllocationsReused), reused);
+  EXPECT_EQ(sum(kept).item(), double(1 << 18));
+}
+
 TEST(Allocator, OutOfMemoryReleasesTheCacheAndStaysUsable) {
   CpuAllocator a;
   const Device cpu = Device::cpu();

@@ -108,6 +108,20 @@ def test_ledger_shows_the_host_allocators_cache():
     assert encore.ledger.as_dict()["allocations_reused"] == reused + 1
 
 
+def test_release_cached_memory_empties_the_host_cache():
+    kept = encore.ones(1 << 18)  # in a tensor: not cached, not released
+    x = encore.zeros(5, 331)
+    del x
+    assert encore.ledger.as_dict()["host_cached_bytes"] >= 5 * 331 * 4
+    encore.release_cached_memory()
+    assert encore.ledger.as_dict()["host_cached_bytes"] == 0
+    assert "host_cached_bytes" not in encore.ledger.table()
+    reused = encore.ledger.as_dict()["allocations_reused"]
+    assert float(encore.zeros(5, 331).sum().item()) == 0.0  # allocated afresh
+    assert encore.ledger.as_dict()["allocations_reused"] == reused
+    assert float(kept.sum().item()) == 1 << 18
+
+
 def test_autotune_and_cpu_primitives():
     assert encore.autotune.policy() == "heuristic"
     encore.autotune.set_policy("off")
