@@ -84,6 +84,37 @@ TEST(Reduce, SumMeanMaxOverAxes) {
   EXPECT_DOUBLE_EQ(sum(ones_big * 0.1).item(), static_cast<double>(0.1f) * (1 << 20));
 }
 
+// A contiguous row is summed in 16 partial sums: every length around the partials' boundaries
+// (the tail, rows of several) gives the exact sum of values whose sums are exact, and long rows
+// of random values match a long double reference in both dtypes; inf and NaN reach the result.
+TEST(Reduce, SumOfContiguousRowsInPartialSums) {
+  for (int64_t n : {0, 1, 15, 16, 17, 31, 32, 33, 4097, 100003}) {
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      const Tensor x = arange(0, 2 * n, 1, dt).reshape({2, n}) * 0.5;  // rows of k/2: exact sums
+      const double first = 0.5 * static_cast<double>(n) * static_cast<double>(n - 1) / 2;
+      const double second = first + 0.5 * static_cast<double>(n) * static_cast<double>(n);
+      const auto rows = sum(x, {1}).to_vector<double>();
+      EXPECT_EQ(rows[0], dt == DType::Float32 ? static_cast<double>(static_cast<float>(first)) : first) << n;
+      EXPECT_EQ(rows[1], dt == DType::Float32 ? static_cast<double>(static_cast<float>(second)) : second) << n;
+    }
+  }
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    const Tensor x = dt == DType::Float32 ? test::rand32({3, 12345}) : test::rand64({3, 12345});
+    const auto v = x.to_vector<double>();
+    const auto rows = sum(x, {1}).to_vector<double>();
+    for (int r = 0; r < 3; ++r) {
+      long double ref = 0;
+      for (int i = 0; i < 12345; ++i) ref += v[r * 12345 + i];
+      EXPECT_NEAR(rows[r], static_cast<double>(ref), dt == DType::Float32 ? 1e-3 : 1e-9) << r;
+    }
+  }
+  std::vector<double> special(40, 1.0);
+  special[37] = INFINITY;
+  EXPECT_EQ(sum(from_vector<double>(special, {40})).item(), INFINITY);
+  special[5] = NAN;
+  EXPECT_TRUE(std::isnan(sum(from_vector<double>(special, {40})).item()));
+}
+
 TEST(Reduce, MaxPropagatesNanAndStartsFromMinusInfinity) {
   const float inf = INFINITY;
   const Tensor x = from_vector<float>({1, NAN, 3, -inf, -inf, -inf}, {2, 3});
