@@ -1,7 +1,8 @@
 // Reductions over a set of axes (a bitmask), with keepdim: rows, shape inference, backward
-// formulas, CPU kernels and public functions. The CPU accumulates in double (float32 sums of
-// long rows keep their precision), a sum in 16 partial sums, when the reduced axes are
-// innermost in a contiguous input; otherwise it sweeps the input once in memory order,
+// formulas, CPU kernels and public functions. In a contiguous input whose reduced axes form
+// one block, the CPU reduces rows (the block innermost: in double, so that float32 sums of
+// long rows keep their precision, a sum in 16 partial sums) or columns (kept axes after the
+// block: narrow ones in registers); otherwise it sweeps the input once in memory order,
 // accumulating into the output.
 #include <limits>
 
@@ -99,46 +100,68 @@ template <class Op, class T> Acc<T> reduce_row(const T* row, int64_t n) {
   }
 }
 
+// `rows` rows of `cols` contiguous values reduced into `cols` outputs, each in row order (the
+// order of the general sweep below). Rows of up to 256 bytes go in blocks of 64 bytes of
+// columns kept in registers over all rows and stored once: updating the outputs in memory row
+// after row cost a load and a store per element (sum over 1120 rows of 64 floats: 6.2 us a
+// call before, 3.4 now). Wider rows are swept in memory order: there, a block's chain of
+// dependent adds down its column is what takes the time (4480 rows of 128: 56 us swept, 83 in
+// blocks).
+template <class Op, class T> void reduce_columns(const T* in, T* out, int64_t rows, int64_t cols) {
+  constexpr int64_t kBlock = 64 / sizeof(T);
+  int64_t j0 = 0;
+  if (cols * static_cast<int64_t>(sizeof(T)) <= 256) {
+    for (; j0 + kBlock <= cols; j0 += kBlock) {
+      T acc[kBlock];
+      for (int64_t j = 0; j < kBlock; ++j) acc[j] = Op::template init<T>();
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* row = in + r * cols + j0;
+        for (int64_t j = 0; j < kBlock; ++j) acc[j] = static_cast<T>(Op::apply(acc[j], row[j]));
+      }
+      for (int64_t j = 0; j < kBlock; ++j) out[j0 + j] = acc[j];
+    }
+  }
+  T* __restrict o = out + j0;
+  const int64_t rest = cols - j0;
+  for (int64_t j = 0; j < rest; ++j) o[j] = Op::template init<T>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* __restrict row = in + r * cols + j0;
+    for (int64_t j = 0; j < rest; ++j) o[j] = static_cast<T>(Op::apply(o[j], row[j]));
+  }
+}
+
 template <class Op, class T> void reduce(const TensorRef& x, const TensorRef& y, uint32_t axes) {
   const T* in = x.ptr<const T>();
   T* out = y.ptr<T>();
-  // Reduced axes form a suffix (ignoring size-1 axes) of a contiguous input?
-  bool suffix = x.contiguous();
-  int64_t inner = 1;
-  bool seen_kept = false;
-  for (int d = x.shape.size() - 1; d >= 0 && suffix; --d) {
-    if (x.shape[d] == 1) continue;
-    if (axes >> d & 1u) {
-      if (seen_kept) suffix = false;
-      inner *= x.shape[d];
-    } else {
-      seen_kept = true;
+  // A contiguous input whose reduced axes (size-1 axes aside) form one block is (outer,
+  // reduced, inner): a row per output when inner is 1 (a loss, a norm), else rows of columns
+  // (a bias gradient, global average pooling).
+  if (x.contiguous()) {
+    int64_t outer = 1, reduced = 1, inner = 1;
+    int part = 0;  // 0: kept axes before the block, 1: the block, 2: kept axes after it
+    bool block = true;
+    for (int d = 0; d < x.shape.size(); ++d) {
+      if (x.shape[d] == 1) continue;
+      if (axes >> d & 1u) {
+        block = block && part < 2;
+        part = 1;
+        reduced *= x.shape[d];
+      } else {
+        if (part == 1) part = 2;
+        (part == 2 ? inner : outer) *= x.shape[d];
+      }
+    }
+    if (block) {
+      for (int64_t o = 0; o < outer; ++o) {
+        const T* slab = in + o * reduced * inner;
+        if (inner == 1) out[o] = static_cast<T>(reduce_row<Op>(slab, reduced));
+        else reduce_columns<Op>(slab, out + o * inner, reduced, inner);
+      }
+      return;
     }
   }
   const int64_t n_out = y.numel();
-  if (suffix) {
-    for (int64_t o = 0; o < n_out; ++o) out[o] = static_cast<T>(reduce_row<Op>(in + o * inner, inner));
-    return;
-  }
   for (int64_t o = 0; o < n_out; ++o) out[o] = Op::template init<T>();
-  // Reduced axes form a prefix of a contiguous input (bias gradients): sweep rows, each a
-  // vectorizable update of the whole output. Same order as the general path below.
-  bool prefix = x.contiguous();
-  bool seen_kept_front = false;
-  for (int d = 0; d < x.shape.size() && prefix; ++d) {
-    if (x.shape[d] == 1) continue;
-    if (axes >> d & 1u) prefix = !seen_kept_front;
-    else seen_kept_front = true;
-  }
-  if (prefix && n_out > 0) {
-    const int64_t rows = x.numel() / n_out;
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* __restrict row = in + r * n_out;
-      T* __restrict o = out;
-      for (int64_t j = 0; j < n_out; ++j) o[j] = static_cast<T>(Op::apply(o[j], row[j]));
-    }
-    return;
-  }
   Strides out_st = Dims::filled(x.shape.size(), 0);
   // Output strides over the input shape: 0 on reduced axes, row-major over kept axes.
   int64_t st = 1;
