@@ -2,12 +2,14 @@
 // cache and its explanations, shape policies, randomness, and eager/traced equivalence.
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "core/threads.h"
 #include "graph/trace.h"
 #include "helpers.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
 #include "nn/lstm.h"
 #include "nn/optim.h"
+#include "ops/prepared.h"
 
 namespace encore {
 namespace {
@@ -192,6 +194,28 @@ TEST(Trace, ModesArePartOfTheKey) {
   EXPECT_EQ(f.stats().traces, 3);
   EXPECT_NE(f.stats().records[1].reason.find("training on -> off"), std::string::npos);
   EXPECT_NE(f.stats().records[2].reason.find("grad mode on -> off"), std::string::npos);
+}
+
+// The CPU thread count is part of the key, for the graph and for the per-shape kernel state: a
+// oneDNN primitive runs the team it was made for, so a Plan or a state made on 2 threads would
+// go on using 2 after set_num_threads(1) (and, in a forked child, wait for workers that do not
+// exist). The retrace says so; each count gets the eager values.
+TEST(Trace, ThreadCountIsPartOfTheKey) {
+  const int before = num_threads();
+  const Tensor x = test::rand32({4, 50, 8}), w = test::rand32({5, 8, 16});
+  auto f = trace([&](const Tensor& in) { return conv1d(in, w); });
+  set_num_threads(2);
+  (void)conv1d(x, w);
+  for (int n : {1, 2}) {
+    set_num_threads(n);
+    const size_t states = prepared_size();
+    const Tensor eager = conv1d(x, w);
+    EXPECT_EQ(prepared_size(), states + (n == 1)) << "a state for 1 thread, the first one's again for 2";
+    EXPECT_TRUE(test::bitwise_equal(f(x), eager)) << n << " threads";
+  }
+  EXPECT_EQ(f.stats().traces, 2);
+  EXPECT_EQ(f.stats().records[1].reason, "new signature: cpu threads 1 -> 2");
+  set_num_threads(before);
 }
 
 TEST(Trace, LruEvictionAndRetraceWarning) {
