@@ -138,6 +138,12 @@ CpuAllocator& cpu_allocator() {
   return *allocator;
 }
 
+namespace {
+// Made while the library loads: a fork() while another thread was inside the first use would
+// leave the child waiting on a half-done initialization.
+[[maybe_unused]] const CpuAllocator& g_made_at_load = cpu_allocator();
+}  // namespace
+
 size_t cpu_cached_bytes() { return cpu_allocator().cached_bytes(); }
 
 void release_cached_memory() {

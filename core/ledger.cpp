@@ -119,6 +119,12 @@ Ledger& Ledger::global() {
   return *ledger;
 }
 
+namespace {
+// Made while the library loads: a fork() while another thread was inside a first use would
+// leave the child waiting on a half-done initialization.
+[[maybe_unused]] const bool g_made_at_load = (Blocks::get(), Ledger::global(), true);
+}  // namespace
+
 void Ledger::add(Counter c, int64_t v) {
   std::atomic<int64_t>& x = this_thread_block()[static_cast<int>(c)];
   x.store(x.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);

@@ -43,15 +43,8 @@ std::atomic<unsigned> g_generation{1};
 thread_local bool t_started_workers = false;
 std::atomic<bool> g_pinned_by_fork{false};
 
-void on_fork_child();
-
 // Called before a parallel region of more than one thread may start this thread's workers.
-void note_workers() {
-  if (t_started_workers) return;
-  static const bool registered = pthread_atfork(nullptr, nullptr, on_fork_child) == 0;
-  (void)registered;
-  t_started_workers = true;
-}
+void note_workers() { t_started_workers = true; }
 
 void on_fork_child() {
   if (!t_started_workers) return;
@@ -59,6 +52,9 @@ void on_fork_child() {
   threads().store(1, std::memory_order_relaxed);
   g_generation.fetch_add(1, std::memory_order_release);
 }
+
+// Registered while the library loads, before any thread can be inside a first use.
+const int g_fork_handler = pthread_atfork(nullptr, nullptr, on_fork_child);
 
 }  // namespace
 

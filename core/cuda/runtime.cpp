@@ -91,7 +91,10 @@ std::string oom_message(DeviceState& s, size_t nbytes) {
 // ---- devices -----------------------------------------------------------------------------
 
 // CUDA does not survive fork(): in a child of a process that initialized it, every call fails.
-std::atomic<bool> g_forked_after_init{false};
+std::atomic<bool> g_initialized{false}, g_forked_after_init{false};
+const int g_fork_handler = pthread_atfork(nullptr, nullptr, [] {
+  if (g_initialized.load(std::memory_order_relaxed)) g_forked_after_init.store(true, std::memory_order_relaxed);
+});
 
 int device_count() {
   static const int count = [] {
@@ -100,7 +103,7 @@ int device_count() {
       (void)cudaGetLastError();  // no driver, or no device: not an error for a CPU run
       return 0;
     }
-    if (n > 0) pthread_atfork(nullptr, nullptr, [] { g_forked_after_init.store(true, std::memory_order_relaxed); });
+    g_initialized.store(n > 0, std::memory_order_relaxed);
     return std::min(n, kMaxDevices);
   }();
   return count;

@@ -106,9 +106,17 @@ TEST(Fork, ChildOfAThreadWithoutWorkersKeepsItsThreads) {
 // the time each child took.
 std::string failed_children(const std::function<void()>& busy, int forks) {
   std::atomic<bool> stop{false};
+  std::atomic<int64_t> laps{0};
   std::thread worker([&] {
-    while (!stop.load(std::memory_order_relaxed)) busy();
+    while (!stop.load(std::memory_order_relaxed)) {
+      busy();
+      laps.fetch_add(1, std::memory_order_relaxed);
+    }
   });
+  // The worker's first laps allocate (its thread, its ledger block): under a sanitizer, whose
+  // allocator does not survive fork() as glibc's does, a fork then could hang the child in
+  // malloc. The loop itself allocates nothing.
+  while (laps.load(std::memory_order_relaxed) < 1000) std::this_thread::yield();
   std::string failed;
   for (int i = 0; i < forks; ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -128,9 +136,10 @@ std::string failed_children(const std::function<void()>& busy, int forks) {
   return failed;
 }
 
-// Before, a child forked while another thread held the allocator's or one of the ledger's
-// mutexes waited for it forever: without the fork handlers, 56 of 100, 19 of 50 and 1 of 50
-// children hung in these tests. Each loop holds its mutex for much of its time.
+// Before, a child forked while another thread held the allocator's or the ledger blocks' mutex
+// waited for it forever: without the fork handlers, 56 of 100 and 19 of 50 children hung in
+// these tests. Each loop holds its mutex for much of its time. (The events' mutex has the same
+// handler; no loop held it often enough at the fork to test it: 1 child in 50 hung.)
 TEST(Fork, ChildForkedWhileAnotherThreadAllocates) {
   CpuAllocator& host = cpu_allocator();
   EXPECT_EQ(failed_children([&] { host.deallocate(host.allocate(256, Device::cpu()), 256, Device::cpu()); }, 50), "");
@@ -138,12 +147,6 @@ TEST(Fork, ChildForkedWhileAnotherThreadAllocates) {
 
 TEST(Fork, ChildForkedWhileAnotherThreadReadsTheLedger) {
   EXPECT_EQ(failed_children([] { (void)Ledger::global().get(Counter::OpsDispatched); }, 50), "");
-}
-
-TEST(Fork, ChildForkedWhileAnotherThreadReadsEvents) {
-  for (int i = 0; i < 2000; ++i) Ledger::global().record({"busy", "op", 0, 0});
-  EXPECT_EQ(failed_children([] { (void)Ledger::global().events(); }, 50), "");
-  Ledger::global().reset();
 }
 
 }  // namespace
