@@ -189,7 +189,7 @@ void init_runtime(py::module_& m) {
         "Threads of the CPU kernels: oneDNN and BLAS share one OpenMP pool of this size.");
   m.def("num_threads", &num_threads,
         "Threads of the CPU kernels (initially ENCORE_NUM_THREADS, else OpenMP's default).");
-  m.def("release_cached_memory", &release_cached_memory,
+  m.def("release_cached_memory", &release_cached_memory, py::call_guard<py::gil_scoped_release>(),
         "Hands the memory encore keeps for reuse back to the system: the host allocator's cached "
         "blocks (ledger 'host_cached_bytes') and the unused part of each CUDA device's pool. Tensors "
         "and traced graphs keep theirs; the next steps allocate afresh.");

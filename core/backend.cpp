@@ -74,6 +74,11 @@ Backend* backend(DeviceType type) {
   return slot.backend;
 }
 
+Backend* loaded_backend(DeviceType type) {
+  const Slot& slot = backends().slots[static_cast<int>(type)];
+  return slot.tried.load(std::memory_order_acquire) ? slot.backend : nullptr;
+}
+
 Backend& require_backend(Device device, const char* op) {
   Backend* b = backend(device.type);
   ENCORE_CHECK(b, DeviceError, "[", op, "] device ", device.str(), " is not available: ",

@@ -47,6 +47,9 @@ bool register_backend(DeviceType type, Backend& backend);
 /// loaded (backend_status says why).
 Backend* backend(DeviceType type);
 
+/// The backend of `type` if its plugin is loaded already; never loads it.
+Backend* loaded_backend(DeviceType type);
+
 /// The backend that runs `device`; throws DeviceError naming `op` and the reason when it is
 /// absent.
 Backend& require_backend(Device device, const char* op);

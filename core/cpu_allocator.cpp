@@ -148,7 +148,8 @@ size_t cpu_cached_bytes() { return cpu_allocator().cached_bytes(); }
 
 void release_cached_memory() {
   cpu_allocator().release_cached();
-  if (Backend* cuda = backend(DeviceType::CUDA)) cuda->release_cached_memory();
+  // Not loading the CUDA plugin (hundreds of MB of libraries) when it has cached nothing.
+  if (Backend* cuda = loaded_backend(DeviceType::CUDA)) cuda->release_cached_memory();
 }
 
 }  // namespace encore

@@ -51,6 +51,7 @@ void on_fork_child() {
   g_pinned_by_fork.store(true, std::memory_order_relaxed);
   threads().store(1, std::memory_order_relaxed);
   g_generation.fetch_add(1, std::memory_order_release);
+  omp_set_num_threads(1);  // for anything that reads the count before this thread's next sync
 }
 
 // Registered while the library loads, before any thread can be inside a first use.

@@ -230,6 +230,7 @@ std::string Signature::str(const std::vector<std::string>& names) const {
   s += grad_mode ? " grad" : " no_grad";
   s += training ? " training" : " inference";
   if (tf32) s += " tf32";
+  s += " threads=" + std::to_string(threads);
   return s;
 }
 

@@ -78,6 +78,9 @@ class Cache {
     {
       ScopedTimer timer(Counter::AutotuneNs, "autotune", def.name);
       autotune::detail::take_reused();
+      // A oneDNN primitive takes the creating thread's OpenMP count, which may lag the key's
+      // until the thread's next sync (a forked child's first op; another thread's change).
+      if (device.is_cpu()) sync_threads();
       state = prepare(ctx);
       const bool reused = autotune::detail::take_reused();
       if (state) ledger.add(reused ? Counter::AutotuneHits : Counter::Autotunes, 1);

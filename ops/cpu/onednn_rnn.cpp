@@ -21,6 +21,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/threads.h"
 #include "ops/cpu/onednn.h"
 #include "ops/defs/common.h"
 #include "ops/nn.h"
@@ -52,12 +53,13 @@ constexpr const CellInfo& info(Cell c) { return c == Cell::Lstm ? kLstm : kGru; 
 struct RnnKey {
   Cell cell;
   int64_t batch, steps, input, units;
+  int threads;  // a primitive runs on the thread count it was created for
   bool operator==(const RnnKey&) const = default;
 };
 struct RnnKeyHash {
   size_t operator()(const RnnKey& k) const {
     size_t h = static_cast<size_t>(k.cell);
-    for (int64_t v : {k.batch, k.steps, k.input, k.units})
+    for (int64_t v : {k.batch, k.steps, k.input, k.units, int64_t{k.threads}})
       h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }
@@ -130,7 +132,10 @@ std::shared_ptr<const RnnSetup> setup_for(const RnnKey& k) {
   std::lock_guard<std::mutex> lock(mutex);
   if (setups.size() >= 64 && !setups.count(k)) setups.clear();
   auto& s = setups[k];
-  if (!s) s = make_setup(k);
+  if (!s) {
+    sync_threads();  // oneDNN reads the creating thread's OpenMP count
+    s = make_setup(k);
+  }
   return s;
 }
 
@@ -139,7 +144,7 @@ const Shape& shape_of(const TensorRef& t) { return t.shape; }
 template <class T>
 RnnKey key_of(Cell cell, const T& x, const T& h0) {
   const Shape &xs = shape_of(x), &hs = shape_of(h0);
-  return {cell, xs[0], xs[1], xs[2], hs[1]};
+  return {cell, xs[0], xs[1], xs[2], hs[1], num_threads()};
 }
 
 int64_t workspace_floats(const RnnSetup& s) {

@@ -107,8 +107,6 @@ TEST(Allocator, SmallBlocksStayUnderTheirCap) {
   EXPECT_GT(a.cached_bytes(), CpuAllocator::kSmallCap - n);
 }
 
-// A failed allocation frees the cached blocks and tries once more; when that fails too, it is an
-// OutOfMemoryError and the allocator stays usable.
 // release_cached_memory frees every cached block; tensors keep theirs, and the next
 // allocations are fresh ones.
 TEST(Allocator, ReleaseCachedMemoryEmptiesTheHostCache) {
@@ -126,6 +124,8 @@ TEST(Allocator, ReleaseCachedMemoryEmptiesTheHostCache) {
   EXPECT_EQ(sum(kept).item(), double(1 << 18));
 }
 
+// A failed allocation frees the cached blocks and tries once more; when that fails too, it is an
+// OutOfMemoryError and the allocator stays usable.
 TEST(Allocator, OutOfMemoryReleasesTheCacheAndStaysUsable) {
   CpuAllocator a;
   const Device cpu = Device::cpu();

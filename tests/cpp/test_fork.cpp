@@ -83,6 +83,22 @@ TEST(Fork, ChildOfAThreadWithWorkersRunsOnOneThread) {
   set_num_threads(before);
 }
 
+// The child's first op prepares a oneDNN primitive (a shape new to it, tensors made before the
+// fork): the primitive takes the thread's OpenMP count when it is made, and before, that was
+// still the parent's 2 in a child whose first op had nothing to sync it. It hung.
+TEST(Fork, ChildsFirstOpPreparesForOneThread) {
+  const int before = num_threads();
+  set_num_threads(2);
+  pool_work();
+  const Tensor x = test::rand32({4, 300, 16}), w = test::rand32({7, 16, 48});
+  const int code = in_child([&] {
+    const Tensor y = conv1d(x, w);
+    return y.shape() == Shape{4, 294, 48} && std::isfinite(sum(y).item()) ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0) << "-1: the child hung";
+  set_num_threads(before);
+}
+
 // Only the forking thread's pool matters: a thread that never started workers forks a child
 // that keeps the configured count and starts workers of its own.
 TEST(Fork, ChildOfAThreadWithoutWorkersKeepsItsThreads) {

@@ -84,11 +84,11 @@ TEST(Reduce, SumMeanMaxOverAxes) {
   EXPECT_DOUBLE_EQ(sum(ones_big * 0.1).item(), static_cast<double>(0.1f) * (1 << 20));
 }
 
-// A contiguous row is summed in 16 partial sums: every length around the partials' boundaries
-// (the tail, rows of several) gives the exact sum of values whose sums are exact, and long rows
+// A contiguous row of 64 or more is summed in 16 partial sums, a shorter one in one: every
+// length around the boundaries (the switch, the tail, rows of several) gives the exact sum of values whose sums are exact, and long rows
 // of random values match a long double reference in both dtypes; inf and NaN reach the result.
 TEST(Reduce, SumOfContiguousRowsInPartialSums) {
-  for (int64_t n : {0, 1, 15, 16, 17, 31, 32, 33, 4097, 100003}) {
+  for (int64_t n : {0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 79, 80, 81, 4097, 100003}) {
     for (DType dt : {DType::Float32, DType::Float64}) {
       const Tensor x = arange(0, 2 * n, 1, dt).reshape({2, n}) * 0.5;  // rows of k/2: exact sums
       const double first = 0.5 * static_cast<double>(n) * static_cast<double>(n - 1) / 2;
@@ -108,11 +108,13 @@ TEST(Reduce, SumOfContiguousRowsInPartialSums) {
       EXPECT_NEAR(rows[r], static_cast<double>(ref), dt == DType::Float32 ? 1e-3 : 1e-9) << r;
     }
   }
-  std::vector<double> special(40, 1.0);
-  special[37] = INFINITY;
-  EXPECT_EQ(sum(from_vector<double>(special, {40})).item(), INFINITY);
-  special[5] = NAN;
-  EXPECT_TRUE(std::isnan(sum(from_vector<double>(special, {40})).item()));
+  for (int64_t n : {40, 100}) {  // one accumulator, partial sums
+    std::vector<double> special(n, 1.0);
+    special[37] = INFINITY;
+    EXPECT_EQ(sum(from_vector<double>(special, {n})).item(), INFINITY) << n;
+    special[5] = NAN;
+    EXPECT_TRUE(std::isnan(sum(from_vector<double>(special, {n})).item())) << n;
+  }
 }
 
 // Reducing a block of axes with kept axes after it goes column by column (in registers for
