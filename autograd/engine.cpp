@@ -70,7 +70,33 @@ struct LeafParts {
   }
 };
 
+// Moves into `out` the nodes that `node` alone keeps alive, through its edges and through the
+// tensors it saved (a saved input's grad_fn, and the logits behind a saved sigmoid).
+void take_sole_owned(Node& node, std::vector<std::shared_ptr<Node>>& out) {
+  auto take = [&](std::shared_ptr<Node>& p) {
+    if (p && p.use_count() == 1) out.push_back(std::move(p));
+  };
+  for (Edge& e : node.next) take(e.node);
+  for (const Tensor& saved : node.saved_inputs) {
+    for (const std::shared_ptr<TensorImpl>* impl = &saved.impl_ptr(); *impl && impl->use_count() == 1;) {
+      take((*impl)->grad_fn);
+      if (!(*impl)->sigmoid_origin) break;
+      impl = &(*impl)->sigmoid_origin->logits;
+    }
+  }
+}
+
 }  // namespace
+
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> pending;
+  take_sole_owned(*this, pending);
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    take_sole_owned(*n, pending);  // n's own destructor then finds nothing left to free deeply
+  }
+}
 
 void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
             std::span<Tensor> out) {

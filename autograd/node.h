@@ -29,6 +29,10 @@ struct Node {
   std::vector<uint32_t> saved_versions;  // storage versions of saved tensors when saved
   int num_outputs = 1;
   bool released = false;
+
+  /// Frees the nodes only this one keeps alive without recursing into each: a chain of 200k
+  /// ops (a loss summed over steps without .item()) overflowed the stack when freed.
+  ~Node();
 };
 
 /// Called by the dispatcher after an op produced `out` from `in`.

@@ -1,4 +1,6 @@
 // Tape semantics: accumulation, no-grad scopes, views, reuse, freed graphs, stale saves.
+#include <pthread.h>
+
 #include "core/modes.h"
 #include "helpers.h"
 
@@ -29,6 +31,35 @@ TEST(Autograd, OpsWithManyInputsGiveEachItsGradient) {
     else
       expect_values(xs[i].grad(), {2.0 * i});
   }
+}
+
+// A loss summed over many steps without .item() keeps a chain of nodes, each alive through the
+// next one's edge or saved input: freeing it recursed once per node and overflowed the stack
+// (from Python, a crash between 100k and 200k ops). It is freed in a loop: here 60k-node chains
+// are made and freed on a thread with a 1 MiB stack, which the recursion overflowed.
+TEST(Autograd, FreeingAVeryLongChainDoesNotRecurse) {
+  bool done = false;
+  auto body = [&] {
+    Tensor w = ones({4});
+    w.set_requires_grad();
+    Tensor total = zeros({});
+    for (int i = 0; i < 60000; ++i) total = total + sum(w * 1.0);  // through edges
+    Tensor sigmoids = w;
+    for (int i = 0; i < 30000; ++i) sigmoids = sigmoid(sigmoids) * 1.0;  // saved inputs and logits
+    total.backward();
+    EXPECT_EQ(w.grad().to_vector<float>()[0], 60000.0f);
+    total = Tensor();
+    sigmoids = Tensor();
+    done = true;
+  };
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, size_t{1} << 20);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(&thread, &attr, [](void* f) -> void* { (*static_cast<decltype(body)*>(f))(); return nullptr; }, &body), 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  EXPECT_TRUE(done);
 }
 
 TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
