@@ -33,6 +33,22 @@ TensorRef ref(const Tensor& t) {
 
 namespace {
 
+// Whether `a` and `b` may share an element without being the same view: then a kernel that
+// writes `a` element by element while reading `b` reads values it has already overwritten
+// (m.copy_(m.T)).
+bool overlaps_differently(const Tensor& a, const Tensor& b) {
+  if (a.storage() != b.storage() || a.numel() == 0 || b.numel() == 0) return false;
+  if (a.offset() == b.offset() && a.shape() == b.shape() && a.strides() == b.strides()) return false;
+  auto span = [](const Tensor& t) {  // the first and last element the view can reach
+    int64_t lo = t.offset(), hi = t.offset();
+    for (int d = 0; d < t.dim(); ++d) (t.strides()[d] < 0 ? lo : hi) += (t.shape()[d] - 1) * t.strides()[d];
+    return std::pair{lo, hi};
+  };
+  const auto [alo, ahi] = span(a);
+  const auto [blo, bhi] = span(b);
+  return alo <= bhi && blo <= ahi;
+}
+
 thread_local Recorder* g_recorder = nullptr;
 TapeHook g_tape_hook = nullptr;
 
@@ -120,6 +136,14 @@ OutList dispatch(const OpDef& def, std::span<const Tensor> in, const Attrs& attr
       for (Tensor& d : dense) d = d.contiguous();
       return dispatch(def, dense, attrs);
     }
+  }
+
+  // copy_ and add_ read a source the user gives; the optimizer updates' inputs are distinct
+  // tensors the optimizer checked. A source overlapping the written tensor is read from a copy.
+  if (def.kind == OpKind::InPlace && in.size() == 2 && def.writes(0, 2, attrs) &&
+      overlaps_differently(in[0], in[1])) {
+    const Tensor copied[] = {in[0], in[1].clone()};
+    return dispatch(def, copied, attrs);
   }
 
   TensorMeta metas[kMaxOutputs];

@@ -1,4 +1,5 @@
 // Tensor core: creation, views without copies, contiguity, copies, values, printing.
+#include "core/ledger.h"
 #include "helpers.h"
 
 namespace encore {
@@ -97,6 +98,42 @@ TEST(Tensor, ContiguousCloneAndCopies) {
   expect_values(d, {0, 1, 2, 3, 4, 5});
   expect_values(x.to(DType::Int32), {0, 1, 2, 3, 4, 5});
   expect_values(from_vector<double>({1.7, -1.7}, {2}).to(DType::Int64), {1, -1});
+}
+
+// An in-place op whose source overlaps its destination in another layout reads the source as
+// it was: m.copy_(m.T) wrote rows it then read back ([[0,3,6],[3,4,7],[6,7,8]]). Eager and
+// traced alike; the identical view and disjoint parts of one storage are not copied.
+TEST(Tensor, InPlaceFromAnOverlappingViewReadsTheOldValues) {
+  auto transposed = [](Tensor m) { return m.copy_(m.transpose(0, 1)); };
+  auto shifted = [](Tensor v) { return v.slice(0, 1, 6).add_(v.slice(0, 0, 5)); };
+  auto flipped = [](Tensor v) { return v.copy_(flip(v, 0)); };
+  const std::vector<double> t = {0, 3, 6, 1, 4, 7, 2, 5, 8}, s = {0, 1, 3, 5, 7, 9}, f = {5, 4, 3, 2, 1, 0};
+  expect_values(transposed(arange(0, 9).reshape({3, 3})), t);
+  Tensor v = arange(0, 6);
+  shifted(v);
+  expect_values(v, s);
+  expect_values(flipped(arange(0, 6)), f);
+  auto traced = trace([&](const Tensor& m, const Tensor& w, const Tensor& u) {
+    Tensor a = m * 1.0, b = w * 1.0, c = u * 1.0;
+    transposed(a);
+    shifted(b);
+    flipped(c);
+    return std::vector<Tensor>{a, b, c};
+  });
+  for (int call = 0; call < 2; ++call) {
+    const auto out = traced(arange(0, 9).reshape({3, 3}), arange(0, 6), arange(0, 6));
+    expect_values(out[0], t);
+    expect_values(out[1], s);
+    expect_values(out[2], f);
+  }
+  Tensor same = arange(0, 4);
+  same.add_(same);  // the same view: elementwise, no copy needed
+  expect_values(same, {0, 2, 4, 6});
+  const Tensor halves = arange(0, 6), low = halves.slice(0, 0, 3), high = halves.slice(0, 3, 6);
+  const int64_t ops = Ledger::global().get(Counter::OpsDispatched);
+  Tensor(low).copy_(high);  // disjoint parts: no copy
+  EXPECT_EQ(Ledger::global().get(Counter::OpsDispatched) - ops, 1) << "copy_ alone";
+  expect_values(halves, {3, 4, 5, 3, 4, 5});
 }
 
 TEST(Tensor, InPlaceBumpsStorageVersion) {
