@@ -8,6 +8,8 @@
 //    set_data may replace), which keeps the memory alive.
 //    Other tensors (strided, on the GPU) are copied first.
 #include <bit>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "bindings.h"
@@ -106,6 +108,32 @@ DType inferred_dtype(const py::dtype& d, bool from_python_values) {
                                ": encore tensors hold float32, float64, int32 or int64 numbers"));
 }
 
+// NumPy's astype wraps integers and turns NaN and out-of-range floats into whatever the CPU
+// gives (2**40 became 0 in an int32 tensor, NaN INT_MIN, a uint64 above 2**63 a negative
+// number): values the integer dtype cannot hold are an error, as fill_ and full make them.
+void check_values_fit(const py::array& arr, DType target) {
+  const char kind = arr.dtype().kind();
+  if (is_floating(target) || arr.size() == 0 || kind == 'b') return;
+  const int bits = target == DType::Int32 ? 32 : 64;
+  const std::string into = detail::cat(" cannot be stored in an ", name(target), " tensor");
+  py::object lo, hi;
+  if (kind == 'f') {
+    py::module_ np = py::module_::import("numpy");
+    ENCORE_CHECK(np.attr("isfinite")(arr).attr("all")().cast<bool>(), ValueError, "[tensor] NaN or infinity", into);
+    const py::object whole = np.attr("trunc")(arr);
+    lo = whole.attr("min")(), hi = whole.attr("max")();
+    ENCORE_CHECK(lo.cast<double>() >= -std::ldexp(1.0, bits - 1) && hi.cast<double>() < std::ldexp(1.0, bits - 1),
+                 ValueError, "[tensor] a value in ", std::string(py::str(lo)), " to ", std::string(py::str(hi)), into,
+                 " (out of range)");
+    return;
+  }
+  // Python ints compare exactly, whatever the array's integer type.
+  lo = py::int_(arr.attr("min")()), hi = py::int_(arr.attr("max")());
+  const py::int_ min_fit(bits == 32 ? int64_t{INT32_MIN} : INT64_MIN), max_fit(bits == 32 ? int64_t{INT32_MAX} : INT64_MAX);
+  ENCORE_CHECK(lo.attr("__ge__")(min_fit).cast<bool>() && hi.attr("__le__")(max_fit).cast<bool>(), ValueError,
+               "[tensor] a value in ", std::string(py::str(lo)), " to ", std::string(py::str(hi)), into, " (out of range)");
+}
+
 }  // namespace
 
 Tensor tensor_from_data(py::handle data, py::handle dtype, py::handle device, bool requires_grad,
@@ -122,7 +150,10 @@ Tensor tensor_from_data(py::handle data, py::handle dtype, py::handle device, bo
     py::array arr = py::reinterpret_steal<py::array>(np.attr("asarray")(data).release());
     const DType target =
         dtype.is_none() ? inferred_dtype(arr.dtype(), !from_numpy_values) : to_dtype(dtype);
-    if (!arr.dtype().is(numpy_dtype(target))) arr = arr.attr("astype")(numpy_dtype(target));
+    if (!arr.dtype().is(numpy_dtype(target))) {
+      check_values_fit(arr, target);
+      arr = arr.attr("astype")(numpy_dtype(target));
+    }
     // A fresh array (from Python values, or converted) is only ours: wrap it without a copy.
     const bool fresh = !arr.is(data);
     t = from_numpy(arr, /*copy=*/!share && !fresh);

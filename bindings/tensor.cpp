@@ -13,7 +13,8 @@ namespace {
 // array sharing it sees the change, and `p -= lr * p.grad` under no_grad updates the parameter
 // (inside a traced function too). With grad mode on, a tensor that requires grad cannot be
 // written in place: the result of an op (`loss += term`) is rebound to the new value, keeping
-// its history; a leaf (a parameter) is an error, as in PyTorch, never a silent rebinding.
+// its history. A leaf (a parameter) is an error, as in PyTorch; so is a view, whose write the
+// user means to reach the tensor it views: a rebinding would silently lose it.
 template <class F>
 py::object in_place(py::object self, const char* op, F compute) {
   Tensor& t = self.cast<Tensor&>();
@@ -22,18 +23,16 @@ py::object in_place(py::object self, const char* op, F compute) {
                  t.name().empty() ? describe(t) : "'" + t.name() + "' " + describe(t),
                  " in place: it requires grad and grad mode is on. Update parameters under "
                  "`with encore.no_grad():`, as an optimizer step does");
+    ENCORE_CHECK(!t.impl()->view, ValueError, "[", op, "] cannot update ", describe(t),
+                 " in place: it is a view of another tensor, requires grad and grad mode is on, "
+                 "and autograd does not follow writes through views. Build the new value with ops "
+                 "(e.g. concat), or write under `with encore.no_grad():`");
     return py::cast(compute(t));
   }
   t.copy_(compute(t));
   return self;
 }
 
-
-// A 0-d tensor holding `v` in `like`'s dtype and device: the scalar operand of the ops that
-// have no scalar form (comparisons, ==).
-Tensor scalar_like(const Tensor& like, Scalar v) {
-  return full({}, v, like.dtype(), like.device());
-}
 
 py::tuple shape_tuple(const Shape& s) {
   py::tuple t(s.size());
@@ -326,7 +325,7 @@ void init_tensor(py::module_& m) {
       .def(
           "__lt__", [](const Tensor& a, const Tensor& b) { return lt(a, b); }, op)
       .def(
-          "__le__", [](const Tensor& a, Scalar b) { return le(a, scalar_like(a, b)); }, op)
+          "__le__", [](const Tensor& a, Scalar b) { return le(a, b); }, op)
       .def(
           "__le__", [](const Tensor& a, const Tensor& b) { return le(a, b); }, op)
       .def(
@@ -334,15 +333,15 @@ void init_tensor(py::module_& m) {
       .def(
           "__gt__", [](const Tensor& a, const Tensor& b) { return gt(a, b); }, op)
       .def(
-          "__ge__", [](const Tensor& a, Scalar b) { return ge(a, scalar_like(a, b)); }, op)
+          "__ge__", [](const Tensor& a, Scalar b) { return ge(a, b); }, op)
       .def(
           "__ge__", [](const Tensor& a, const Tensor& b) { return ge(a, b); }, op)
       .def(
-          "__eq__", [](const Tensor& a, Scalar b) { return eq(a, scalar_like(a, b)); }, op)
+          "__eq__", [](const Tensor& a, Scalar b) { return eq(a, b); }, op)
       .def(
           "__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, op)
       .def(
-          "__ne__", [](const Tensor& a, Scalar b) { return ne(a, scalar_like(a, b)); }, op)
+          "__ne__", [](const Tensor& a, Scalar b) { return ne(a, b); }, op)
       .def(
           "__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); }, op);
 

@@ -44,6 +44,10 @@ struct Scalar {
   /// truncation toward zero: 2.5 fills an int tensor with 2 (as NumPy and PyTorch do), NaN
   /// and +-inf are errors (they used to become INT64_MIN).
   void check(DType dtype, const char* op) const;
+  /// check() for an operand of arithmetic or of a comparison, which an integer dtype also needs
+  /// whole: NumPy and PyTorch compute `i * 2.5` and `i < 1.5` in floating point, which an op on
+  /// an int tensor cannot; truncated, they silently gave `i * 2` and `i < 1`.
+  void check_operand(DType dtype, const char* op) const;
   /// -x, exact for integers (but -INT64_MIN, which only a double holds).
   Scalar operator-() const;
   /// "3", "-2.5", "nan".

@@ -44,6 +44,7 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::Node> grad_fn;  // the op that produced this tensor, if tracked
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
+  bool view = false;  // made by a view op (slice, reshape, transpose): shares another's memory
   /// Owned by the graph layer: the persistent buffer that traced steps write this leaf's
   /// gradient into when its .grad was None, so every Plan writes the tensor users read.
   std::shared_ptr<TensorImpl> trace_grad;

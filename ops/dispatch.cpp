@@ -154,6 +154,7 @@ OutList dispatch(const OpDef& def, std::span<const Tensor> in, const Attrs& attr
   if (def.kind == OpKind::View) {
     const TensorMeta& m = metas[0];
     out[0] = Tensor::make_view(in[0].storage(), m.shape, m.strides, m.offset, m.dtype);
+    out[0].impl()->view = true;
     if (rec) rec->on_view(in[0]);
   } else if (rec) {
     for (int i = 0; i < out.n; ++i) out[i] = rec->make_output(metas[i]);

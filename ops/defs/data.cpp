@@ -167,8 +167,12 @@ int infer_inplace_binary(const OpDef& op, std::span<const Tensor> in, const Attr
                "[", name, "] ", describe(in[1]), " cannot be broadcast into ", describe(in[0]));
   return 0;
 }
-int infer_inplace_scalar(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, TensorMeta*) {
+int infer_fill(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, TensorMeta*) {
   attrs.as<ScalarAttrs>().value.check(in[0].dtype(), op.name);
+  return 0;
+}
+int infer_inplace_scalar(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, TensorMeta*) {
+  attrs.as<ScalarAttrs>().value.check_operand(in[0].dtype(), op.name);
   return 0;
 }
 
@@ -428,7 +432,7 @@ OpDef& fill_op = define_op({
     .kind = OpKind::InPlace,
     .mutates = 1,
     .attrs = &attrs_of<ScalarAttrs>,
-    .infer = infer_inplace_scalar,
+    .infer = infer_fill,
     .cpu = {fill_kernel},
     .example = {.inputs = {{{3, 4}}},
                 .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().transpose(0, 1).fill_(2.5)); }},

@@ -12,14 +12,20 @@ namespace {
 using cpu::broadcast_strides;
 using cpu::StridedLoop;
 
-// An integer tensor must be able to hold the op's scalars (see Scalar::check).
+// An integer tensor must be able to hold the op's scalars exactly (see Scalar::check_operand).
 void check_scalars(const char* op, const Attrs& attrs, DType dtype) {
   if (attrs.type() == &attrs_of<ScalarAttrs>) {
-    attrs.as<ScalarAttrs>().value.check(dtype, op);
+    attrs.as<ScalarAttrs>().value.check_operand(dtype, op);
   } else if (attrs.type() == &attrs_of<ClipAttrs>) {
-    attrs.as<ClipAttrs>().lo.check(dtype, op);
-    attrs.as<ClipAttrs>().hi.check(dtype, op);
+    attrs.as<ClipAttrs>().lo.check_operand(dtype, op);
+    attrs.as<ClipAttrs>().hi.check_operand(dtype, op);
   }
+}
+
+// The 0-d operand, in `like`'s dtype, of an op with no scalar form (comparisons, division).
+Tensor operand(const Tensor& like, Scalar v, const char* op) {
+  v.check_operand(like.dtype(), op);
+  return full({}, v, like.dtype(), like.device());
 }
 
 template <DTypeClass C>
@@ -488,8 +494,12 @@ Tensor gt(const Tensor& a, const Tensor& b) { return call(gt_op, {a, b}); }
 Tensor ge(const Tensor& a, const Tensor& b) { return call(ge_op, {a, b}); }
 Tensor lt(const Tensor& a, const Tensor& b) { return call(lt_op, {a, b}); }
 Tensor le(const Tensor& a, const Tensor& b) { return call(le_op, {a, b}); }
-Tensor gt(const Tensor& a, Scalar b) { return gt(a, full({}, b, a.dtype(), a.device())); }
-Tensor lt(const Tensor& a, Scalar b) { return lt(a, full({}, b, a.dtype(), a.device())); }
+Tensor eq(const Tensor& a, Scalar b) { return eq(a, operand(a, b, "eq")); }
+Tensor ne(const Tensor& a, Scalar b) { return ne(a, operand(a, b, "ne")); }
+Tensor gt(const Tensor& a, Scalar b) { return gt(a, operand(a, b, "gt")); }
+Tensor ge(const Tensor& a, Scalar b) { return ge(a, operand(a, b, "ge")); }
+Tensor lt(const Tensor& a, Scalar b) { return lt(a, operand(a, b, "lt")); }
+Tensor le(const Tensor& a, Scalar b) { return le(a, operand(a, b, "le")); }
 
 Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -499,11 +509,11 @@ Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
 Tensor operator-(const Tensor& a, Scalar b) { return add(a, -b); }
 Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, Scalar b) { return div(a, full({}, b, a.dtype(), a.device())); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, operand(a, b, "div")); }
 Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
 Tensor operator-(Scalar a, const Tensor& b) { return add(neg(b), a); }
 Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(Scalar a, const Tensor& b) { return div(full({}, a, b.dtype(), b.device()), b); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(operand(b, a, "div"), b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }

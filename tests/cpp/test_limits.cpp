@@ -214,11 +214,33 @@ TEST(Limits, ScalarsAnIntegerTensorCannotHoldAreValueErrors) {
     }
     EXPECT_ERROR(ValueError, t.fill_(NAN), std::string("cannot be stored in an ") + std::string(name(dt)) + " tensor");
     EXPECT_ERROR(ValueError, t.fill_(1e300), "(out of range)");
-    t.fill_(2.5);
+    t.fill_(2.5);  // assignment truncates, as in NumPy and PyTorch
     expect_values(t, {2, 2});
     t.fill_(-2.9);
     expect_values(t, {-2, -2});
-    expect_values(t + 1.9, {-1, -1});
+    // An operand must be whole: NumPy and PyTorch would compute these in floating point.
+    const Tensor self[] = {t};
+    for (const std::string op_name : {"add_scalar", "mul_scalar", "lt", "le", "gt", "ge", "eq", "ne", "div", "add_scalar_", "clip"}) {
+      const auto run = [&] {
+        if (op_name == "add_scalar") return t + 1.9;
+        if (op_name == "mul_scalar") return t * 2.5;
+        if (op_name == "lt") return lt(t, 1.5);
+        if (op_name == "le") return le(t, 1.5);
+        if (op_name == "gt") return gt(t, 1.5);
+        if (op_name == "ge") return ge(t, 1.5);
+        if (op_name == "eq") return eq(t, 1.5);
+        if (op_name == "ne") return ne(t, 1.5);
+        if (op_name == "div") return t / 2.5;
+        if (op_name == "clip") return clip(t, 0.5, 3.0);
+        dispatch(op("add_scalar_"), self, ScalarAttrs{0.5});
+        return t;
+      };
+      EXPECT_ERROR(ValueError, run(), "[" + op_name + "] the value ");
+      EXPECT_ERROR(ValueError, run(), "is not a whole number");
+    }
+    expect_values(t + 2.0, {0, 0});  // whole values given as doubles are fine
+    expect_values(lt(t, -1.0), {1, 1});
+    expect_values(t / 2.0, {-1, -1});
   }
   Tensor i32 = zeros({1}, DType::Int32);
   EXPECT_ERROR(ValueError, i32.fill_(k2(31)), "[fill_] the value 2147483648 cannot be stored in an int32 tensor (out of range)");

@@ -103,6 +103,27 @@ class TestOperators:
         with pytest.raises(ValueError):
             a += encore.ones(2, 3)  # the result must fit the tensor's shape
 
+    def test_integer_tensors_refuse_fractional_operands(self):
+        i = encore.tensor([1, 2, 3], dtype="int32")
+        for compute in (lambda: i < 1.5, lambda: i == 1.5, lambda: i * 2.5, lambda: i / 2.5, lambda: i + 0.5,
+                        lambda: 1.5 > i, lambda: 2.5 * i):
+            with pytest.raises(ValueError, match="is not a whole number"):
+                compute()
+        with pytest.raises(ValueError, match="is not a whole number"):
+            i += 0.5
+        assert (i * 2.0).tolist() == [2, 4, 6] and (i < 2.0).tolist() == [1, 0, 0]
+        assert (i.to("float32") * 2.5).tolist() == [2.5, 5.0, 7.5]
+
+    def test_values_an_integer_dtype_cannot_hold_are_refused_at_creation(self):
+        for data, dtype in ((np.array([2**40]), "int32"), ([float("nan")], "int32"), ([float("inf")], "int64"),
+                            (np.array([2**63 + 5], dtype=np.uint64), None), ([1e30], "int32"),
+                            (np.array([-2**31 - 1]), "int32")):
+            with pytest.raises(ValueError, match=r"\[tensor\] .*cannot be stored in an int"):
+                encore.tensor(data, dtype=dtype)
+        assert encore.tensor([1.9, -2.9, 2**31 - 1], dtype="int64").tolist() == [1, -2, 2**31 - 1]
+        assert encore.tensor(np.array([2**31 - 1, -2**31]), dtype="int32").tolist() == [2**31 - 1, -2**31]
+        assert encore.tensor(np.array([2**63 - 1], dtype=np.uint64)).tolist() == [2**63 - 1]
+
     def test_augmented_assignment_keeps_autograd_history(self):
         w = encore.tensor([1.0, 2.0], requires_grad=True)
         loss = (w * w).sum()
@@ -111,6 +132,17 @@ class TestOperators:
         assert first.item() == 5 and loss.item() == 14
         loss.backward()
         assert w.grad.tolist() == [5, 7]
+
+    def test_augmented_assignment_to_a_view_with_grad_on_is_an_error(self):
+        x = encore.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = x * 1.0
+        v = y[0:2]
+        with pytest.raises(ValueError, match=r"\[\*=\] cannot update .* in place: it is a view of another tensor"):
+            v *= 0  # the write would be lost: y would not change
+        assert y.tolist() == [1.0, 2.0, 3.0] and v.tolist() == [1.0, 2.0]
+        with encore.no_grad():
+            v *= 0  # a write into y's memory, as asked
+        assert y.tolist() == [0.0, 0.0, 3.0]
 
     def test_parameter_updates_in_place_under_no_grad(self):
         w = encore.tensor([1.0, 2.0], requires_grad=True)
