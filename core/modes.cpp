@@ -31,6 +31,10 @@ bool ModeFlag::read() const {
   if (g_flag_observer) g_flag_observer->on_flag_read(shared_from_this(), on_);
   return on_;
 }
+uint64_t Generation::read() const {
+  if (g_flag_observer) g_flag_observer->on_generation_read(shared_from_this(), count_);
+  return count_;
+}
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 void set_allow_tf32(bool on) { g_allow_tf32.store(on, std::memory_order_relaxed); }
 bool flush_denormal() { return g_flush_denormal.load(std::memory_order_relaxed); }

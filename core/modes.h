@@ -72,11 +72,30 @@ class ModeFlag : public std::enable_shared_from_this<ModeFlag> {
   std::string label_;
 };
 
-/// Sees every ModeFlag::read() on this thread (the trace being recorded installs one).
+/// A count of the changes to what a computation was built from (a module's children and
+/// parameters, replaced from Python). Read while a function traces, it guards the graph as a
+/// ModeFlag does: a call after a change retraces.
+class Generation : public std::enable_shared_from_this<Generation> {
+ public:
+  /// The count, reported to the thread's ModeFlagObserver.
+  uint64_t read() const;
+  uint64_t peek() const { return count_; }
+  void bump() { ++count_; }
+  const std::string& label() const { return label_; }
+  void set_label(std::string label) { label_ = std::move(label); }
+
+ private:
+  uint64_t count_ = 0;
+  std::string label_;
+};
+
+/// Sees every ModeFlag::read() and Generation::read() on this thread (the trace being recorded
+/// installs one).
 class ModeFlagObserver {
  public:
   virtual ~ModeFlagObserver() = default;
   virtual void on_flag_read(const std::shared_ptr<const ModeFlag>& flag, bool value) = 0;
+  virtual void on_generation_read(const std::shared_ptr<const Generation>& generation, uint64_t count) = 0;
 };
 /// The observer of this thread (null when none).
 ModeFlagObserver* mode_flag_observer();

@@ -182,7 +182,7 @@ std::string_view kind_name(RetraceCause::Kind k) {
   static constexpr std::string_view kNames[] = {
       "first_call", "cleared", "shape", "strides", "dtype", "device", "requires_grad", "static_arg", "arg_count",
       "grad_mode", "training", "tf32", "replaced_parameter", "captured_gone", "captured_requires_grad", "grad_state",
-      "eviction", "module_mode", "threads"};
+      "eviction", "module_mode", "module_changed", "threads"};
   return kNames[static_cast<int>(k)];
 }
 
@@ -214,6 +214,7 @@ std::string RetraceCause::str() const {
     case K::Eviction: return "signature evicted earlier (" + note + ")";
     case K::ModuleMode:
       return "'" + arg_name + "' is in " + new_value + " mode now (" + old_value + " when traced)";
+    case K::ModuleChanged: return "a child module or parameter of '" + arg_name + "' was set or removed";
     case K::Threads: return "cpu threads " + old_value + " -> " + new_value;
   }
   return {};

@@ -53,6 +53,7 @@ struct RetraceCause {
     GradState,         // a .grad the function read is None / set / another tensor
     Eviction,          // the signature was cached and evicted
     ModuleMode,        // a module's train()/eval() flag read while tracing (arg_name: the module)
+    ModuleChanged,     // a child or parameter of a module that ran was set or removed (arg_name: the module)
     Threads,           // the CPU thread count (set_num_threads): its kernels were prepared for one
   };
   Kind kind = Kind::FirstCall;

@@ -133,8 +133,9 @@ graph::RetraceCause make_cause(graph::RetraceCause::Kind kind, std::string name 
 // outer observer): each becomes a guard of the cache entry.
 class FlagLog final : public ModeFlagObserver {
  public:
-  explicit FlagLog(std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>>& reads)
-      : previous_(mode_flag_observer()), reads_(reads) {
+  FlagLog(std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>>& reads,
+          std::vector<std::pair<std::shared_ptr<const Generation>, uint64_t>>& generations)
+      : previous_(mode_flag_observer()), reads_(reads), generations_(generations) {
     set_mode_flag_observer(this);
   }
   ~FlagLog() override { set_mode_flag_observer(previous_); }
@@ -145,10 +146,16 @@ class FlagLog final : public ModeFlagObserver {
     if (std::none_of(reads_.begin(), reads_.end(), [&](const auto& r) { return r.first == flag; }))
       reads_.emplace_back(flag, value);
   }
+  void on_generation_read(const std::shared_ptr<const Generation>& generation, uint64_t count) override {
+    if (previous_) previous_->on_generation_read(generation, count);
+    if (std::none_of(generations_.begin(), generations_.end(), [&](const auto& r) { return r.first == generation; }))
+      generations_.emplace_back(generation, count);
+  }
 
  private:
   ModeFlagObserver* previous_;
   std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>>& reads_;
+  std::vector<std::pair<std::shared_ptr<const Generation>, uint64_t>>& generations_;
 };
 
 std::string grad_label(const TensorImpl& leaf) {
@@ -338,6 +345,10 @@ std::optional<graph::RetraceCause> TracedFunction::guard_reason(const Entry& e) 
       return make_cause(K::ModuleMode, flag->label(), "", mode(f.value), mode(flag->peek()));
     }
   }
+  for (const GenerationGuard& g : e.generation_guards) {
+    const std::shared_ptr<const Generation> generation = g.generation.lock();
+    if (generation && generation->peek() != g.count) return make_cause(K::ModuleChanged, generation->label());
+  }
   return std::nullopt;
 }
 
@@ -345,9 +356,10 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
                                   const graph::BucketedCall* bucketed) {
   graph::Tracer tracer(g);
   std::vector<std::pair<std::shared_ptr<const ModeFlag>, bool>> flags_read;
+  std::vector<std::pair<std::shared_ptr<const Generation>, uint64_t>> generations_read;
   try {
     {
-      const FlagLog flag_log(flags_read);
+      const FlagLog flag_log(flags_read, generations_read);
       std::vector<Arg> symbolic = args;
       int k = 0;
       for (size_t i = 0; i < args.size(); ++i) {
@@ -387,6 +399,7 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
       }
     }  // the function's symbolic tensors die here, unless something outside keeps them
     for (const auto& [flag, value] : flags_read) entry.flag_guards.push_back({flag, value});
+    for (const auto& [generation, count] : generations_read) entry.generation_guards.push_back({generation, count});
     for (const graph::GradSlot& slot : tracer.grad_slots()) {
       const std::shared_ptr<TensorImpl> leaf = slot.leaf.lock();
       if (!leaf) continue;

@@ -183,6 +183,11 @@ class TracedFunction {
     std::weak_ptr<const ModeFlag> flag;
     bool value;
   };
+  // A module whose forward ran while tracing: its children and parameters as they were then.
+  struct GenerationGuard {
+    std::weak_ptr<const Generation> generation;
+    uint64_t count;
+  };
   struct Entry {
     graph::Signature signature;
     std::unique_ptr<graph::Plan> plan;
@@ -193,6 +198,7 @@ class TracedFunction {
     int64_t calls = 1;      // calls with this signature (the first ran eagerly)
     size_t bytes = 0;       // arena plus graph-owned buffers
     std::vector<FlagGuard> flag_guards;
+    std::vector<GenerationGuard> generation_guards;
   };
   using AxisCounts = std::map<std::pair<int, int>, std::map<int64_t, int64_t>>;
   void retire(const Entry& e);

@@ -26,6 +26,8 @@ void Module::prepare_forward(const Tensor& x) {
 
 Tensor Module::forward(const Tensor& x) {
   prepare_forward(x);
+  if (structure_->label().empty()) structure_->set_label(label());
+  structure_->read();
   Tensor y = forward_impl(x);
   if (const auto in = graph::lengths_of(x); in && !graph::lengths_of(y))
     if (auto out = output_lengths(*in, x, y)) graph::set_lengths(y, std::move(*out));
@@ -34,6 +36,7 @@ Tensor Module::forward(const Tensor& x) {
 
 Tensor& Module::add_parameter(const std::string& name, Tensor value) {
   value.set_requires_grad(true);
+  structure_->bump();
   std::erase_if(params_, [&](const auto& p) { return p.second.same(value) && p.first != name; });
   for (auto& [n, t] : params_)
     if (n == name) return t = std::move(value);
@@ -42,11 +45,13 @@ Tensor& Module::add_parameter(const std::string& name, Tensor value) {
 }
 
 Tensor& Module::add_buffer(const std::string& name, Tensor value) {
+  structure_->bump();
   buffers_.emplace_back(name, std::move(value));
   return buffers_.back().second;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
+  structure_->bump();
   for (auto& [n, c] : children_)
     if (n == name) {
       c = std::move(child);
@@ -57,7 +62,9 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
 
 bool Module::remove(const std::string& name) {
   const auto named = [&](const auto& entry) { return entry.first == name; };
-  return std::erase_if(params_, named) + std::erase_if(buffers_, named) + std::erase_if(children_, named) > 0;
+  const bool removed = std::erase_if(params_, named) + std::erase_if(buffers_, named) + std::erase_if(children_, named) > 0;
+  if (removed) structure_->bump();
+  return removed;
 }
 
 void Module::train(bool on) {
@@ -122,6 +129,7 @@ void Module::to(DType dtype) {
 void Module::set_name(const std::string& prefix) {
   name_ = prefix;
   training_->set_label(label());
+  structure_->set_label(label());
   const std::string p = prefix.empty() ? "" : prefix + ".";
   for (auto& [n, t] : params_) t.set_name(p + n);
   for (auto& [n, t] : buffers_) t.set_name(p + n);

@@ -99,6 +99,9 @@ class Module {
  private:
   NamedTensors params_, buffers_;
   std::shared_ptr<ModeFlag> training_ = std::make_shared<ModeFlag>(true);
+  // Bumped when a child, parameter or buffer is set or removed; forward() reads it, so a
+  // traced graph built from the old ones is not replayed.
+  std::shared_ptr<Generation> structure_ = std::make_shared<Generation>();
   std::string name_;
   Shape output_shape_;
   bool built_ = false;

@@ -220,6 +220,31 @@ def test_training_property_is_a_guard():
         assert not m.training and f(x).tolist() == [0, 0]
 
 
+def test_a_traced_function_retraces_when_a_module_it_ran_changes():
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Dense(2)
+
+        def forward(self, x):
+            return self.head(x)
+
+    m = Head()
+    m.build((1, 3))
+    f = encore.trace(lambda x: m(x))
+    x = encore.ones(1, 3)
+    f(x), f(x)
+    old = m.head  # alive: its captured weights alone would not tell
+    m.head = nn.Dense(7)
+    assert f(x).shape == m(x).shape == (1, 7)
+    assert f.stats["traces"] == 2
+    assert f.stats["records"][-1]["reason"] == "a child module or parameter of 'head' was set or removed"
+    m.head = old
+    assert f(x).tolist() == m(x).tolist() and f.stats["traces"] == 3
+    f(x)
+    assert f.stats["traces"] == 3  # unchanged since: replayed
+
+
 def test_module_modes():
     net = Net()
     assert net.training and net.drop.training  # modules start in training mode
