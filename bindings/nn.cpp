@@ -78,7 +78,11 @@ class PyModule : public nn::Module, public py::trampoline_self_life_support {
     py::gil_scoped_acquire gil;
     const py::function forward = py::get_override(static_cast<const nn::Module*>(this), "forward");
     if (!forward)
-      throw encore::UnsupportedError("[" + label() + "] defines no forward(self, x): a subclass of nn.Module needs one");
+      // pybind11 also finds no override while the Python forward runs for this module: a
+      // forward that calls self(x) lands here instead of recursing.
+      throw encore::UnsupportedError("[" + label() + "] defines no forward(self, x), or its forward calls the module "
+                                     "itself (self(x) inside forward): a subclass of nn.Module needs a forward that "
+                                     "calls its layers");
     const py::object out = forward(x);
     if (!py::isinstance<Tensor>(out))
       throw py::type_error("[" + label() + "] forward returned a " +

@@ -89,6 +89,13 @@ def test_lists_of_modules_and_errors():
     with pytest.raises(encore.UnsupportedError, match=r"\[no_forward\] defines no forward"):
         NoForward()(encore.ones((1, 2)))
 
+    class CallsItself(nn.Module):
+        def forward(self, x):
+            return self(x)
+
+    with pytest.raises(encore.UnsupportedError, match=r"\[calls_itself\] .* or its forward calls the module itself"):
+        CallsItself()(encore.ones((1, 2)))
+
     class Wrong(nn.Module):
         def forward(self, x):
             return 1.0
