@@ -160,7 +160,12 @@ void init_tensor(py::module_& m) {
           })
       .def("view",
            [](const Tensor& t, const py::args& shape) {
-             return t.reshape(shape_from_args(shape, "reshape", true));
+             // A view shares memory, or is an error: writes through a silent copy were lost.
+             Tensor v = t.reshape(shape_from_args(shape, "view", true));
+             ENCORE_CHECK(v.storage() == t.storage() || t.numel() == 0, ShapeError, "[view] cannot view ", describe(t), " with strides ",
+                          t.strides().str(), " as ", v.shape().str(),
+                          " without copying: use reshape (which copies when it must) or contiguous() first");
+             return v;
            })
       .def("transpose", &Tensor::transpose, py::arg("axis0"), py::arg("axis1"))
       .def("permute",

@@ -325,6 +325,12 @@ class TestGeometry:
         m = t.reshape(2, 3)
         assert m.shape == (2, 3) and t.reshape((3, 2)).shape == (3, 2) and t.reshape(-1, 2).shape == (3, 2)
         assert m.view(3, 2).shape == (3, 2)
+        w = encore.arange(6, dtype=encore.float32).reshape(2, 3)
+        w.view(6)[0] = 9.0  # a view writes through
+        assert w[0, 0].item() == 9.0
+        with pytest.raises(encore.ShapeError, match=r"\[view\] cannot view .* without copying: use reshape"):
+            w.T.view(6)  # its writes would have gone to a copy
+        assert w.T.reshape(6).tolist() == [9, 3, 1, 4, 2, 5]
         assert m.T.shape == (3, 2) and m.T.tolist() == [[0, 3], [1, 4], [2, 5]]
         assert m.transpose(0, 1).tolist() == m.T.tolist()
         c = encore.zeros(2, 3, 4)
