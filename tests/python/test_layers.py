@@ -237,6 +237,8 @@ def test_layer_norm_function_and_errors():
     mean, var = encore.moments(x, axes=(0,))
     np.testing.assert_allclose(mean.numpy(), x.mean(0), rtol=1e-12)
     np.testing.assert_allclose(var.numpy(), x.var(0), rtol=1e-12)
+    with pytest.raises(encore.InvalidValueError, match=r"^\[moments\] an empty axis list reduces nothing"):
+        encore.moments(x, axes=())  # as sum, mean and max refuse it
     assert nn.LayerNormalization()(encore.zeros(0, 4)).shape == (0, 4)
     with pytest.raises(encore.ShapeError, match=r"^\[layer_normalization\] input \(2, 5\) has 5 channels"):
         layer = nn.LayerNormalization()
