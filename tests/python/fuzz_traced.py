@@ -83,6 +83,7 @@ FEATURES = {
     "unoptimized": "trace(optimize=False)",
     "custom_module": "a Python subclass of nn.Module among the layers",
     "module_modes": "train()/eval() of the model or a layer between calls",
+    "swap_layer": "a custom module's child layer replaced by another between calls",
     "clipping": "optimizers that clip gradients by global norm or by value",
 }
 
@@ -377,8 +378,8 @@ class Generator:
     def action(self, prog: dict, pools: dict, calls: int) -> dict:
         r = self.r
         kind = r.choices(["call", "lr", "zero_grad", "step", "eager", "write", "reread", "training", "freeze",
-                          "set_data", "set_grad", "clear", "module_mode"],
-                         weights=[64, 7, 7, 4, 6, 4, 4, 4, 2, 2, 2, 2, 5])[0]
+                          "set_data", "set_grad", "clear", "module_mode", "swap_layer"],
+                         weights=[64, 7, 7, 4, 6, 4, 4, 4, 2, 2, 2, 2, 5, 3])[0]
         if kind == "call":
             fn = r.choice(prog["functions"])
             params = function_params(fn)
@@ -431,6 +432,8 @@ class Generator:
         if kind == "module_mode" and self.on("module_modes", 1):
             target = r.choice(["model", "model", r.randrange(len(prog["layers"]))])
             return {"do": "module_mode", "target": target, "on": r.random() < 0.5}
+        if kind == "swap_layer" and any(l["kind"] == "Custom" for l in flat(prog["layers"])) and self.on("swap_layer", 1):
+            return {"do": "swap_layer"}
         return {"do": "training", "on": r.random() < 0.5}
 
 
@@ -554,17 +557,27 @@ CUSTOM_CLASS = [
     "    def __init__(self, units, activation='linear', rate=0.0, scaled=False):",
     "        super().__init__()",
     "        self.inner = nn.Dense(units, activation=activation)",
+    "        self.spare = nn.Dense(units, activation=activation)  # swapped with inner by swap_layer",
     "        self.drop = nn.Dropout(rate) if rate else None",
     "        self.scaled = scaled",
     "",
     "    def build(self, input_shape):",
     "        self.gain = self.add_weight((input_shape[-1],), initializer='ones')",
+    "        self.spare.build(input_shape)",
     "",
     "    def forward(self, x):",
     "        h = self.inner(x * self.gain)",
     "        if self.drop is not None:",
     "            h = self.drop(h)",
     "        return h * 0.5 if self.scaled and self.training else h",
+    "",
+    "",
+    "def swap_layer(module):",
+    "    if isinstance(module, Custom):",
+    "        module.inner, module.spare = module.spare, module.inner",
+    "    elif isinstance(module, nn.Sequential):",
+    "        for i in range(len(module)):",
+    "            swap_layer(module[i])",
     "",
 ]
 
@@ -750,6 +763,8 @@ def render_action(i: int, act: dict, prog: dict) -> list:
     elif do == "module_mode":
         module = "model" if act["target"] == "model" else f"model[{act['target']} % len(model)]"
         body = [f"{module}.train({act['on']})" if act["on"] else f"{module}.eval()"]
+    elif do == "swap_layer":
+        body = ["swap_layer(model)"]
     elif do == "freeze":
         body = [f"{param(act['index'])}.requires_grad = {act['on']}"]
     elif do == "set_data":
@@ -904,6 +919,8 @@ def features_used(prog: dict, raised: bool) -> set:
         used.add("custom_module")
     if any(a["do"] == "module_mode" for a in prog["actions"]):
         used.add("module_modes")
+    if any(a["do"] == "swap_layer" for a in prog["actions"]):
+        used.add("swap_layer")
     if raised:
         used.add("error_paths")
     return used
