@@ -89,13 +89,19 @@ void take_sole_owned(Node& node, std::vector<std::shared_ptr<Node>>& out) {
 }  // namespace
 
 Node::~Node() {
-  std::vector<std::shared_ptr<Node>> pending;
+  // The outermost ~Node on the thread frees the nodes the inner ones hand it; the list keeps
+  // its capacity, so an eager step's frees allocate nothing.
+  thread_local std::vector<std::shared_ptr<Node>> pending;
+  thread_local bool freeing = false;
   take_sole_owned(*this, pending);
+  if (freeing) return;
+  freeing = true;
   while (!pending.empty()) {
     std::shared_ptr<Node> n = std::move(pending.back());
     pending.pop_back();
-    take_sole_owned(*n, pending);  // n's own destructor then finds nothing left to free deeply
+    n.reset();  // its ~Node adds the nodes it alone kept alive
   }
+  freeing = false;
 }
 
 void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
