@@ -191,6 +191,24 @@ std::map<std::pair<int, int>, std::vector<size_t>> Optimizer::groups() const {
   return g;
 }
 
+void check_covers(const Optimizer& optimizer, const Module& module, const char* op) {
+  std::set<const TensorImpl*> held;
+  for (const Tensor& p : optimizer.params()) held.insert(p.impl());
+  std::vector<std::string> missing;
+  for (const auto& [name, p] : module.named_parameters())
+    if (p.requires_grad() && !held.count(p.impl())) missing.push_back(name);
+  if (missing.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < std::min<size_t>(missing.size(), 8); ++i)
+    names += (i ? ", '" : "'") + missing[i] + "'";
+  if (missing.size() > 8) names += detail::cat(", ... (", missing.size(), " in all)");
+  throw ValueError(detail::cat("[", op, "] the ", optimizer.kind(),
+                               " optimizer does not hold the model's parameter",
+                               missing.size() > 1 ? "s " : " ", names,
+                               ": training would never change them; make the optimizer over "
+                               "model.parameters() after build"));
+}
+
 SGD::SGD(std::vector<Tensor> params, double lr, SGDOptions options)
     : Optimizer(std::move(params), lr, "sgd"), options_(options) {
   ENCORE_CHECK(options.momentum >= 0 && options.weight_decay >= 0, ValueError,

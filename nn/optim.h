@@ -83,6 +83,10 @@ class Optimizer {
   Clipping clipping_;
 };
 
+/// Throws a ValueError, as `op`, naming the parameters of `module` that require grad but that
+/// `optimizer` does not hold: training would never change them.
+void check_covers(const Optimizer& optimizer, const Module& module, const char* op);
+
 struct SGDOptions {
   double momentum = 0.0;
   bool nesterov = false;

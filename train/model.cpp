@@ -143,6 +143,10 @@ void Model::compile(OptimizerSpec optimizer, Loss loss, CompileOptions options) 
     for (size_t j = 0; j <= i; ++j)
       ENCORE_CHECK(metrics[i].name != (j < i ? metrics[j].name : "loss"), ValueError, "[compile] metric name '",
                    metrics[i].name, "' is used twice (the loss is logged as 'loss')");
+  // A model built later (by its first batch) is checked before its first update.
+  if (optimizer.optimizer && module_->built())
+    check_covers(*optimizer.optimizer, *module_, "compile");
+  optimizer_checked_ = module_->built();
   optimizer_ = std::move(optimizer.optimizer);
   optimizer_name_ = std::move(optimizer.name);
   loss_ = std::move(loss);
@@ -265,6 +269,10 @@ void Model::train_step(const Tensor& x, const Tensor& y) {
 void Model::run_train_step(const Tensor& x, const Tensor& y) {
   TrainingGuard training(true);
   EnableGradGuard grad;
+  if (!optimizer_checked_) {
+    check_covers(*optimizer_, *module_, "fit");
+    optimizer_checked_ = true;
+  }
   const Tensor bx = on_device(x), by = on_device(y);
   if (train_fn_)
     (*train_fn_)({bx, by});

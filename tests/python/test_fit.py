@@ -176,6 +176,26 @@ def test_compile_and_fit_errors():
         model.fit(x, y, validation_split=1.0, verbose=0)
 
 
+def test_compile_refuses_an_optimizer_without_the_models_parameters():
+    x, y = make_data(8)
+    model = nn.Sequential([nn.Dense(1)])
+    model.build((1, 4))
+    stray = encore.ones(1, requires_grad=True)
+    with pytest.raises(ValueError, match=r"\[compile\] the sgd optimizer does not hold .*'dense.kernel', 'dense.bias'"):
+        model.compile(optim.SGD([stray], lr=0.5), "mse")
+    with pytest.raises(ValueError, match=r"parameter 'dense.bias':"):
+        model.compile(optim.SGD(model.parameters()[:1], lr=0.5), "mse")
+    # Compiled before build: checked once the first batch has built the model.
+    lazy = nn.Sequential([nn.Dense(1)])
+    lazy.compile(optim.SGD([stray], lr=0.5), "mse")
+    with pytest.raises(ValueError, match=r"\[fit\] the sgd optimizer does not hold"):
+        lazy.fit(x, y, verbose=0)
+    named = nn.Sequential([nn.Dense(1)])
+    named.compile("adam", "mse")
+    named.fit(x, y, verbose=0)
+    assert named.optimizer.iterations == 1
+
+
 class Recorder(callbacks.Callback):
     def __init__(self, stop_after=None):
         self.events = []
