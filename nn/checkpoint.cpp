@@ -336,6 +336,7 @@ uint32_t verify_encore_header(const json& header, const std::string& text, const
 }  // namespace
 
 void save_tensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
+  check_path(path, "save");
   json header = json::object();
   std::vector<Tensor> host;
   uint64_t offset = 0;
@@ -377,6 +378,7 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const Me
 }
 
 TensorFile load_tensors(const std::string& path) {
+  check_path(path, "load");
   const ReadFile file(path);
   ENCORE_CHECK(file.size() >= 8, ValueError, "[load] ", path, " is not a safetensors file: it has ",
                file.size(), " bytes, fewer than the 8 of its header size");

@@ -27,6 +27,7 @@ std::string generator_key(Device d) { return "generator/" + d.str(); }
 
 void save_checkpoint(const std::string& path, const Module& module, const Optimizer* optimizer,
                      const Metadata& extra) {
+  check_path(path, "save_checkpoint");
   NamedTensors tensors;
   const NamedTensors params = module.named_weights();  // parameters and buffers
   for (const auto& [name, p] : params) tensors.emplace_back("model/" + name, p);
@@ -44,6 +45,7 @@ void save_checkpoint(const std::string& path, const Module& module, const Optimi
 }
 
 Metadata load_checkpoint(const std::string& path, Module& module, Optimizer* optimizer) {
+  check_path(path, "load_checkpoint");
   const TensorFile file = load_tensors(path);
   const auto parts = file.metadata.find(kParts);
   ENCORE_CHECK(parts != file.metadata.end(), ValueError, "[load_checkpoint] ", path,

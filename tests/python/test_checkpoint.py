@@ -289,3 +289,23 @@ def test_failed_saves_are_errors(tmp_path):
     with pytest.raises(ValueError, match="cannot rename the temporary file over it"):
         nn.save(m, tmp_path / "taken")
     assert os.listdir(tmp_path) == ["taken"]
+
+
+def test_a_nul_byte_in_a_path_is_an_error_not_a_cut(tmp_path):
+    m = small_model(1)
+    m.compile("adam", "mse")
+    path = str(tmp_path / "fresh\0.ignored")
+    calls = {
+        "save": lambda: nn.save(m, path), "load": lambda: nn.load(m, path),
+        "save_checkpoint": lambda: nn.save_checkpoint(m, path), "load_checkpoint": lambda: nn.load_checkpoint(m, path),
+        "autotune.save": lambda: encore.autotune.save(path), "autotune.load": lambda: encore.autotune.load(path),
+        "write_chrome_trace": lambda: encore.ledger.write_chrome_trace(path),
+        "model_checkpoint": lambda: encore.callbacks.ModelCheckpoint(path),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=re.escape(f"[{name}] path contains a NUL byte")):
+            call()
+    for method in (m.save_checkpoint, m.load_checkpoint):
+        with pytest.raises(ValueError, match="NUL byte"):
+            method(path)
+    assert os.listdir(tmp_path) == []

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _C
 from .callbacks import History
+from .nn import _existing_file
 
 Module = _C.Module
 
@@ -206,9 +207,7 @@ def load_checkpoint(self: Module, path: Union[str, "os.PathLike[str]"]) -> None:
     """Restores a checkpoint, all or nothing (the model must be built, and compiled with an
     optimizer of the same kind to restore the optimizer). Resume with
     ``fit(..., initial_epoch=model.epoch)``."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
+    path = _existing_file(path)
     model = self.__dict__.get("_model")
     if model is not None and model.compiled:
         model.load_checkpoint(path)
