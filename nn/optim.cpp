@@ -184,6 +184,28 @@ void Optimizer::load_state(const NamedTensors& state) {
   set_lr(lr);
 }
 
+void Optimizer::match_param_dtypes() {
+  NoGradGuard no_grad;
+  for (const auto& [slot_name, tensors] : state_refs().per_param)
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor& t = (*tensors)[i];
+      if (t.defined() && t.dtype() != params_[i].dtype())
+        t.set_data(t.detach().to(params_[i].dtype()));
+    }
+}
+
+void Optimizer::check_param_dtypes(const char* op) const {
+  for (const auto& [slot_name, tensors] : const_cast<Optimizer*>(this)->state_refs().per_param)
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Tensor& t = (*tensors)[i];
+      ENCORE_CHECK(!t.defined() || t.dtype() == params_[i].dtype(), DTypeError, "[", op,
+                   "] state '", param_key(i), ".", slot_name, "' is ", encore::name(t.dtype()),
+                   " but its parameter is ", encore::name(params_[i].dtype()),
+                   " (converted after the ", name_,
+                   " optimizer's first step): call optimizer.match_param_dtypes() first");
+    }
+}
+
 std::map<std::pair<int, int>, std::vector<size_t>> Optimizer::groups() const {
   std::map<std::pair<int, int>, std::vector<size_t>> g;
   for (size_t i = 0; i < params_.size(); ++i)
@@ -218,6 +240,7 @@ SGD::SGD(std::vector<Tensor> params, double lr, SGDOptions options)
 }
 
 void SGD::step() {
+  check_param_dtypes(name_);
   clip_gradients();
   NoGradGuard no_grad;
   const bool momentum = options_.momentum > 0;
@@ -257,6 +280,7 @@ Adam::Adam(std::vector<Tensor> params, double lr, AdamOptions options, const cha
 }
 
 void Adam::step() {
+  check_param_dtypes(name_);
   clip_gradients();
   NoGradGuard no_grad;
   for (auto& [dev, idx] : groups()) {
@@ -309,6 +333,7 @@ RMSprop::RMSprop(std::vector<Tensor> params, double lr, RMSpropOptions options)
 }
 
 void RMSprop::step() {
+  check_param_dtypes(name_);
   clip_gradients();
   NoGradGuard no_grad;
   const bool momentum = options_.momentum > 0;

@@ -37,6 +37,7 @@ void save_checkpoint(const std::string& path, const Module& module, const Optimi
                  "' is written by save_checkpoint");
   meta[kParts] = optimizer ? "model,optimizer,generator" : "model,generator";
   if (optimizer) {
+    optimizer->check_param_dtypes("save_checkpoint");
     meta[kOptimizer] = optimizer->kind();
     for (const auto& [name, t] : optimizer->state()) tensors.emplace_back("optimizer/" + name, t);
   }

@@ -273,6 +273,7 @@ void Model::run_train_step(const Tensor& x, const Tensor& y) {
     check_covers(*optimizer_, *module_, "fit");
     optimizer_checked_ = true;
   }
+  optimizer_->match_param_dtypes();  // after Module::to(dtype): outside the traced step
   const Tensor bx = on_device(x), by = on_device(y);
   if (train_fn_)
     (*train_fn_)({bx, by});
@@ -501,6 +502,7 @@ Tensor Model::predict_on_batch(const Tensor& x) {
 }
 
 void Model::save_checkpoint(const std::string& path) const {
+  if (optimizer_) optimizer_->match_param_dtypes();
   nn::save_checkpoint(path, *module_, optimizer_.get(),
                       {{"checkpoint.iterations", std::to_string(iterations_)}, {"checkpoint.epoch", std::to_string(epoch_)}});
 }

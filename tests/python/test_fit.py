@@ -196,6 +196,35 @@ def test_compile_refuses_an_optimizer_without_the_models_parameters():
     assert named.optimizer.iterations == 1
 
 
+@pytest.mark.parametrize("mode", ["traced", "eager"])
+def test_converting_a_trained_model_converts_its_optimizer_state(tmp_path, mode):
+    x, y = make_data(40)
+    model = make_model(mode=mode)
+    model.fit(x, y, batch_size=20, verbose=0)
+    model.to("float64")
+    model.fit(x, y, batch_size=20, verbose=0)
+    assert model.optimizer.iterations == 4
+    assert {str(t.dtype) for n, t in model.optimizer.state().items() if n.endswith((".m", ".v"))} == {"float64"}
+    model.save_checkpoint(tmp_path / "ck")
+    model.load_checkpoint(tmp_path / "ck")
+    # A hand-made optimizer is told what happened, and converts on request.
+    net = nn.Sequential([nn.Dense(1)])
+    net.build((1, 4))
+    adam = optim.Adam(net.parameters(), lr=0.1)
+    for dtype in ("float32", "float64"):
+        net.to(dtype)
+        adam.zero_grad()
+        nn.mean_squared_error(encore.tensor(y.astype(dtype)), net(encore.tensor(x.astype(dtype)))).backward()
+        if dtype == "float64":
+            with pytest.raises(TypeError, match=r"\[adam\] state 'dense.kernel.m' is float32 but its parameter is float64"):
+                adam.step()
+            with pytest.raises(TypeError, match=r"\[save_checkpoint\] state 'dense.kernel.m' is float32"):
+                nn.save_checkpoint(net, tmp_path / "hand", adam)
+            adam.match_param_dtypes()
+        adam.step()
+    assert adam.iterations == 2
+
+
 class Recorder(callbacks.Callback):
     def __init__(self, stop_after=None):
         self.events = []
