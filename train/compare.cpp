@@ -79,6 +79,8 @@ class Runner {
     variable_ = mode_.ends_with("new_length") || mode_ == "bucket";
     ENCORE_CHECK(!variable_ || data.make, ValueError, "[compare_modes] mode '", mode_,
                  "' needs a batch source that makes a batch of a given length");
+    ENCORE_CHECK(!variable_ || !o.length_args.empty(), ValueError, "[compare_modes] mode '", mode_,
+                 "' needs length_args (which batch tensors have the varying length)");
     if (mode_ == "eager" || mode_ == "eager_new_length" || mode_ == "predict_eager") {
       eager_ = fn;
       return;
@@ -197,6 +199,13 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     std::string list;
     for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
     throw ValueError("[compare_modes] unknown mode '" + m + "' (modes: " + list + ")");
+  }
+  for (size_t i = 0; i < options.length_args.size(); ++i) {
+    const int a = options.length_args[i];
+    for (const Batch& b : data.batches)
+      ENCORE_CHECK(a >= 0 && static_cast<size_t>(a) < b.size(), ValueError,
+                   "[compare_modes] length_args[", i, "] = ", a, " is not an index of the batch's ",
+                   b.size(), " tensors");
   }
   CompareReport report;
   report.name = options.name;

@@ -128,6 +128,10 @@ def test_data_forms_and_argument_errors():
         encore.compare_modes(predict_step, make(6), modes=["traced_new_length"])
     with pytest.raises(TypeError, match="loss= and optimizer="):
         encore.compare_modes(model=model, data=make(6))
+    with pytest.raises(ValueError, match=r"\[compare_modes\] length_args\[1\] = 5 is not an index of the batch's 2"):
+        encore.compare_modes(predict_step, make, length=6, modes=["bucket"], buckets=[8], length_args=[0, 5])
+    with pytest.raises(ValueError, match="mode 'traced_new_length' needs length_args"):
+        encore.compare_modes(predict_step, make, length=6, modes=["traced_new_length"], length_args=[])
 
 
 def test_plot_draws_a_png(tmp_path):
