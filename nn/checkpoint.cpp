@@ -367,6 +367,9 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const Me
   // The header checksum covers the header as written, less the checksum itself.
   meta[kHeaderCrcKey] = hex32(crc32_of(dump(header, path)));
   const std::string text = dump(header, path);
+  ENCORE_CHECK(text.size() <= kMaxHeaderBytes, ValueError, "[save] the header of ", path,
+               " would have ", text.size(), " bytes, more than the ", kMaxHeaderBytes,
+               " bytes load accepts: shorten the metadata or the tensor names");
 
   unsigned char size[8];
   for (int i = 0; i < 8; ++i) size[i] = static_cast<unsigned char>(text.size() >> (8 * i));

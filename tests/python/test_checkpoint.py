@@ -309,3 +309,12 @@ def test_a_nul_byte_in_a_path_is_an_error_not_a_cut(tmp_path):
         with pytest.raises(ValueError, match="NUL byte"):
             method(path)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_header_too_large_to_load_is_refused_at_save(tmp_path):
+    m = small_model(1)
+    with pytest.raises(ValueError, match=r"\[save\] the header of .* bytes, more than the 100000000 bytes load accepts"):
+        nn.save_checkpoint(m, tmp_path / "big.ck", metadata={"note": "x" * 10**8})
+    assert os.listdir(tmp_path) == []
+    nn.save_checkpoint(m, tmp_path / "ok.ck", metadata={"note": "x" * 10**6})
+    assert nn.load_checkpoint(m, tmp_path / "ok.ck")["note"] == "x" * 10**6
