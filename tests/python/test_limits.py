@@ -64,6 +64,17 @@ def test_element_counts_that_overflow_are_shape_errors():
     assert encore.zeros(2**40, 0).shape == (2**40, 0)
 
 
+def test_padding_too_large_names_the_op_called():
+    x = encore.randn(2, 5, 3)
+    with pytest.raises(encore.ShapeError, match=r"\[max_pool1d\] padding \(2, 5, 3\) by .* too many elements"):
+        nn.MaxPooling1D(2**62, padding="same")(x)
+    with pytest.raises(encore.ShapeError, match=r"\[avg_pool1d\] padding \(2, 5, 3\)"):
+        nn.AveragePooling1D(2**62, padding="same")(x)
+    for before, after in [(2**62, 2**62), (I64.max, 1)]:
+        with pytest.raises(encore.ShapeError, match=r"\[pad\] padding \(2, 5, 3\) by .* along axis 1"):
+            x.pad(1, before, after)
+
+
 def test_slices_with_huge_steps():
     t = encore.arange(5)
     for step in (2**63 - 1, 2**63, 2**100):
