@@ -169,6 +169,10 @@ def test_compile_and_fit_errors():
         model.compile("adam", "mse", ["f1"])
     with pytest.raises(ValueError, match="compile"):
         model.compile("adam", "mse", mode="lazy")
+    with pytest.raises(TypeError, match=r"\[compile\] loss must be a name or a function .* got int"):
+        model.compile("adam", 5)
+    with pytest.raises(TypeError, match=r"\[compile\] a metric must be a name or a function .* got NoneType"):
+        model.compile("adam", "mse", ["mae", None])
     model.compile("adam", "mse")
     with pytest.raises(encore.ShapeError):
         model.fit(x, y[:4], verbose=0)
