@@ -31,6 +31,8 @@ def test_layers_and_losses_on_an_empty_batch():
     assert x.grad.shape == (0, 6, 3)
     assert encore.conv1d(encore.zeros(0, 5, 3), encore.ones(2, 3, 4)).shape == (0, 4, 4)
     assert nn.Dropout(0.5)(encore.zeros(0, 7)).shape == (0, 7)
+    assert nn.Flatten()(encore.randn(0, 3, 4)).shape == (0, 12)
+    assert encore.zeros(2, 0, 4).flatten(1).shape == (2, 0)
     assert nn.LSTM(3)(encore.zeros(0, 4, 2)).shape == (0, 3)
     with pytest.raises(encore.ShapeError, match="steps >= 1"):
         nn.LSTM(3)(encore.zeros(2, 0, 2))
