@@ -382,3 +382,22 @@ def test_optimizers_from_python():
     assert other.lr == 0.1 and other.iterations == 1
     with pytest.raises(ValueError, match="not state of this optimizer"):
         other.load_state({**adam.state(), "q.momentum": encore.zeros(1)})
+    # Values that would make the next step's weights NaN are refused, and nothing changes.
+    bad = [("step", encore.tensor(-5)), ("q.v", encore.tensor([-1.0])), ("q.m", encore.tensor([math.inf])),
+           ("lr", encore.tensor(math.nan, dtype="float64"))]
+    for key, value in bad:
+        with pytest.raises(ValueError, match=rf"\[adam\] .*{key if key != 'lr' else 'learning rate'}"):
+            other.load_state({**adam.state(), key: value})
+    assert other.iterations == 1 and other.state()["q.v"].item() > 0
+    for make, said in [(lambda: optim.SGD([q], lr=math.inf), r"\[sgd\] learning rate must be finite"),
+                       (lambda: optim.Adam([q], lr=math.nan), r"\[adam\] learning rate must be finite"),
+                       (lambda: optim.RMSprop([q], lr=-1.0), r"\[rmsprop\] learning rate"),
+                       (lambda: optim.SGD([q], momentum=-0.5), r"\[sgd\] momentum"),
+                       (lambda: optim.SGD([q], momentum=math.inf), r"\[sgd\] momentum"),
+                       (lambda: optim.Adam([q], beta1=1.0), r"\[adam\] needs 0 <= beta < 1"),
+                       (lambda: optim.AdamW([q], beta2=-0.1), r"\[adamw\] needs 0 <= beta < 1"),
+                       (lambda: optim.Adam([q], epsilon=math.inf), r"\[adam\] needs .* epsilon")]:
+        with pytest.raises(ValueError, match=said):
+            make()
+    with pytest.raises(ValueError, match=r"\[adam\] learning rate must be finite"):
+        other.lr = math.inf
