@@ -264,6 +264,9 @@ def test_python_callbacks():
         "epoch_end 0 ['accuracy', 'loss']", "epoch_begin 1", "batch 0 ['accuracy', 'loss']",
         "batch 1 ['accuracy', 'loss']", "epoch_end 1 ['accuracy', 'loss']", "train_end"]
     assert h.epoch == [0, 1] and h.history["custom"] == [0.0, 1.0]
+    for junk, said in [(5, "a int"), ("x", "a str"), (None, "a NoneType"), (Recorder, "the class Recorder")]:
+        with pytest.raises(TypeError, match=rf"\[fit\] callbacks\[1\] is {said}, not a callback"):
+            model.fit(x, y, callbacks=[rec, junk], verbose=0)
 
 
 def test_early_stopping_and_checkpoints(tmp_path):
