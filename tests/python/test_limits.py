@@ -66,6 +66,23 @@ def test_element_counts_that_overflow_are_shape_errors():
     assert encore.zeros(2**40, 0).shape == (2**40, 0)
 
 
+def test_conv1d_with_a_stride_or_dilation_far_beyond_the_input():
+    x = encore.randn(2, 5, 3)
+    assert nn.Conv1D(4, 3, strides=2**40)(x).shape == (2, 1, 4)
+    # Causal at dilation 2**40: only the last tap reads the input (oneDNN refused the sizes, and
+    # 2**29 crashed it); the taps that read only padding are left out, exactly.
+    layer = nn.Conv1D(4, 3, dilation_rate=2**40, padding="causal", use_bias=False)
+    y = layer(x)
+    kernel = layer.parameters()[0]
+    np.testing.assert_allclose(y.numpy(), x.numpy() @ kernel.numpy()[2], rtol=1e-5, atol=1e-6)
+    y.sum().backward()
+    assert not kernel.grad.numpy()[:2].any() and kernel.grad.numpy()[2].any()
+    # Short sequences of a dilated causal stack (taps reading padding only) give the same sums.
+    w = encore.randn(3, 3, 4)
+    padded = encore.conv1d(x.pad(1, 14, 0), w, dilation=7)
+    np.testing.assert_allclose(encore.conv1d(x, w, dilation=7, padding="causal").numpy(), padded.numpy(), atol=1e-5)
+
+
 def test_padding_too_large_names_the_op_called():
     x = encore.randn(2, 5, 3)
     with pytest.raises(encore.ShapeError, match=r"\[max_pool1d\] padding \(2, 5, 3\) by .* too many elements"):
