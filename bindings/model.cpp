@@ -43,6 +43,14 @@ nn::LossFn borrowed_fn(PyModel& holder, py::object fn) {
   };
 }
 
+// A loss or metric is a name or a callable: anything else fails here, not at fit's first call.
+void check_loss_like(py::handle v, const char* what) {
+  if (!py::isinstance<py::str>(v) && !PyCallable_Check(v.ptr()))
+    throw py::type_error(detail::cat(
+        "[compile] ", what, " must be a name or a function (y_true, y_pred) -> Tensor, got ",
+        py::str(py::type::handle_of(v).attr("__name__")).cast<std::string>()));
+}
+
 std::string callable_name(py::handle fn, const char* fallback) {
   return py::hasattr(fn, "__name__") ? py::str(fn.attr("__name__")).cast<std::string>() : fallback;
 }
@@ -297,6 +305,8 @@ void init_model(py::module_& m) {
             nn::OptimizerSpec opt = py::isinstance<py::str>(optimizer)
                                         ? nn::OptimizerSpec(optimizer.cast<std::string>())
                                         : nn::OptimizerSpec(optimizer.cast<std::shared_ptr<nn::Optimizer>>());
+            check_loss_like(loss, "loss");
+            for (py::handle mt : metrics) check_loss_like(mt, "a metric");
             std::optional<nn::Loss> l;
             if (py::isinstance<py::str>(loss))
               l.emplace(loss.cast<std::string>());

@@ -58,6 +58,9 @@ void init_optim(py::module_& m) {
           py::arg("state"),
           "Restores a state() of an optimizer of the same kind over the same parameters, all or "
           "nothing (tensors are written in place: traced steps keep replaying).")
+      .def("match_param_dtypes", &nn::Optimizer::match_param_dtypes,
+           "Converts the state to the parameters' dtypes in place, as the step after "
+           "model.to(dtype) needs (fit does it); not inside a traced function.")
       .def_property_readonly("kind", &nn::Optimizer::kind, "'sgd', 'adam', 'adamw' or 'rmsprop'.")
       .def_property_readonly(
           "global_clipnorm",

@@ -45,3 +45,15 @@ template <class... Args> std::string cat(const Args&... args) {
   do {                                                               \
     if (!(cond)) throw Kind(::encore::detail::cat(__VA_ARGS__));     \
   } while (0)
+
+namespace encore {
+
+/// Throws ValueError "[fn] path contains a NUL byte ...": the system reads a path only up to
+/// it, so the call would write or read another file.
+inline void check_path(const std::string& path, const char* fn) {
+  const size_t nul = path.find('\0');
+  ENCORE_CHECK(nul == std::string::npos, ValueError, "[", fn, "] path contains a NUL byte (after '",
+               path.substr(0, nul), "')");
+}
+
+}  // namespace encore

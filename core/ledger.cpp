@@ -218,6 +218,7 @@ std::string Ledger::chrome_trace_json() const {
 }
 
 void Ledger::write_chrome_trace(const std::string& path) const {
+  check_path(path, "write_chrome_trace");
   std::ofstream f(path);
   ENCORE_CHECK(f, ValueError, "[ledger] cannot open ", path, " for writing");
   f << chrome_trace_json();

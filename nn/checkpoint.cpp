@@ -336,6 +336,7 @@ uint32_t verify_encore_header(const json& header, const std::string& text, const
 }  // namespace
 
 void save_tensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
+  check_path(path, "save");
   json header = json::object();
   std::vector<Tensor> host;
   uint64_t offset = 0;
@@ -366,6 +367,9 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const Me
   // The header checksum covers the header as written, less the checksum itself.
   meta[kHeaderCrcKey] = hex32(crc32_of(dump(header, path)));
   const std::string text = dump(header, path);
+  ENCORE_CHECK(text.size() <= kMaxHeaderBytes, ValueError, "[save] the header of ", path,
+               " would have ", text.size(), " bytes, more than the ", kMaxHeaderBytes,
+               " bytes load accepts: shorten the metadata or the tensor names");
 
   unsigned char size[8];
   for (int i = 0; i < 8; ++i) size[i] = static_cast<unsigned char>(text.size() >> (8 * i));
@@ -377,6 +381,7 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const Me
 }
 
 TensorFile load_tensors(const std::string& path) {
+  check_path(path, "load");
   const ReadFile file(path);
   ENCORE_CHECK(file.size() >= 8, ValueError, "[load] ", path, " is not a safetensors file: it has ",
                file.size(), " bytes, fewer than the 8 of its header size");

@@ -1,5 +1,6 @@
 #include "nn/optim.h"
 
+#include <cmath>
 #include <set>
 #include <unordered_map>
 
@@ -17,7 +18,8 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
     : params_(std::move(params)), name_(name), lr_(lr) {
   ENCORE_CHECK(!params_.empty(), ValueError, "[", name, "] got no parameters: build the model first ",
                "(model.build(input_shape)) and pass model.parameters()");
-  ENCORE_CHECK(lr > 0, ValueError, "[", name, "] learning rate must be positive, got ", lr);
+  ENCORE_CHECK(std::isfinite(lr) && lr > 0, ValueError, "[", name,
+               "] learning rate must be finite and > 0, got ", lr);
   std::unordered_map<const TensorImpl*, size_t> position;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
@@ -53,7 +55,8 @@ double Optimizer::lr() const {
 
 void Optimizer::set_lr(double lr) {
   // 0 is a rate schedules reach (the start of a warm-up, the end of a cosine decay).
-  ENCORE_CHECK(lr >= 0, ValueError, "[", name_, "] learning rate must be >= 0, got ", lr);
+  ENCORE_CHECK(std::isfinite(lr) && lr >= 0, ValueError, "[", name_,
+               "] learning rate must be finite and >= 0, got ", lr);
   // Every device the parameters live on gets its scalar now, so the write is a graph node when
   // set_lr runs inside a traced function and every replay repeats it.
   for (const Tensor& p : params_) lr_tensor(p.device());
@@ -154,11 +157,22 @@ void Optimizer::load_state(const NamedTensors& state) {
                  " but the parameter is ", p.shape().str());
     ENCORE_CHECK(t.dtype() == p.dtype(), ValueError, "[", name_, "] state '", name, "' is ", encore::name(t.dtype()),
                  " but the parameter is ", encore::name(p.dtype()));
+    // A second moment below 0 or a value not finite would turn the next step's weights to NaN.
+    const bool moment = name.ends_with(".v");
+    for (const double e : t.to_vector<double>())
+      ENCORE_CHECK(std::isfinite(e) && (!moment || e >= 0), ValueError, "[", name_, "] state '",
+                   name, "' holds ", e,
+                   moment ? ": a second moment must be finite and >= 0" : ": state must be finite");
   }
   ENCORE_CHECK(given.count("lr"), ValueError, "[", name_, "] the state has no 'lr'");
   ENCORE_CHECK(!refs.steps || given.count("step"), ValueError, "[", name_, "] the state has no 'step'");
   const double lr = given.at("lr")->item();
-  ENCORE_CHECK(lr >= 0, ValueError, "[", name_, "] learning rate must be >= 0, got ", lr);
+  ENCORE_CHECK(std::isfinite(lr) && lr >= 0, ValueError, "[", name_,
+               "] learning rate must be finite and >= 0, got ", lr);
+  if (refs.steps) {
+    const double step = given.at("step")->item();
+    ENCORE_CHECK(step >= 0, ValueError, "[", name_, "] state 'step' must be >= 0, got ", step);
+  }
 
   NoGradGuard no_grad;
   for (const auto& [name, where] : expected) {
@@ -184,6 +198,28 @@ void Optimizer::load_state(const NamedTensors& state) {
   set_lr(lr);
 }
 
+void Optimizer::match_param_dtypes() {
+  NoGradGuard no_grad;
+  for (const auto& [slot_name, tensors] : state_refs().per_param)
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor& t = (*tensors)[i];
+      if (t.defined() && t.dtype() != params_[i].dtype())
+        t.set_data(t.detach().to(params_[i].dtype()));
+    }
+}
+
+void Optimizer::check_param_dtypes(const char* op) const {
+  for (const auto& [slot_name, tensors] : const_cast<Optimizer*>(this)->state_refs().per_param)
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Tensor& t = (*tensors)[i];
+      ENCORE_CHECK(!t.defined() || t.dtype() == params_[i].dtype(), DTypeError, "[", op,
+                   "] state '", param_key(i), ".", slot_name, "' is ", encore::name(t.dtype()),
+                   " but its parameter is ", encore::name(params_[i].dtype()),
+                   " (converted after the ", name_,
+                   " optimizer's first step): call optimizer.match_param_dtypes() first");
+    }
+}
+
 std::map<std::pair<int, int>, std::vector<size_t>> Optimizer::groups() const {
   std::map<std::pair<int, int>, std::vector<size_t>> g;
   for (size_t i = 0; i < params_.size(); ++i)
@@ -191,15 +227,36 @@ std::map<std::pair<int, int>, std::vector<size_t>> Optimizer::groups() const {
   return g;
 }
 
+void check_covers(const Optimizer& optimizer, const Module& module, const char* op) {
+  std::set<const TensorImpl*> held;
+  for (const Tensor& p : optimizer.params()) held.insert(p.impl());
+  std::vector<std::string> missing;
+  for (const auto& [name, p] : module.named_parameters())
+    if (p.requires_grad() && !held.count(p.impl())) missing.push_back(name);
+  if (missing.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < std::min<size_t>(missing.size(), 8); ++i)
+    names += (i ? ", '" : "'") + missing[i] + "'";
+  if (missing.size() > 8) names += detail::cat(", ... (", missing.size(), " in all)");
+  throw ValueError(detail::cat("[", op, "] the ", optimizer.kind(),
+                               " optimizer does not hold the model's parameter",
+                               missing.size() > 1 ? "s " : " ", names,
+                               ": training would never change them; make the optimizer over "
+                               "model.parameters() after build"));
+}
+
 SGD::SGD(std::vector<Tensor> params, double lr, SGDOptions options)
     : Optimizer(std::move(params), lr, "sgd"), options_(options) {
-  ENCORE_CHECK(options.momentum >= 0 && options.weight_decay >= 0, ValueError,
-               "[sgd] momentum and weight_decay must be >= 0");
+  ENCORE_CHECK(std::isfinite(options.momentum) && options.momentum >= 0 &&
+                   std::isfinite(options.weight_decay) && options.weight_decay >= 0,
+               ValueError, "[sgd] momentum and weight_decay must be finite and >= 0, got ",
+               options.momentum, " and ", options.weight_decay);
   ENCORE_CHECK(!options.nesterov || options.momentum > 0, ValueError, "[sgd] nesterov needs momentum > 0");
   momentum_.resize(params_.size());
 }
 
 void SGD::step() {
+  check_param_dtypes(name_);
   clip_gradients();
   NoGradGuard no_grad;
   const bool momentum = options_.momentum > 0;
@@ -232,13 +289,18 @@ Adam::Adam(std::vector<Tensor> params, double lr, AdamOptions options)
 Adam::Adam(std::vector<Tensor> params, double lr, AdamOptions options, const char* name, bool decoupled)
     : Optimizer(std::move(params), lr, name), options_(options), decoupled_(decoupled) {
   ENCORE_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1 &&
-                   options.epsilon > 0 && options.weight_decay >= 0,
-               ValueError, "[", name, "] needs 0 <= beta < 1, epsilon > 0, weight_decay >= 0");
+                   std::isfinite(options.epsilon) && options.epsilon > 0 &&
+                   std::isfinite(options.weight_decay) && options.weight_decay >= 0,
+               ValueError, "[", name,
+               "] needs 0 <= beta < 1, finite epsilon > 0 and weight_decay >= 0, got beta1 ",
+               options.beta1, ", beta2 ", options.beta2, ", epsilon ", options.epsilon,
+               ", weight_decay ", options.weight_decay);
   m_.resize(params_.size());
   v_.resize(params_.size());
 }
 
 void Adam::step() {
+  check_param_dtypes(name_);
   clip_gradients();
   NoGradGuard no_grad;
   for (auto& [dev, idx] : groups()) {
@@ -283,14 +345,18 @@ AdamW::AdamW(std::vector<Tensor> params, double lr, AdamOptions options)
 
 RMSprop::RMSprop(std::vector<Tensor> params, double lr, RMSpropOptions options)
     : Optimizer(std::move(params), lr, "rmsprop"), options_(options) {
-  ENCORE_CHECK(options.rho >= 0 && options.rho < 1 && options.momentum >= 0 && options.epsilon > 0, ValueError,
-               "[rmsprop] needs 0 <= rho < 1, momentum >= 0, epsilon > 0");
+  ENCORE_CHECK(options.rho >= 0 && options.rho < 1 && std::isfinite(options.momentum) &&
+                   options.momentum >= 0 && std::isfinite(options.epsilon) && options.epsilon > 0,
+               ValueError,
+               "[rmsprop] needs 0 <= rho < 1, finite momentum >= 0 and epsilon > 0, got rho ",
+               options.rho, ", momentum ", options.momentum, ", epsilon ", options.epsilon);
   v_.resize(params_.size());
   momentum_.resize(params_.size());
   mean_grad_.resize(params_.size());
 }
 
 void RMSprop::step() {
+  check_param_dtypes(name_);
   clip_gradients();
   NoGradGuard no_grad;
   const bool momentum = options_.momentum > 0;

@@ -53,6 +53,13 @@ class Optimizer {
   /// `state` (never created there) are dropped here. Existing state tensors are written in place,
   /// so traced steps that captured them keep replaying.
   void load_state(const NamedTensors& state);
+  /// Converts state tensors to their parameters' dtypes in place (same tensors, new storage), as
+  /// the step after Module::to(dtype) needs (Model does it before its steps and checkpoints).
+  /// Not inside a traced function: the tensors get new storage.
+  void match_param_dtypes();
+  /// Throws a DTypeError, as `op`, when a state tensor's dtype is not its parameter's (the
+  /// parameters were converted after a step made the state, and match_param_dtypes was not called).
+  void check_param_dtypes(const char* op) const;
 
  protected:
   // What state() and load_state() see: per-parameter slot tensors by slot name (undefined until
@@ -82,6 +89,10 @@ class Optimizer {
   std::map<std::pair<int, int>, Tensor> lr_tensors_;
   Clipping clipping_;
 };
+
+/// Throws a ValueError, as `op`, naming the parameters of `module` that require grad but that
+/// `optimizer` does not hold: training would never change them.
+void check_covers(const Optimizer& optimizer, const Module& module, const char* op);
 
 struct SGDOptions {
   double momentum = 0.0;

@@ -27,6 +27,7 @@ std::string generator_key(Device d) { return "generator/" + d.str(); }
 
 void save_checkpoint(const std::string& path, const Module& module, const Optimizer* optimizer,
                      const Metadata& extra) {
+  check_path(path, "save_checkpoint");
   NamedTensors tensors;
   const NamedTensors params = module.named_weights();  // parameters and buffers
   for (const auto& [name, p] : params) tensors.emplace_back("model/" + name, p);
@@ -36,6 +37,7 @@ void save_checkpoint(const std::string& path, const Module& module, const Optimi
                  "' is written by save_checkpoint");
   meta[kParts] = optimizer ? "model,optimizer,generator" : "model,generator";
   if (optimizer) {
+    optimizer->check_param_dtypes("save_checkpoint");
     meta[kOptimizer] = optimizer->kind();
     for (const auto& [name, t] : optimizer->state()) tensors.emplace_back("optimizer/" + name, t);
   }
@@ -44,6 +46,7 @@ void save_checkpoint(const std::string& path, const Module& module, const Optimi
 }
 
 Metadata load_checkpoint(const std::string& path, Module& module, Optimizer* optimizer) {
+  check_path(path, "load_checkpoint");
   const TensorFile file = load_tensors(path);
   const auto parts = file.metadata.find(kParts);
   ENCORE_CHECK(parts != file.metadata.end(), ValueError, "[load_checkpoint] ", path,

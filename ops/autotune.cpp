@@ -93,6 +93,7 @@ std::vector<Entry> entries() {
 }
 
 void save(const std::string& path) {
+  check_path(path, "autotune.save");
   std::ofstream f(path);
   ENCORE_CHECK(f, ValueError, "[autotune] cannot open ", path, " for writing");
   f << kMagic << ' ' << kFormat << '\n';
@@ -111,6 +112,7 @@ void save(const std::string& path) {
 }
 
 void load(const std::string& path) {
+  check_path(path, "autotune.load");
   std::ifstream f(path);
   ENCORE_CHECK(f, ValueError, "[autotune] cannot open ", path);
   std::string line;

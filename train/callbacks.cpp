@@ -70,6 +70,7 @@ void EarlyStopping::on_epoch_end(Model& model, int epoch, Logs& logs) {
 ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options)
     : options_(std::move(options)), higher_(higher_is_better(options_.monitor, options_.mode)) {
   ENCORE_CHECK(!options_.path.empty(), ValueError, "[model_checkpoint] needs a path");
+  check_path(options_.path, "model_checkpoint");
 }
 
 void ModelCheckpoint::on_epoch_end(Model& model, int epoch, Logs& logs) {

@@ -79,6 +79,8 @@ class Runner {
     variable_ = mode_.ends_with("new_length") || mode_ == "bucket";
     ENCORE_CHECK(!variable_ || data.make, ValueError, "[compare_modes] mode '", mode_,
                  "' needs a batch source that makes a batch of a given length");
+    ENCORE_CHECK(!variable_ || !o.length_args.empty(), ValueError, "[compare_modes] mode '", mode_,
+                 "' needs length_args (which batch tensors have the varying length)");
     if (mode_ == "eager" || mode_ == "eager_new_length" || mode_ == "predict_eager") {
       eager_ = fn;
       return;
@@ -147,17 +149,33 @@ class Runner {
   std::shared_ptr<TracedFunction> traced_;
 };
 
-// Copies of tensors to put back afterwards.
-struct Snapshot {
-  std::vector<std::pair<Tensor, Tensor>> saved;  // (tensor, its value before)
+// Copies of tensors, put back by restore() or, when the comparison fails, on destruction.
+class Snapshot {
+ public:
   explicit Snapshot(const std::vector<Tensor>& tensors) {
     for (const Tensor& t : tensors)
       if (t.defined()) saved.emplace_back(t, t.detach().clone());
   }
-  void restore() const {
+  ~Snapshot() {
+    if (restored_) return;
+    // Unwinding from a failed comparison: its error is the one to report.
+    try {
+      restore();
+    } catch (...) {
+    }
+  }
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+  void restore() {
+    restored_ = true;
     NoGradGuard no_grad;
     for (const auto& [t, before] : saved) t.detach().copy_(before);
   }
+
+  std::vector<std::pair<Tensor, Tensor>> saved;  // (tensor, its value before)
+
+ private:
+  bool restored_ = false;
 };
 
 int64_t break_even(const ModeReport& t, const ModeReport& e) {
@@ -182,11 +200,18 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
     throw ValueError("[compare_modes] unknown mode '" + m + "' (modes: " + list + ")");
   }
+  for (size_t i = 0; i < options.length_args.size(); ++i) {
+    const int a = options.length_args[i];
+    for (const Batch& b : data.batches)
+      ENCORE_CHECK(a >= 0 && static_cast<size_t>(a) < b.size(), ValueError,
+                   "[compare_modes] length_args[", i, "] = ", a, " is not an index of the batch's ",
+                   b.size(), " tensors");
+  }
   CompareReport report;
   report.name = options.name;
   report.device = device_of(data.batches[0]).str();
   report.steps = options.steps;
-  const Snapshot state(options.state);
+  Snapshot state(options.state);
   report.trained = options.state.empty();
 
   std::vector<Runner> runners;
@@ -310,6 +335,11 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
 CompareReport compare_modes(nn::Module& model, const LossFn& loss, nn::Optimizer& optimizer,
                             const BatchSource& data, CompareOptions options) {
   ENCORE_CHECK(loss, ValueError, "[compare_modes] no loss function");
+  ENCORE_CHECK(
+      model.built(), ValueError,
+      "[compare_modes] build the model first (model.build(input_shape)) and make the optimizer "
+      "over its parameters");
+  nn::check_covers(optimizer, model, "compare_modes");
   for (const Batch& b : data.batches)
     ENCORE_CHECK(b.size() == 2, ValueError,
                  "[compare_modes] the model form takes batches (x, y), got ", b.size(), " tensors");
@@ -329,18 +359,29 @@ CompareReport compare_modes(nn::Module& model, const LossFn& loss, nn::Optimizer
   const nn::NamedTensors slots_before = optimizer.state();
   for (const auto& [name, t] : slots_before) before.push_back(t);
   options.state = before;
-  CompareReport report = compare_modes(step, data, std::move(options));
-  NoGradGuard no_grad;
-  for (const auto& [name, t] : optimizer.state()) {
-    // state()'s "lr" is a fresh copy of the learning rate, which the comparison does not change.
-    if (name == "lr") continue;
-    const bool existed = std::any_of(slots_before.begin(), slots_before.end(),
-                                     [&](const auto& s) { return s.second.impl() == t.impl(); });
-    if (!existed) {
-      t.detach().copy_(zeros_like(t));
-      report.restored.push_back(name + " (zeroed: created during the comparison)");
+  auto zero_new_slots = [&] {
+    NoGradGuard no_grad;
+    std::vector<std::string> zeroed;
+    for (const auto& [name, t] : optimizer.state()) {
+      // state()'s "lr" is a fresh copy of the learning rate, which the comparison does not change.
+      if (name == "lr") continue;
+      const bool existed = std::any_of(slots_before.begin(), slots_before.end(),
+                                       [&](const auto& s) { return s.second.impl() == t.impl(); });
+      if (!existed) {
+        t.detach().copy_(zeros_like(t));
+        zeroed.push_back(name + " (zeroed: created during the comparison)");
+      }
     }
+    return zeroed;
+  };
+  CompareReport report;
+  try {
+    report = compare_modes(step, data, std::move(options));
+  } catch (...) {
+    zero_new_slots();  // the parameters and the older slots are back already (Snapshot)
+    throw;
   }
+  for (std::string& s : zero_new_slots()) report.restored.push_back(std::move(s));
   return report;
 }
 

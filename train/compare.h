@@ -24,8 +24,8 @@
 // State: the step trains whatever it trains. The model + loss + optimizer form restores the
 // parameters and the optimizer state afterwards (slots the optimizer created meanwhile are
 // zeroed: a fresh optimizer's state); the step form restores the tensors in
-// CompareOptions::state, and the report says `trained` when it restored nothing. Random
-// generators advance either way.
+// CompareOptions::state, and the report says `trained` when it restored nothing. Both restore
+// when the comparison fails too. Random generators advance either way.
 #pragma once
 
 #include <functional>
@@ -125,7 +125,8 @@ struct CompareReport {
 /// Compares the modes on `step`, a whole training step over one batch.
 CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOptions options = {});
 /// The same for the step zero_grad; loss(y, model(x)).backward(); optimizer.step() over
-/// batches (x, y); restores the parameters and the optimizer state afterwards.
+/// batches (x, y) of a built model, the optimizer holding all its trainable parameters;
+/// restores the parameters and the optimizer state afterwards.
 CompareReport compare_modes(nn::Module& model, const LossFn& loss, nn::Optimizer& optimizer,
                             const BatchSource& data, CompareOptions options = {});
 

@@ -143,6 +143,10 @@ void Model::compile(OptimizerSpec optimizer, Loss loss, CompileOptions options) 
     for (size_t j = 0; j <= i; ++j)
       ENCORE_CHECK(metrics[i].name != (j < i ? metrics[j].name : "loss"), ValueError, "[compile] metric name '",
                    metrics[i].name, "' is used twice (the loss is logged as 'loss')");
+  // A model built later (by its first batch) is checked before its first update.
+  if (optimizer.optimizer && module_->built())
+    check_covers(*optimizer.optimizer, *module_, "compile");
+  optimizer_checked_ = module_->built();
   optimizer_ = std::move(optimizer.optimizer);
   optimizer_name_ = std::move(optimizer.name);
   loss_ = std::move(loss);
@@ -265,6 +269,11 @@ void Model::train_step(const Tensor& x, const Tensor& y) {
 void Model::run_train_step(const Tensor& x, const Tensor& y) {
   TrainingGuard training(true);
   EnableGradGuard grad;
+  if (!optimizer_checked_) {
+    check_covers(*optimizer_, *module_, "fit");
+    optimizer_checked_ = true;
+  }
+  optimizer_->match_param_dtypes();  // after Module::to(dtype): outside the traced step
   const Tensor bx = on_device(x), by = on_device(y);
   if (train_fn_)
     (*train_fn_)({bx, by});
@@ -493,6 +502,7 @@ Tensor Model::predict_on_batch(const Tensor& x) {
 }
 
 void Model::save_checkpoint(const std::string& path) const {
+  if (optimizer_) optimizer_->match_param_dtypes();
   nn::save_checkpoint(path, *module_, optimizer_.get(),
                       {{"checkpoint.iterations", std::to_string(iterations_)}, {"checkpoint.epoch", std::to_string(epoch_)}});
 }

@@ -198,6 +198,7 @@ class Model {
   std::vector<Metric> metrics_;
   CompileOptions options_;
   bool compiled_ = false;
+  bool optimizer_checked_ = false;  // check_covers passed for the module as built
   std::function<void(const std::string&)> output_;
   std::optional<bool> interactive_;
   Tensor probe_;  // the first parameter: where the model lives

@@ -719,6 +719,42 @@ OpDef& conv1d_backward_filter_row = define_op({
 const OpDef& conv1d_backward_data_op() { return conv1d_backward_data_row; }
 const OpDef& conv1d_backward_filter_op() { return conv1d_backward_filter_row; }
 
+// A convolution's operands and attributes.
+struct ConvCall {
+  Tensor x, w;
+  ConvAttrs a;
+};
+
+// The same convolution without the kernel taps that read only padding at every output step,
+// without the input steps no tap reads, and with stride 1 for a single output step. A stride or
+// dilation far beyond the input ('causal' at dilation 2**40) otherwise reaches the backend as
+// sizes it cannot set up (oneDNN takes int32 sizes, and its cost grows with the padding). Exact:
+// the taps left out multiply zeros.
+ConvCall without_dead_taps(const char* op, const Tensor& x, const Tensor& w, ConvAttrs a) {
+  const int64_t length = x.shape()[1], kernel = w.shape()[0];
+  const int64_t out = conv_out_length(op, length, kernel, a);
+  auto live = [&](int64_t k) {  // some output step reads an input step through tap k
+    const int64_t first = k * a.dilation - a.pad_l;  // what output step 0 reads through k
+    const int64_t t = first >= 0 ? 0 : -first / a.stride + (-first % a.stride != 0);
+    return t < out && t * a.stride + first < length;
+  };
+  int64_t lo = 0, hi = kernel - 1;
+  while (lo <= hi && !live(lo)) ++lo;
+  while (hi > lo && !live(hi)) --hi;
+  // No tap reads the input (the output is 0): nothing to leave out.
+  if (lo > hi || (lo == 0 && hi == kernel - 1 && (out > 1 || a.stride == 1))) return {x, w, a};
+  // The input steps read: from `begin` (output step 0, tap lo) to one before `end`.
+  const int64_t begin = lo * a.dilation - a.pad_l;
+  const int64_t end = hi * a.dilation - a.pad_l + (out - 1) * a.stride + 1;
+  const int64_t from = std::max<int64_t>(begin, 0), to = std::min(end, length);
+  ConvAttrs t = a;
+  t.pad_l = from - begin;
+  t.pad_r = end - to;
+  if (lo == hi) t.dilation = 1;
+  if (out == 1) t.stride = 1;
+  return {from > 0 || to < length ? x.slice(1, from, to) : x, w.slice(0, lo, hi + 1), t};
+}
+
 // The convolution `op` of (x, w[, b]) as the layout setting wants it: on the CPU in float32
 // with 'blocked', in the layouts oneDNN prefers for the problem, converted by to_blocked /
 // from_blocked nodes; otherwise channels-last.
@@ -758,7 +794,8 @@ Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding,
   ENCORE_CHECK(w.shape()[0] >= 1, ValueError, "[conv1d] kernel size must be >= 1, got kernel ",
                w.shape().str());
   const auto [pl, pr] = window_padding("conv1d", x.shape()[1], w.shape()[0], stride, dilation, padding);
-  return call_conv(conv1d_op, x, w, nullptr, ConvAttrs{stride, dilation, pl, pr, 0, 0});
+  const ConvCall c = without_dead_taps("conv1d", x, w, ConvAttrs{stride, dilation, pl, pr, 0, 0});
+  return call_conv(conv1d_op, c.x, c.w, nullptr, c.a);
 }
 
 Tensor conv1d_fused(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
@@ -773,7 +810,9 @@ Tensor conv1d_fused(const Tensor& x, const Tensor& w, const Tensor& b, int64_t s
   ENCORE_CHECK(w.shape()[0] >= 1, ValueError, "[conv1d_fused] kernel size must be >= 1, got kernel ",
                w.shape().str());
   const auto [pl, pr] = window_padding("conv1d", x.shape()[1], w.shape()[0], stride, dilation, padding);
-  return call_conv(conv1d_fused_op, x, w, &b, ConvAttrs{stride, dilation, pl, pr, 0, 0, activation});
+  const ConvCall c = without_dead_taps("conv1d_fused", x, w,
+                                       ConvAttrs{stride, dilation, pl, pr, 0, 0, activation});
+  return call_conv(conv1d_fused_op, c.x, c.w, &b, c.a);
 }
 
 std::vector<ConvPrimitiveInfo> conv1d_primitives() {

@@ -521,7 +521,10 @@ Tensor Tensor::flatten(int64_t start_axis) const {
   const int ax = normalize_axis(start_axis, std::max(dim(), 1), "flatten");
   Shape s;
   for (int i = 0; i < ax; ++i) s.push_back(shape()[i]);
-  s.push_back(-1);
+  // The size itself, not -1: with a leading 0 (an empty batch), -1 could be any size.
+  int64_t rest = 1;
+  for (int i = ax; i < dim(); ++i) rest *= shape()[i];
+  s.push_back(rest);
   return reshape(s);
 }
 

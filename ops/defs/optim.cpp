@@ -35,8 +35,10 @@ void check_groups(const char* op, std::span<const Tensor> in, int n, int groups)
     defs::require_float(op, in[i]);
     for (int g = 1; g < groups; ++g) {
       const Tensor& t = in[g * n + i];
-      ENCORE_CHECK(t.shape() == in[i].shape() && t.dtype() == in[i].dtype(), ShapeError, "[", op,
-                   "] tensor ", describe(t), " does not match parameter ", i, " ", describe(in[i]));
+      ENCORE_CHECK(t.shape() == in[i].shape(), ShapeError, "[", op, "] tensor ", describe(t),
+                   " does not match the shape of parameter ", i, " ", describe(in[i]));
+      ENCORE_CHECK(t.dtype() == in[i].dtype(), DTypeError, "[", op, "] tensor ", describe(t),
+                   " does not match the dtype of parameter ", i, " ", describe(in[i]));
     }
     ENCORE_CHECK(in[i].is_contiguous(), ValueError, "[", op, "] parameter ", i, " ",
                  describe(in[i]), " must be contiguous");

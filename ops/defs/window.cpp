@@ -145,6 +145,19 @@ Scalar lowest(DType d) {
   }
 }
 
+// x's shape with `before` and `after` steps added along `axis`, checked for `op` (which the
+// pads inside pooling would otherwise report as their own fill's error).
+Shape padded_shape(const char* op, const Tensor& x, int axis, int64_t before, int64_t after) {
+  Shape s = x.shape();
+  bool fits = !__builtin_add_overflow(s[axis], before, &s[axis]) &&
+              !__builtin_add_overflow(s[axis], after, &s[axis]);
+  for (int64_t i = 0, n = 1; fits && i < s.size(); ++i)
+    fits = s[i] == 0 || (!__builtin_mul_overflow(n, s[i], &n) && n <= kMaxNumel);
+  ENCORE_CHECK(fits, ShapeError, "[", op, "] padding ", x.shape().str(), " by (", before, ", ",
+               after, ") along axis ", axis, " gives too many elements (at most 2^60 - 1)");
+  return s;
+}
+
 // A pool's (stride, left, right padding), checked: x is (batch, steps, channels), the padding
 // 'valid' or 'same', and at least one window fits.
 std::tuple<int64_t, int64_t, int64_t> pool_geometry(const char* op, const Tensor& x, int64_t pool_size,
@@ -156,6 +169,7 @@ std::tuple<int64_t, int64_t, int64_t> pool_geometry(const char* op, const Tensor
   const int64_t stride = strides.value_or(pool_size);
   const auto [l, r] = window_padding(op, x.shape()[1], pool_size, stride, 1, padding);
   window_out_length(op, x.shape()[1], pool_size, stride, 1, l, r);
+  padded_shape(op, x, 1, l, r);
   return {stride, l, r};
 }
 
@@ -238,6 +252,7 @@ Tensor pad(const Tensor& x, int64_t axis, int64_t before, int64_t after, Scalar 
   const int ax = normalize_axis(axis, x.dim(), "pad");
   value.check(x.dtype(), "pad");
   if (before == 0 && after == 0) return x;
+  padded_shape("pad", x, ax, before, after);
   std::vector<Tensor> parts;
   for (const int64_t n : {before, int64_t{-1}, after}) {
     if (n == 0) continue;

@@ -49,6 +49,17 @@ inline void expect_values(const Tensor& t, const std::vector<double>& expected, 
   for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(v[i], expected[i], tol) << "at " << i;
 }
 
+/// `f` throws an E whose message contains `needle`.
+template <class E, class F>
+void expect_throw_message(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception; expected one saying: " << needle;
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 /// |got - ref| <= tol * max(1, max |ref|), element by element.
 inline void expect_close(const Tensor& ref, const Tensor& got, double tol, const std::string& what) {
   ASSERT_TRUE(got.defined()) << what << " is undefined";

@@ -8,6 +8,7 @@
 #include "nn/layers.h"
 #include "nn/losses.h"
 #include "nn/optim.h"
+#include "ops/optim.h"
 
 namespace encore {
 namespace {
@@ -259,6 +260,29 @@ TEST(OptimizerState, LoadIsStrictAndAllOrNothing) {
   nn::SGD sgd2({w}, 0.3, {.momentum = 0.9});
   sgd2.load_state(sgd.state());
   EXPECT_DOUBLE_EQ(sgd2.lr(), 0.1);
+}
+
+TEST(OptimizerState, FollowsParametersConvertedToAnotherDtype) {
+  Tensor p = param({1, 2}, "p");
+  nn::Adam adam({p}, 0.1);
+  p.set_grad(full_like(p, 1.0f));
+  adam.step();
+  p.set_data(p.detach().to(DType::Float64));  // what Module::to(DType::Float64) does
+  p.set_grad(full_like(p, 1.0));
+  test::expect_throw_message<DTypeError>(
+      [&] { adam.step(); }, "[adam] state 'p.m' is float32 but its parameter is float64");
+  adam.match_param_dtypes();
+  adam.step();
+  EXPECT_EQ(adam.state()[0].second.dtype(), DType::Float64);
+  EXPECT_EQ(adam.iterations(), 2);
+  // The update op itself names the dtype, not the shape.
+  const Tensor w = zeros({2}, DType::Float64), m = zeros({2}, DType::Float32);
+  test::expect_throw_message<DTypeError>(
+      [&] {
+        sgd_update({&w, 1}, {&m, 1}, {&w, 1}, full({}, 0.1, DType::Float64),
+                   SgdAttrs{0.9, 0, false});
+      },
+      "does not match the dtype of parameter 0");
 }
 
 }  // namespace

@@ -289,3 +289,32 @@ def test_failed_saves_are_errors(tmp_path):
     with pytest.raises(ValueError, match="cannot rename the temporary file over it"):
         nn.save(m, tmp_path / "taken")
     assert os.listdir(tmp_path) == ["taken"]
+
+
+def test_a_nul_byte_in_a_path_is_an_error_not_a_cut(tmp_path):
+    m = small_model(1)
+    m.compile("adam", "mse")
+    path = str(tmp_path / "fresh\0.ignored")
+    calls = {
+        "save": lambda: nn.save(m, path), "load": lambda: nn.load(m, path),
+        "save_checkpoint": lambda: nn.save_checkpoint(m, path), "load_checkpoint": lambda: nn.load_checkpoint(m, path),
+        "autotune.save": lambda: encore.autotune.save(path), "autotune.load": lambda: encore.autotune.load(path),
+        "write_chrome_trace": lambda: encore.ledger.write_chrome_trace(path),
+        "model_checkpoint": lambda: encore.callbacks.ModelCheckpoint(path),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=re.escape(f"[{name}] path contains a NUL byte")):
+            call()
+    for method in (m.save_checkpoint, m.load_checkpoint):
+        with pytest.raises(ValueError, match="NUL byte"):
+            method(path)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_header_too_large_to_load_is_refused_at_save(tmp_path):
+    m = small_model(1)
+    with pytest.raises(ValueError, match=r"\[save\] the header of .* bytes, more than the 100000000 bytes load accepts"):
+        nn.save_checkpoint(m, tmp_path / "big.ck", metadata={"note": "x" * 10**8})
+    assert os.listdir(tmp_path) == []
+    nn.save_checkpoint(m, tmp_path / "ok.ck", metadata={"note": "x" * 10**6})
+    assert nn.load_checkpoint(m, tmp_path / "ok.ck")["note"] == "x" * 10**6

@@ -59,6 +59,35 @@ def test_model_form_reports_modes_and_restores_the_model():
         report["fast"]
 
 
+def test_model_form_restores_when_the_comparison_fails():
+    model = per_step_model()
+    adam = optim.Adam(model.parameters(), lr=1e-2)
+    before = [p.numpy().copy() for p in model.parameters()]
+    calls = []
+
+    def failing_loss(y, p):
+        calls.append(1)
+        if len(calls) == 4:
+            raise RuntimeError("loss failed")
+        return nn.binary_crossentropy(y, p)
+
+    with pytest.raises(RuntimeError, match="loss failed"):
+        encore.compare_modes(model=model, loss=failing_loss, optimizer=adam, data=make(6), modes=["eager"], steps=5)
+    for p, b in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.numpy(), b)
+    assert adam.iterations == 0 and all(not t.numpy().any() for n, t in adam.state().items() if n != "lr")
+
+
+def test_model_form_needs_an_optimizer_of_the_models_parameters():
+    model = per_step_model()
+    sgd = optim.SGD(model.parameters()[:2], lr=0.1)
+    with pytest.raises(ValueError, match=r"\[compare_modes\] the sgd optimizer does not hold .*'dense_1.kernel'"):
+        encore.compare_modes(model=model, loss=nn.binary_crossentropy, optimizer=sgd, data=make(6))
+    unbuilt = nn.Sequential([nn.Dense(1)])
+    with pytest.raises(ValueError, match=r"\[compare_modes\] build the model first"):
+        encore.compare_modes(model=unbuilt, loss=nn.binary_crossentropy, optimizer=sgd, data=make(6))
+
+
 def test_step_form_names_arguments_and_says_it_trains():
     model = per_step_model()
     sgd = optim.SGD(model.parameters(), lr=0.1)
@@ -99,6 +128,10 @@ def test_data_forms_and_argument_errors():
         encore.compare_modes(predict_step, make(6), modes=["traced_new_length"])
     with pytest.raises(TypeError, match="loss= and optimizer="):
         encore.compare_modes(model=model, data=make(6))
+    with pytest.raises(ValueError, match=r"\[compare_modes\] length_args\[1\] = 5 is not an index of the batch's 2"):
+        encore.compare_modes(predict_step, make, length=6, modes=["bucket"], buckets=[8], length_args=[0, 5])
+    with pytest.raises(ValueError, match="mode 'traced_new_length' needs length_args"):
+        encore.compare_modes(predict_step, make, length=6, modes=["traced_new_length"], length_args=[])
 
 
 def test_plot_draws_a_png(tmp_path):

@@ -169,11 +169,64 @@ def test_compile_and_fit_errors():
         model.compile("adam", "mse", ["f1"])
     with pytest.raises(ValueError, match="compile"):
         model.compile("adam", "mse", mode="lazy")
+    with pytest.raises(TypeError, match=r"\[compile\] loss must be a name or a function .* got int"):
+        model.compile("adam", 5)
+    with pytest.raises(TypeError, match=r"\[compile\] a metric must be a name or a function .* got NoneType"):
+        model.compile("adam", "mse", ["mae", None])
     model.compile("adam", "mse")
     with pytest.raises(encore.ShapeError):
         model.fit(x, y[:4], verbose=0)
     with pytest.raises(ValueError, match="validation_split"):
         model.fit(x, y, validation_split=1.0, verbose=0)
+
+
+def test_compile_refuses_an_optimizer_without_the_models_parameters():
+    x, y = make_data(8)
+    model = nn.Sequential([nn.Dense(1)])
+    model.build((1, 4))
+    stray = encore.ones(1, requires_grad=True)
+    with pytest.raises(ValueError, match=r"\[compile\] the sgd optimizer does not hold .*'dense.kernel', 'dense.bias'"):
+        model.compile(optim.SGD([stray], lr=0.5), "mse")
+    with pytest.raises(ValueError, match=r"parameter 'dense.bias':"):
+        model.compile(optim.SGD(model.parameters()[:1], lr=0.5), "mse")
+    # Compiled before build: checked once the first batch has built the model.
+    lazy = nn.Sequential([nn.Dense(1)])
+    lazy.compile(optim.SGD([stray], lr=0.5), "mse")
+    with pytest.raises(ValueError, match=r"\[fit\] the sgd optimizer does not hold"):
+        lazy.fit(x, y, verbose=0)
+    named = nn.Sequential([nn.Dense(1)])
+    named.compile("adam", "mse")
+    named.fit(x, y, verbose=0)
+    assert named.optimizer.iterations == 1
+
+
+@pytest.mark.parametrize("mode", ["traced", "eager"])
+def test_converting_a_trained_model_converts_its_optimizer_state(tmp_path, mode):
+    x, y = make_data(40)
+    model = make_model(mode=mode)
+    model.fit(x, y, batch_size=20, verbose=0)
+    model.to("float64")
+    model.fit(x, y, batch_size=20, verbose=0)
+    assert model.optimizer.iterations == 4
+    assert {str(t.dtype) for n, t in model.optimizer.state().items() if n.endswith((".m", ".v"))} == {"float64"}
+    model.save_checkpoint(tmp_path / "ck")
+    model.load_checkpoint(tmp_path / "ck")
+    # A hand-made optimizer is told what happened, and converts on request.
+    net = nn.Sequential([nn.Dense(1)])
+    net.build((1, 4))
+    adam = optim.Adam(net.parameters(), lr=0.1)
+    for dtype in ("float32", "float64"):
+        net.to(dtype)
+        adam.zero_grad()
+        nn.mean_squared_error(encore.tensor(y.astype(dtype)), net(encore.tensor(x.astype(dtype)))).backward()
+        if dtype == "float64":
+            with pytest.raises(TypeError, match=r"\[adam\] state 'dense.kernel.m' is float32 but its parameter is float64"):
+                adam.step()
+            with pytest.raises(TypeError, match=r"\[save_checkpoint\] state 'dense.kernel.m' is float32"):
+                nn.save_checkpoint(net, tmp_path / "hand", adam)
+            adam.match_param_dtypes()
+        adam.step()
+    assert adam.iterations == 2
 
 
 class Recorder(callbacks.Callback):
@@ -211,6 +264,9 @@ def test_python_callbacks():
         "epoch_end 0 ['accuracy', 'loss']", "epoch_begin 1", "batch 0 ['accuracy', 'loss']",
         "batch 1 ['accuracy', 'loss']", "epoch_end 1 ['accuracy', 'loss']", "train_end"]
     assert h.epoch == [0, 1] and h.history["custom"] == [0.0, 1.0]
+    for junk, said in [(5, "a int"), ("x", "a str"), (None, "a NoneType"), (Recorder, "the class Recorder")]:
+        with pytest.raises(TypeError, match=rf"\[fit\] callbacks\[1\] is {said}, not a callback"):
+            model.fit(x, y, callbacks=[rec, junk], verbose=0)
 
 
 def test_early_stopping_and_checkpoints(tmp_path):
@@ -329,3 +385,22 @@ def test_optimizers_from_python():
     assert other.lr == 0.1 and other.iterations == 1
     with pytest.raises(ValueError, match="not state of this optimizer"):
         other.load_state({**adam.state(), "q.momentum": encore.zeros(1)})
+    # Values that would make the next step's weights NaN are refused, and nothing changes.
+    bad = [("step", encore.tensor(-5)), ("q.v", encore.tensor([-1.0])), ("q.m", encore.tensor([math.inf])),
+           ("lr", encore.tensor(math.nan, dtype="float64"))]
+    for key, value in bad:
+        with pytest.raises(ValueError, match=rf"\[adam\] .*{key if key != 'lr' else 'learning rate'}"):
+            other.load_state({**adam.state(), key: value})
+    assert other.iterations == 1 and other.state()["q.v"].item() > 0
+    for make, said in [(lambda: optim.SGD([q], lr=math.inf), r"\[sgd\] learning rate must be finite"),
+                       (lambda: optim.Adam([q], lr=math.nan), r"\[adam\] learning rate must be finite"),
+                       (lambda: optim.RMSprop([q], lr=-1.0), r"\[rmsprop\] learning rate"),
+                       (lambda: optim.SGD([q], momentum=-0.5), r"\[sgd\] momentum"),
+                       (lambda: optim.SGD([q], momentum=math.inf), r"\[sgd\] momentum"),
+                       (lambda: optim.Adam([q], beta1=1.0), r"\[adam\] needs 0 <= beta < 1"),
+                       (lambda: optim.AdamW([q], beta2=-0.1), r"\[adamw\] needs 0 <= beta < 1"),
+                       (lambda: optim.Adam([q], epsilon=math.inf), r"\[adam\] needs .* epsilon")]:
+        with pytest.raises(ValueError, match=said):
+            make()
+    with pytest.raises(ValueError, match=r"\[adam\] learning rate must be finite"):
+        other.lr = math.inf

@@ -31,6 +31,8 @@ def test_layers_and_losses_on_an_empty_batch():
     assert x.grad.shape == (0, 6, 3)
     assert encore.conv1d(encore.zeros(0, 5, 3), encore.ones(2, 3, 4)).shape == (0, 4, 4)
     assert nn.Dropout(0.5)(encore.zeros(0, 7)).shape == (0, 7)
+    assert nn.Flatten()(encore.randn(0, 3, 4)).shape == (0, 12)
+    assert encore.zeros(2, 0, 4).flatten(1).shape == (2, 0)
     assert nn.LSTM(3)(encore.zeros(0, 4, 2)).shape == (0, 3)
     with pytest.raises(encore.ShapeError, match="steps >= 1"):
         nn.LSTM(3)(encore.zeros(2, 0, 2))
@@ -62,6 +64,34 @@ def test_element_counts_that_overflow_are_shape_errors():
     with pytest.raises(encore.ShapeError, match="too many elements"):
         encore.zeros(1).expand(2**61)
     assert encore.zeros(2**40, 0).shape == (2**40, 0)
+
+
+def test_conv1d_with_a_stride_or_dilation_far_beyond_the_input():
+    x = encore.randn(2, 5, 3)
+    assert nn.Conv1D(4, 3, strides=2**40)(x).shape == (2, 1, 4)
+    # Causal at dilation 2**40: only the last tap reads the input (oneDNN refused the sizes, and
+    # 2**29 crashed it); the taps that read only padding are left out, exactly.
+    layer = nn.Conv1D(4, 3, dilation_rate=2**40, padding="causal", use_bias=False)
+    y = layer(x)
+    kernel = layer.parameters()[0]
+    np.testing.assert_allclose(y.numpy(), x.numpy() @ kernel.numpy()[2], rtol=1e-5, atol=1e-6)
+    y.sum().backward()
+    assert not kernel.grad.numpy()[:2].any() and kernel.grad.numpy()[2].any()
+    # Short sequences of a dilated causal stack (taps reading padding only) give the same sums.
+    w = encore.randn(3, 3, 4)
+    padded = encore.conv1d(x.pad(1, 14, 0), w, dilation=7)
+    np.testing.assert_allclose(encore.conv1d(x, w, dilation=7, padding="causal").numpy(), padded.numpy(), atol=1e-5)
+
+
+def test_padding_too_large_names_the_op_called():
+    x = encore.randn(2, 5, 3)
+    with pytest.raises(encore.ShapeError, match=r"\[max_pool1d\] padding \(2, 5, 3\) by .* too many elements"):
+        nn.MaxPooling1D(2**62, padding="same")(x)
+    with pytest.raises(encore.ShapeError, match=r"\[avg_pool1d\] padding \(2, 5, 3\)"):
+        nn.AveragePooling1D(2**62, padding="same")(x)
+    for before, after in [(2**62, 2**62), (I64.max, 1)]:
+        with pytest.raises(encore.ShapeError, match=r"\[pad\] padding \(2, 5, 3\) by .* along axis 1"):
+            x.pad(1, before, after)
 
 
 def test_slices_with_huge_steps():

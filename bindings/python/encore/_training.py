@@ -12,7 +12,8 @@ from typing import Any, Dict, Iterable, List, Optional, Union
 import numpy as np
 
 from . import _C
-from .callbacks import History
+from .callbacks import Callback, History
+from .nn import _existing_file
 
 Module = _C.Module
 
@@ -86,6 +87,22 @@ def _batches(self: Module, data: Iterable, name: str) -> _C._PythonBatches:
     return _C._PythonBatches(batches, size)
 
 
+_HOOKS = tuple(name for name in vars(Callback) if name.startswith("on_"))
+
+
+def _callbacks(callbacks: Optional[List[Any]]) -> List[Any]:
+    """The callbacks, each a built-in one, a Callback or an object with some of its hooks."""
+    callbacks = list(callbacks or [])
+    for i, cb in enumerate(callbacks):
+        if isinstance(cb, (Callback, _C._CallbackBase)):
+            continue
+        if isinstance(cb, type) or not any(callable(getattr(cb, hook, None)) for hook in _HOOKS):
+            what = f"the class {cb.__name__}" if isinstance(cb, type) else f"a {type(cb).__name__}"
+            raise TypeError(f"[fit] callbacks[{i}] is {what}, not a callback (an encore.callbacks.Callback "
+                            f"instance, or an object with some of its methods: {', '.join(_HOOKS)})")
+    return callbacks
+
+
 def _data(self: Module, x: Any, y: Any, batch_size: int, name: str):
     if y is None and x is not None and not _is_array(x):
         return _batches(self, x, name)
@@ -145,7 +162,7 @@ def fit(self: Module, x: Any = None, y: Any = None, batch_size: int = 32, epochs
             validation = _batches(self, validation_data, "fit")
     model.set_output(_write, _interactive())
     history, epochs_run, cost = model.fit(tx, ty, batch_size, epochs, initial_epoch, shuffle, seed,
-                                          validation_split, validation, list(callbacks or []), verbose)
+                                          validation_split, validation, _callbacks(callbacks), verbose)
     return History(history, epochs_run, cost)
 
 
@@ -206,9 +223,7 @@ def load_checkpoint(self: Module, path: Union[str, "os.PathLike[str]"]) -> None:
     """Restores a checkpoint, all or nothing (the model must be built, and compiled with an
     optimizer of the same kind to restore the optimizer). Resume with
     ``fit(..., initial_epoch=model.epoch)``."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
+    path = _existing_file(path)
     model = self.__dict__.get("_model")
     if model is not None and model.compiled:
         model.load_checkpoint(path)

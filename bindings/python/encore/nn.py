@@ -123,6 +123,15 @@ def save(model: Module, path: Union[str, "os.PathLike[str]"]) -> None:
     _C.save_module(model, os.fspath(path))
 
 
+def _existing_file(path: Union[str, "os.PathLike[str]"]) -> str:
+    """os.fspath(path), after checking that the file exists (FileNotFoundError, as open()
+    raises). A path with a NUL byte goes on to the loader, whose error names it."""
+    path = os.fspath(path)
+    if "\0" not in os.fsdecode(path) and not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    return path
+
+
 def load(model: Module, path: Union[str, "os.PathLike[str]"]) -> Module:
     """Loads the safetensors file ``path`` into ``model``'s parameters and buffers in place and returns the
     model. All or nothing: the file must hold every parameter exactly once with its shape and
@@ -130,10 +139,7 @@ def load(model: Module, path: Union[str, "os.PathLike[str]"]) -> Module:
     error (ValueError, or encore.ShapeError for a shape mismatch) the model is unchanged.
     Raises FileNotFoundError when ``path`` does not exist. Files in encore's former format of
     its own are no longer read."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-    _C.load_module(model, path)
+    _C.load_module(model, _existing_file(path))
     return model
 
 
@@ -151,7 +157,4 @@ def load_checkpoint(model: Module, path: Union[str, "os.PathLike[str]"], optimiz
     """Restores what :func:`save_checkpoint` wrote, all or nothing: on any error (missing,
     truncated, corrupt or mismatched file, another optimizer kind) nothing changes. Returns the
     file's metadata."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-    return _C.load_checkpoint(model, path, optimizer)
+    return _C.load_checkpoint(model, _existing_file(path), optimizer)
