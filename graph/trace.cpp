@@ -318,6 +318,11 @@ std::optional<graph::RetraceCause> TracedFunction::stale_reason(const Entry& e) 
   for (const GradGuard& g : e.grad_guards)
     if (g.leaf.expired())
       return make_cause(K::GradState, "", "a tensor whose gradient the function read no longer exists");
+  // The count only grows: a graph built from a module's former parts never serves again.
+  for (const GenerationGuard& g : e.generation_guards) {
+    const std::shared_ptr<const Generation> generation = g.generation.lock();
+    if (generation && generation->peek() != g.count) return make_cause(K::ModuleChanged, generation->label());
+  }
   return std::nullopt;
 }
 
@@ -345,10 +350,7 @@ std::optional<graph::RetraceCause> TracedFunction::guard_reason(const Entry& e) 
       return make_cause(K::ModuleMode, flag->label(), "", mode(f.value), mode(flag->peek()));
     }
   }
-  for (const GenerationGuard& g : e.generation_guards) {
-    const std::shared_ptr<const Generation> generation = g.generation.lock();
-    if (generation && generation->peek() != g.count) return make_cause(K::ModuleChanged, generation->label());
-  }
+
   return std::nullopt;
 }
 
@@ -706,6 +708,14 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args
     throw;
   }
   log.swap();
+  // Replays return copies (Plan::outputs), so the call that traced does too: the function's
+  // own results may be captured state or views of it, and a write to one changed the model
+  // on this call only.
+  if (!options_.alias_outputs) {
+    const NoGradGuard no_grad;
+    for (Tensor& t : out)
+      if (t.defined()) t = t.detach().clone();
+  }
   return out;
 }
 

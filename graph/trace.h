@@ -37,7 +37,8 @@
 //  - A tensor made inside the trace must not outlive it outside the function (stored in an
 //    attribute, or state created while tracing): that is an error naming the tensor. Return
 //    it instead.
-//  - Outputs are fresh copies by default. With `alias_outputs` they are views of the Plan's
+//  - Outputs are fresh copies by default, on the call that traces too (never the function's
+//    own tensors, which may be captured state). With `alias_outputs` they are views of the Plan's
 //    buffers: no copy, but the next replay of the same signature overwrites them.
 //  - Dropout and other random ops advance their generator inside the graph: every replay
 //    draws fresh values, identical to an eager run from the same seed.

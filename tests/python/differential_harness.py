@@ -91,6 +91,9 @@ class Run:
         self.watched = {}
         self.out = None
         self.kept = []  # every returned value, for re-reading later
+        # Children or parameters set or removed (swap_layer): a module's guard retraces after any
+        # such change, even one that restores an earlier structure.
+        self.structure_changes = 0
         self._aliased = set()  # functions whose outputs the next replay may overwrite
         self._seen = {}  # traced function -> signatures it has been called with
         self._retrace = None
@@ -155,7 +158,7 @@ class Run:
                 state.append(module_modes(obj))
             elif isinstance(obj, optim.Optimizer):
                 state.append(tuple(sorted(obj.state())))
-        return (tuple(parts), encore.is_grad_enabled(), encore.is_training(), tuple(state))
+        return (tuple(parts), encore.is_grad_enabled(), encore.is_training(), tuple(state), self.structure_changes)
 
     @contextlib.contextmanager
     def action(self, label):

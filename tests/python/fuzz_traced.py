@@ -764,7 +764,7 @@ def render_action(i: int, act: dict, prog: dict) -> list:
         module = "model" if act["target"] == "model" else f"model[{act['target']} % len(model)]"
         body = [f"{module}.train({act['on']})" if act["on"] else f"{module}.eval()"]
     elif do == "swap_layer":
-        body = ["swap_layer(model)"]
+        body = ["swap_layer(model)", "run.structure_changes += 1"]
     elif do == "freeze":
         body = [f"{param(act['index'])}.requires_grad = {act['on']}"]
     elif do == "set_data":

@@ -250,6 +250,29 @@ def test_a_traced_function_retraces_when_a_module_it_ran_changes():
     assert f(x).tolist() == m(x).tolist() and f.stats["traces"] == 3
     f(x)
     assert f.stats["traces"] == 3  # unchanged since: replayed
+    g = encore.trace(lambda x: m(x), max_cached=2)
+    for _ in range(5):
+        m.head, old = old, m.head
+        assert g(x).tolist() == m(x).tolist()
+    assert g.stats["traces"] == 5 and g.stats["evictions"] == 0  # a graph of former parts is dropped, not kept
+
+
+def test_the_call_that_traces_returns_copies_as_replays_do():
+    held = {"state": encore.zeros(3)}
+    state = held["state"]
+
+    def f(x):
+        with encore.no_grad():
+            held["state"] += x  # in place (no grad): the captured buffer is written
+        return held["state"][0:2], held["state"]
+
+    t = encore.trace(f)
+    for _ in range(3):
+        view, whole = t(encore.ones(3))
+        with encore.no_grad():
+            view *= 0.0  # a copy on every call: the captured state is not written
+        assert not whole.requires_grad and whole.data_ptr() != state.data_ptr()
+    assert state.tolist() == [3.0, 3.0, 3.0]
 
 
 def test_module_modes():
