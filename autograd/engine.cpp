@@ -89,19 +89,24 @@ void take_sole_owned(Node& node, std::vector<std::shared_ptr<Node>>& out) {
 }  // namespace
 
 Node::~Node() {
-  // The outermost ~Node on the thread frees the nodes the inner ones hand it; the list keeps
-  // its capacity, so an eager step's frees allocate nothing.
-  thread_local std::vector<std::shared_ptr<Node>> pending;
-  thread_local bool freeing = false;
+  // The outermost ~Node on the thread frees, in a loop, the nodes the inner ones hand it: one
+  // list per freed graph. A plain pointer, not a thread_local vector, which thread exit could
+  // destroy before a Node that another thread_local or static still holds.
+  thread_local std::vector<std::shared_ptr<Node>>* outer = nullptr;
+  if (outer) {
+    take_sole_owned(*this, *outer);
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> pending;
   take_sole_owned(*this, pending);
-  if (freeing) return;
-  freeing = true;
+  if (pending.empty()) return;
+  outer = &pending;
   while (!pending.empty()) {
     std::shared_ptr<Node> n = std::move(pending.back());
     pending.pop_back();
     n.reset();  // its ~Node adds the nodes it alone kept alive
   }
-  freeing = false;
+  outer = nullptr;
 }
 
 void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,

@@ -350,7 +350,6 @@ std::optional<graph::RetraceCause> TracedFunction::guard_reason(const Entry& e) 
       return make_cause(K::ModuleMode, flag->label(), "", mode(f.value), mode(flag->peek()));
     }
   }
-
   return std::nullopt;
 }
 

@@ -331,6 +331,7 @@ class TestGeometry:
         with pytest.raises(encore.ShapeError, match=r"\[view\] cannot view .* without copying: use reshape"):
             w.T.view(6)  # its writes would have gone to a copy
         assert w.T.reshape(6).tolist() == [9, 3, 1, 4, 2, 5]
+        assert encore.zeros(0, 3).T.view(3, 0).shape == (3, 0)  # nothing to copy: a view of nothing
         assert m.T.shape == (3, 2) and m.T.tolist() == [[0, 3], [1, 4], [2, 5]]
         assert m.transpose(0, 1).tolist() == m.T.tolist()
         c = encore.zeros(2, 3, 4)
