@@ -231,6 +231,11 @@ struct OpDef {
   /// A backend's fast path (cuDNN's or oneDNN's RNN) runs on these DeviceTypes only (bit per
   /// type) and has kernels there alone; 0: an ordinary op, on every backend.
   uint8_t backends = 0;
+  /// The op acts outside the process (a collective, I/O): it runs exactly once per call of
+  /// the code that calls it, eager or traced, on every rank, and never in a run the runtime
+  /// makes on its own (bucket probes, retrace-warning probes, any second pass). See "Effects"
+  /// in docs/ARCHITECTURE.md.
+  bool external_effect = false;
   const AttrType* attrs = nullptr;  // &attrs_of<...>; null: the op takes none
   InferFn infer = nullptr;
   BackwardFn backward = nullptr;  // null: not differentiable
