@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/cpu_info.h"
+#include "core/ledger.h"
 #include "helpers.h"
 #include "ops/build_info.h"
 #include "ops/cpu/gemm.h"
@@ -89,6 +90,8 @@ TEST(Gemm, ShowConfigNamesEachPathsKernelAndIsa) {
   for (const char* expected : {"\nkernels:\n  CPU: ", "\n  GEMM, OpenBLAS core ", "\n  GEMM, oneDNN "})
     EXPECT_NE(config.find(expected), std::string::npos) << expected << " in\n" << config;
   EXPECT_NE(config.find(std::string("(") + name(cpu_info().isa) + ")"), std::string::npos) << config;
+  const std::string table = Ledger::global().table();
+  EXPECT_NE(table.find("\ngemm_kernels       OpenBLAS " + cpu::blas_core().core + " ("), std::string::npos) << table;
 }
 
 TEST(Gemm, CpuInfoGivesAPeak) {
