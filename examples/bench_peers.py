@@ -19,8 +19,10 @@ per model; --json writes the rows.
                                                       # a step per runner)
   options: --threads 2 --steps 10 --warmup 2 --no-torch --no-compile --json out.json
 
-PyTorch is no dependency of encore: without it (or with --no-torch) only encore runs. Its
-models are written the way PyTorch runs them fastest: channels-first convolutions on data
+PyTorch and JAX are no dependencies of encore: each runs where it is installed (--no-torch,
+--no-jax leave them out; e.g. a venv with the PyPI wheels and encore on PYTHONPATH). JAX's step
+is one jax.jit of forward, gradients and Adam; XLA's CPU pool has one thread per core (2 here:
+--threads does not reach it). PyTorch's models are written the way PyTorch runs them fastest: channels-first convolutions on data
 transposed once outside the step, the LSTM with one input GEMM and `unbind` over the steps.
 """
 
