@@ -3,6 +3,7 @@
 
 #include "bindings.h"
 #include "core/allocator.h"
+#include "core/cpu_info.h"
 #include "ops/autotune.h"
 #include "ops/conv.h"
 
@@ -185,6 +186,22 @@ void init_runtime(py::module_& m) {
   m.def("version", &encore::version, "encore's version: that of the C++ library.");
   m.def("show_config", &encore::show_config,
         "encore's version and build, its libraries' versions, thread counts and backends.");
+  m.def(
+      "cpu_info",
+      [] {
+        const CpuInfo& c = cpu_info();
+        py::dict d;
+        d["model"] = c.model;
+        d["vendor"] = c.vendor;
+        d["isa"] = name(c.isa);
+        d["ghz"] = c.ghz;
+        d["flops_per_cycle"] = c.flops_per_cycle;
+        d["peak_basis"] = c.peak_basis;
+        return d;
+      },
+      "The CPU as encore reads it (cpuid, /proc/cpuinfo): model, vendor, vector ISA, clock in GHz, "
+      "float32 FMA flops per cycle and core, and how that was derived. The theoretical peak of n "
+      "cores is ghz * flops_per_cycle * n GFLOP/s.");
   m.def("set_num_threads", &set_num_threads, py::arg("n"),
         "Threads of the CPU kernels: oneDNN and BLAS share one OpenMP pool of this size.");
   m.def("num_threads", &num_threads,

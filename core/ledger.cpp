@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/allocator.h"
+#include "core/cpu_info.h"
 #include "core/error.h"
 #include "core/threads.h"
 
@@ -162,7 +163,7 @@ std::string Ledger::table() const {
   char line[128];
   std::snprintf(line, sizeof line, "%-18s %16s\n%-18s %16d\n", "counter", "value", "cpu_threads",
                 num_threads());
-  s << line;
+  s << line << "gemm_kernels       " << cpu::kernels_summary() << "\n";
   if (const size_t cached = cpu_cached_bytes()) {
     std::snprintf(line, sizeof line, "%-18s %16zu\n", "host_cached_bytes", cached);
     s << line;

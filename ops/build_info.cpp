@@ -11,6 +11,7 @@
 
 #include "core/backend.h"
 #include "core/threads.h"
+#include "ops/cpu/gemm.h"
 
 
 namespace encore {
@@ -67,7 +68,9 @@ std::string show_config() {
       << dnnl_runtime_name(dnnl->cpu_runtime) << ")\n"
       << "  BLAS: " << openblas_get_config() << " (core " << openblas_get_corename() << ", "
       << openblas_parallel_name(openblas_get_parallel()) << ")\n"
-      << "  zlib " << zlibVersion() << "\n";
+      << "  zlib " << zlibVersion() << "\n"
+      << "kernels:\n"
+      << cpu::describe_gemm();
   Backend* cuda = backend(DeviceType::CUDA);
   if (cuda) out << cuda->describe_libraries();
 

@@ -44,6 +44,7 @@ from ._C import (
     allow_tf32,
     as_tensor,
     bucket,
+    cpu_info,
     default_generator,
     exact,
     flush_denormal,
@@ -83,7 +84,7 @@ __version__ = _C.version()
 __all__ = sorted([
     "BackendError", "DType", "DTypeError", "Device", "DeviceError", "Error", "Generator", "callbacks", "data",
     "InvalidValueError", "OutOfMemoryError", "RetraceWarning", "ShapeError", "ShapePolicy", "Tensor",
-    "UnsupportedError", "allow_tf32", "as_tensor", "autotune", "bucket", "compare_modes", "cuda", "default_generator",
+    "UnsupportedError", "allow_tf32", "as_tensor", "autotune", "bucket", "compare_modes", "cpu_info", "cuda", "default_generator",
     "enable_grad", "exact", "float32", "float64", "flush_denormal", "from_dlpack", "from_numpy",
     "int32", "int64", "is_grad_enabled", "is_training", "ledger", "manual_seed", "nn", "no_grad",
     "optim", "release_cached_memory", "set_allow_tf32", "set_flush_denormal", "set_grad_enabled", "set_training", "tensor",
