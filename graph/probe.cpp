@@ -275,22 +275,18 @@ class Probe {
   std::vector<std::string> output_why_, state_why_;
 };
 
-// The unpadded graph the bucket is compared with: the function traced on the call cut to a
-// shorter length `kept` (the call's own when it was padded, else half way into the bucket). A
-// length the function refuses (eager would) is not served by the bucket: `shortest` moves past
-// it and the next candidate is tried.
+// The unpadded graph the bucket is compared with: the function traced on the call cut to the
+// shortest length the bucket serves (the most padding: a count of the steps or a strided window's
+// ceil differs most there). A length the function refuses (eager would) is not served by the
+// bucket: `shortest` moves past it and a longer one is tried.
 std::optional<Graph> Probe::unpadded_graph(int64_t& shortest, int64_t& kept) {
-  std::vector<int64_t> tried;
   for (int attempt = 0; attempt < 3 && shortest < b_.bucket; ++attempt) {
-    kept = b_.length >= shortest && b_.length < b_.bucket && attempt == 0
-               ? b_.length
-               : b_.bucket - std::max<int64_t>(1, (b_.bucket - shortest + 1) / 2);
-    if (std::find(tried.begin(), tried.end(), kept) != tried.end()) kept = b_.bucket - 1;
-    tried.push_back(kept);
+    kept = attempt == 0 ? shortest : attempt == 1 ? (shortest + b_.bucket - 1) / 2 : b_.bucket - 1;
+    kept = std::max(kept, shortest);
     try {
       return p_.trace_unpadded(unpadded_args(b_, *p_.policy, kept));
     } catch (const std::exception&) {  // an encore error, or one a Python function raised on it
-      shortest = std::max(shortest, kept + 1);
+      shortest = kept + 1;
     }
   }
   shortest = std::max(shortest, b_.bucket);
@@ -313,9 +309,12 @@ ProbeResult Probe::run_all(int64_t shortest) {
   states_.add(g_, b_, *p_.policy);
   if (reference) states_.add(*reference, b_, *p_.policy);
   // Two lengths (different amounts of padding), so that an output whose length does not shrink
-  // one for one with the input's (a strided window) cannot pass by chance.
-  std::vector<int64_t> lengths = {b_.bucket - std::max<int64_t>(1, (b_.bucket - shortest + 1) / 2)};
-  if (b_.length >= shortest && b_.length < b_.bucket && b_.length != lengths[0]) lengths.push_back(b_.length);
+  // one for one with the input's (a strided window) cannot pass by chance: the unpadded graph's
+  // (else half way into the bucket), and the call's own (else half way).
+  const int64_t half = b_.bucket - std::max<int64_t>(1, (b_.bucket - shortest + 1) / 2);
+  std::vector<int64_t> lengths = {reference ? reference_kept : half};
+  const int64_t second = b_.length >= shortest && b_.length < b_.bucket ? b_.length : half;
+  if (second != lengths[0]) lengths.push_back(second);
   try {
     for (size_t l = 0; l < lengths.size(); ++l) compare_fills(lengths[l], l == 0);
     if (unpadded)
