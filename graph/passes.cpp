@@ -145,7 +145,8 @@ void restore_written_constants(Graph& g) {
     if (owned || buf.nbytes == 0) continue;
     // Byte-for-byte: a view of whole 4-byte words (every dtype's size is a multiple of 4).
     const Shape words{static_cast<int64_t>(buf.nbytes / 4)};
-    const Tensor live = Tensor::make_view(buf.storage, words, contiguous_strides(words), 0, DType::Int32);
+    const Tensor live =
+        Tensor::make_view(buf.storage, words, contiguous_strides(words), 0, DType::Int32);
     const Tensor snapshot = live.clone();
     Buffer snap;
     snap.kind = BufferKind::External;
@@ -154,7 +155,8 @@ void restore_written_constants(Graph& g) {
     snap.storage = snapshot.storage();
     snap.label = buf.label + ".initial";
     const Value dst{b, 0, words, contiguous_strides(words), DType::Int32};
-    const Value src{static_cast<uint32_t>(g.buffers.size()), 0, words, contiguous_strides(words), DType::Int32};
+    const Value src{static_cast<uint32_t>(g.buffers.size()), 0, words, contiguous_strides(words),
+                    DType::Int32};
     g.buffers.push_back(std::move(snap));
     restores.push_back({&copy_inplace_op_def(), {}, {dst, src}, {}});
   }

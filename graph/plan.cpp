@@ -192,16 +192,21 @@ void Plan::write_back(const std::vector<Tensor>& args) const {
   }
 }
 
-std::optional<std::vector<Tensor>> Plan::copies_of_own_memory(const std::vector<Tensor>& args) const {
+std::optional<std::vector<Tensor>> Plan::copies_of_own_memory(
+    const std::vector<Tensor>& args) const {
   std::optional<std::vector<Tensor>> copies;
   for (size_t k = 0; k < args.size(); ++k) {
     const Storage* s = args[k].storage().get();
-    if (std::none_of(arenas_.begin(), arenas_.end(), [&](const auto& a) { return a.get() == s; })) continue;
-    const bool written = std::find(written_inputs_.begin(), written_inputs_.end(), static_cast<int>(k)) !=
-                         written_inputs_.end();
-    ENCORE_CHECK(!written, ValueError, "[trace] argument ", k, " '", graph_.buffers[graph_.inputs[k].buffer].label,
-                 "' is an output of this traced function's previous replay (alias_outputs), which the function writes "
-                 "in place: the replay overwrites that memory while it runs. Pass a copy (clone()) instead");
+    if (std::none_of(arenas_.begin(), arenas_.end(), [&](const auto& a) { return a.get() == s; }))
+      continue;
+    const bool written = std::find(written_inputs_.begin(), written_inputs_.end(),
+                                   static_cast<int>(k)) != written_inputs_.end();
+    ENCORE_CHECK(
+        !written, ValueError, "[trace] argument ", k, " '",
+        graph_.buffers[graph_.inputs[k].buffer].label,
+        "' is an output of this traced function's previous replay (alias_outputs), which the "
+        "function writes "
+        "in place: the replay overwrites that memory while it runs. Pass a copy (clone()) instead");
     if (!copies) copies = args;
     (*copies)[k] = copy_with_layout(args[k]);
   }

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -67,7 +67,9 @@ double tolerance(const Graph& g) {
   return 1e-10;
 }
 
-bool is_padded(const ShapePolicy& p, int arg) { return std::find(p.args.begin(), p.args.end(), arg) != p.args.end(); }
+bool is_padded(const ShapePolicy& p, int arg) {
+  return std::find(p.args.begin(), p.args.end(), arg) != p.args.end();
+}
 
 // A buffer the probe compares: captured state that a graph writes (seen as whole 4-byte words,
 // every dtype's size being a multiple of 4, restored before each run), or an argument written in
@@ -111,7 +113,8 @@ class States {
       w.label = buf.label;
       for (const Node& n : g.nodes)
         for (size_t j = 0; j < n.in.size(); ++j)
-          if (n.in[j].buffer == k && n.op->writes(static_cast<int>(j), static_cast<int>(n.in.size()), n.attrs))
+          if (n.in[j].buffer == k &&
+              n.op->writes(static_cast<int>(j), static_cast<int>(n.in.size()), n.attrs))
             w.writer = n.op->name;
       all_.push_back(std::move(w));
     }
@@ -127,7 +130,8 @@ class States {
   std::vector<Tensor> read(const std::vector<Tensor>& inputs) const {
     std::vector<Tensor> v;
     for (const Written& w : all_)
-      v.push_back(w.input >= 0 ? inputs[w.input].clone() : (w.values.defined() ? w.values : w.words).clone());
+      v.push_back(w.input >= 0 ? inputs[w.input].clone()
+                               : (w.values.defined() ? w.values : w.words).clone());
     return v;
   }
   const std::vector<Written>& all() const { return all_; }
@@ -161,7 +165,8 @@ Run run(Plan& plan, std::vector<Tensor> inputs, States& states) {
 
 // The padded graph's inputs at length `kept`: the call's values on the first `kept` positions of
 // the padded arguments, then `fill`; the length input says `kept`.
-std::vector<Tensor> padded_inputs(const BucketedCall& b, const ShapePolicy& policy, int64_t kept, int which) {
+std::vector<Tensor> padded_inputs(const BucketedCall& b, const ShapePolicy& policy, int64_t kept,
+                                  int which) {
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < b.args.size(); ++i) {
     const Tensor* t = std::get_if<Tensor>(&b.args[i]);
@@ -173,7 +178,8 @@ std::vector<Tensor> padded_inputs(const BucketedCall& b, const ShapePolicy& poli
     } else {
       Shape fs = t->shape();
       fs[b.axis] = b.bucket - kept;
-      inputs.push_back(concat({t->slice(b.axis, 0, kept), full(fs, fill_value(t->dtype(), which), t->dtype(), t->device())},
+      inputs.push_back(concat({t->slice(b.axis, 0, kept),
+                               full(fs, fill_value(t->dtype(), which), t->dtype(), t->device())},
                               b.axis));
     }
   }
@@ -206,7 +212,8 @@ void overwrite_padding(Graph& g, std::vector<Node>& nodes, const Registered& r, 
     b.device = device;
     b.label = detail::cat("%", g.buffers.size(), ".probe");
     g.buffers.push_back(std::move(b));
-    return Value{static_cast<uint32_t>(g.buffers.size() - 1), 0, v.shape, contiguous_strides(v.shape), v.dtype};
+    return Value{static_cast<uint32_t>(g.buffers.size() - 1), 0, v.shape,
+                 contiguous_strides(v.shape), v.dtype};
   };
   Value src = v;
   if (!is_contiguous(v.shape, v.strides)) {
@@ -219,7 +226,8 @@ void overwrite_padding(Graph& g, std::vector<Node>& nodes, const Registered& r, 
 }
 
 bool same_value(const Value& a, const Value& b) {
-  return a.buffer == b.buffer && a.offset == b.offset && a.shape == b.shape && a.strides == b.strides;
+  return a.buffer == b.buffer && a.offset == b.offset && a.shape == b.shape &&
+         a.strides == b.strides;
 }
 
 // The graph as a probe runs it: the padded entries of each registered internal result overwritten
@@ -234,7 +242,9 @@ Graph runnable(const Graph& recorded, const std::vector<Registered>& registered,
   for (const Registered& r : registered) {
     if (which < 0 || !r.overwrite || r.axis >= r.value.shape.size()) continue;
     while (next < r.node && next < g.nodes.size()) nodes.push_back(std::move(g.nodes[next++]));
-    if (std::any_of(done.begin(), done.end(), [&](const Value& v) { return same_value(v, r.value); })) continue;
+    if (std::any_of(done.begin(), done.end(),
+                    [&](const Value& v) { return same_value(v, r.value); }))
+      continue;
     done.push_back(r.value);
     overwrite_padding(g, nodes, r, fill_value(r.value.dtype, which));
   }
@@ -296,15 +306,18 @@ std::optional<Graph> Probe::unpadded_graph(int64_t& shortest, int64_t& kept) {
 ProbeResult Probe::run_all(int64_t shortest) {
   int64_t reference_kept = 0;
   std::optional<Graph> reference;
-  if (!p_.exact_in_distribution_only && p_.trace_unpadded) reference = unpadded_graph(shortest, reference_kept);
+  if (!p_.exact_in_distribution_only && p_.trace_unpadded)
+    reference = unpadded_graph(shortest, reference_kept);
   if (shortest >= b_.bucket) return {trims_, shortest};  // no length it serves is padded
   std::unique_ptr<Plan> unpadded;
   try {
     if (reference) unpadded = std::make_unique<Plan>(runnable(*reference, {}, -1));
-    for (int which = 0; which < kFills; ++which) plans_.push_back(std::make_unique<Plan>(runnable(g_, p_.registered, which)));
+    for (int which = 0; which < kFills; ++which)
+      plans_.push_back(std::make_unique<Plan>(runnable(g_, p_.registered, which)));
   } catch (const UnsupportedError& e) {
-    throw ValueError(detail::cat("[trace] ", p_.policy->str(), " of '", p_.name, "' cannot be probed for exactness: ",
-                                 e.what(), ". Trace exactly (the default policy)"));
+    throw ValueError(detail::cat("[trace] ", p_.policy->str(), " of '", p_.name,
+                                 "' cannot be probed for exactness: ", e.what(),
+                                 ". Trace exactly (the default policy)"));
   }
   states_.add(g_, b_, *p_.policy);
   if (reference) states_.add(*reference, b_, *p_.policy);
@@ -340,7 +353,8 @@ void Probe::compare_fills(int64_t kept, bool first) {
   for (size_t i = 0; i < g_.outputs.size(); ++i) output_changes(i, runs, kept, first);
   state_why_.resize(states_.all().size());
   for (size_t k = 0; k < states_.all().size(); ++k)
-    if (!same_bits(runs[0].states[k], runs[1].states[k]) || !same_bits(runs[0].states[k], runs[2].states[k]))
+    if (!same_bits(runs[0].states[k], runs[1].states[k]) ||
+        !same_bits(runs[0].states[k], runs[2].states[k]))
       state_why_[k] = "changes with the padding";
 }
 
@@ -355,7 +369,8 @@ void Probe::output_changes(size_t i, const Run (&runs)[kFills], int64_t kept, bo
   const Shape& shape = g_.outputs[i].shape;
   if (const Trim& k = known_[i]; k.axis >= 0) {
     const int64_t valid = k.size(kept);
-    if (valid < 0 || valid > shape[k.axis] || !agree([&](const Tensor& t) { return t.slice(k.axis, 0, valid); }))
+    if (valid < 0 || valid > shape[k.axis] ||
+        !agree([&](const Tensor& t) { return t.slice(k.axis, 0, valid); }))
       output_why_[i] = "changes with the padding";
     return;
   }
@@ -368,11 +383,13 @@ void Probe::output_changes(size_t i, const Run (&runs)[kFills], int64_t kept, bo
     for (int a = 0; a < shape.size(); ++a)
       if (a != b_.axis) axes.push_back(a);
     for (int a : axes) {
-      if (shape[a] <= tail) continue;  // real positions remain on an axis derived from the padded one
+      if (shape[a] <= tail)
+        continue;  // real positions remain on an axis derived from the padded one
       // The padding starts exactly `tail` positions before the end (not earlier, as after a
       // strided window, where trimming `tail` would cut real positions).
       if (agree([&](const Tensor& t) { return t.slice(a, 0, shape[a] - tail); }) &&
-          !agree([&](const Tensor& t) { return t.slice(a, shape[a] - tail, shape[a] - tail + 1); })) {
+          !agree(
+              [&](const Tensor& t) { return t.slice(a, shape[a] - tail, shape[a] - tail + 1); })) {
         axis = a;
         break;
       }
@@ -398,24 +415,27 @@ void Probe::compare_unpadded(int64_t kept, Plan& unpadded, const Run& padded) {
   const Run want = run(unpadded, tensors_of(unpadded_args(b_, *p_.policy, kept)), states_);
   auto why = [&](const Tensor& got, const Tensor& expected) -> std::string {
     if (!got.defined() || !(got.shape() == expected.shape()))
-      return detail::cat("has shape ", got.defined() ? got.shape().str() : "(none)", " where the call of length ", kept,
-                         " without padding has ", expected.shape().str());
+      return detail::cat("has shape ", got.defined() ? got.shape().str() : "(none)",
+                         " where the call of length ", kept, " without padding has ",
+                         expected.shape().str());
     const double d = relative_difference(got, expected);
     if (d <= tolerance(g_)) return "";
-    if (std::isinf(d)) return detail::cat("differs from the call of length ", kept, " without padding");
+    if (std::isinf(d))
+      return detail::cat("differs from the call of length ", kept, " without padding");
     char off[32];
     std::snprintf(off, sizeof off, "%.3g%%", d * 100);
     return detail::cat("is ", off, " off the call of length ", kept, " without padding");
   };
   const size_t n = std::min(want.outputs.size(), padded.outputs.size());
   for (size_t i = 0; i < n; ++i)
-    if (output_why_[i].empty()) output_why_[i] = why(trimmed(i, padded.outputs[i], kept), want.outputs[i]);
+    if (output_why_[i].empty())
+      output_why_[i] = why(trimmed(i, padded.outputs[i], kept), want.outputs[i]);
   for (size_t k = 0; k < states_.all().size(); ++k)
     if (k < state_why_.size() && state_why_[k].empty() && states_.all()[k].callers)
       state_why_[k] = why(padded.states[k], want.states[k]);
   if (want.outputs.size() != padded.outputs.size())
-    output_why_[0] = detail::cat("the call of length ", kept, " without padding returns ", want.outputs.size(),
-                                 " outputs, not ", padded.outputs.size());
+    output_why_[0] = detail::cat("the call of length ", kept, " without padding returns ",
+                                 want.outputs.size(), " outputs, not ", padded.outputs.size());
 }
 
 std::string Probe::output_label(size_t i) const {
@@ -433,7 +453,8 @@ std::vector<std::string> Probe::spoiled() const {
   for (size_t k = 0; k < state_why_.size(); ++k) {
     if (state_why_[k].empty()) continue;
     const Written& w = states_.all()[k];
-    bad.push_back("'" + w.label + "'" + (w.writer.empty() ? "" : " (written by " + w.writer + ")") + " " + state_why_[k]);
+    bad.push_back("'" + w.label + "'" + (w.writer.empty() ? "" : " (written by " + w.writer + ")") +
+                  " " + state_why_[k]);
   }
   return bad;
 }
@@ -446,17 +467,23 @@ void Probe::refuse(const std::vector<std::string>& spoiled) const {
   std::string args;
   for (size_t i = 0; i < p_.policy->args.size(); ++i) {
     const int a = p_.policy->args[i];
-    args += (i ? ", " : "") + (static_cast<size_t>(a) < p_.arg_names.size() && !p_.arg_names[a].empty()
-                                   ? p_.arg_names[a]
-                                   : "arg " + std::to_string(a));
+    args +=
+        (i ? ", " : "") + (static_cast<size_t>(a) < p_.arg_names.size() && !p_.arg_names[a].empty()
+                               ? p_.arg_names[a]
+                               : "arg " + std::to_string(a));
   }
-  throw ValueError(detail::cat(
-      "[trace] ", p_.policy->str(), " of '", p_.name, "' cannot be exact: ", what, ". These results depend on the padding of ",
-      args, " along axis ", b_.axis, " (lengths ", b_.shortest, " to ", b_.bucket,
-      " share this bucket): something reads the padded positions (or counts them) without masking: an op or "
-      "layer of your own between the built-in layers, a reduction over that axis written with plain ops (mean, "
-      "max, softmax), a read of its last position. The built-in layers and losses mask with the call's true length "
-      "(graph/lengths.h). Trace exactly (the default policy), or mask with graph::lengths_of / mask_sequence"));
+  throw ValueError(detail::cat("[trace] ", p_.policy->str(), " of '", p_.name,
+                               "' cannot be exact: ", what,
+                               ". These results depend on the padding of ", args, " along axis ",
+                               b_.axis, " (lengths ", b_.shortest, " to ", b_.bucket,
+                               " share this bucket): something reads the padded positions (or "
+                               "counts them) without masking: an op or "
+                               "layer of your own between the built-in layers, a reduction over "
+                               "that axis written with plain ops (mean, "
+                               "max, softmax), a read of its last position. The built-in layers "
+                               "and losses mask with the call's true length "
+                               "(graph/lengths.h). Trace exactly (the default policy), or mask "
+                               "with graph::lengths_of / mask_sequence"));
 }
 
 }  // namespace
@@ -464,7 +491,8 @@ void Probe::refuse(const std::vector<std::string>& spoiled) const {
 int64_t shortest_served(const std::vector<Registered>& registered, const BucketedCall& b) {
   const int64_t shortest = std::max<int64_t>(b.shortest, 1);
   auto fails = [&](int64_t n) {
-    return std::any_of(registered.begin(), registered.end(), [&](const Registered& r) { return r.of_call && r.of_call(n) < 1; });
+    return std::any_of(registered.begin(), registered.end(),
+                       [&](const Registered& r) { return r.of_call && r.of_call(n) < 1; });
   };
   for (int64_t n = b.bucket; n >= shortest; --n)
     if (fails(n)) return n + 1;

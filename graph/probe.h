@@ -54,7 +54,7 @@ struct BucketProbe {
 };
 
 struct ProbeResult {
-  std::vector<Trim> trims;     // how to trim each output back
+  std::vector<Trim> trims;      // how to trim each output back
   int64_t shortest_served = 1;  // shorter calls are traced exactly (they do what eager does)
 };
 

@@ -33,8 +33,8 @@ constexpr int kMaxNesting = 64;
 
 struct Nesting {
   explicit Nesting(const std::string& name) {
-    ENCORE_CHECK(g_nesting < kMaxNesting, ValueError, "[trace] '", name, "' is nested more than ", kMaxNesting,
-                 " traced calls deep; does it call itself without end?");
+    ENCORE_CHECK(g_nesting < kMaxNesting, ValueError, "[trace] '", name, "' is nested more than ",
+                 kMaxNesting, " traced calls deep; does it call itself without end?");
     ++g_nesting;
   }
   ~Nesting() { --g_nesting; }
@@ -73,8 +73,9 @@ class GradUndoLog final : public GradObserver {
   std::vector<std::pair<std::shared_ptr<TensorImpl>, std::shared_ptr<TensorImpl>>> slots_;
 };
 
-graph::RetraceCause make_cause(graph::RetraceCause::Kind kind, std::string name = {}, std::string note = {},
-                               std::string old_value = {}, std::string new_value = {}) {
+graph::RetraceCause make_cause(graph::RetraceCause::Kind kind, std::string name = {},
+                               std::string note = {}, std::string old_value = {},
+                               std::string new_value = {}) {
   graph::RetraceCause c;
   c.kind = kind;
   c.arg_name = std::move(name);
@@ -91,7 +92,8 @@ std::string grad_label(const TensorImpl& leaf) {
 // Buffers only the graph holds (constants, their snapshots), not the caller's parameters.
 bool graph_owned(const graph::Buffer& b) {
   return b.kind == graph::BufferKind::External &&
-         std::none_of(b.owners.begin(), b.owners.end(), [](const graph::Owner& o) { return !o.tensor.expired(); });
+         std::none_of(b.owners.begin(), b.owners.end(),
+                      [](const graph::Owner& o) { return !o.tensor.expired(); });
 }
 
 }  // namespace
@@ -100,14 +102,16 @@ std::unique_lock<std::recursive_mutex> TracedFunction::lock_calls() {
   return std::unique_lock<std::recursive_mutex>(traced_calls_mutex());
 }
 
-TracedFunction::TracedFunction(Fn fn, TraceOptions options) : fn_(std::move(fn)), options_(std::move(options)) {
+TracedFunction::TracedFunction(Fn fn, TraceOptions options)
+    : fn_(std::move(fn)), options_(std::move(options)) {
   ENCORE_CHECK(fn_, ValueError, "[trace] no function to trace");
   ENCORE_CHECK(options_.max_cached >= 1, ValueError, "[trace] max_cached must be >= 1");
 }
 
 void TracedFunction::clear() {
   std::lock_guard lock(traced_calls_mutex());
-  ENCORE_CHECK(!active_, ValueError, "[trace] '", options_.name, "' cannot be cleared while a call to it runs");
+  ENCORE_CHECK(!active_, ValueError, "[trace] '", options_.name,
+               "' cannot be cleared while a call to it runs");
   for (const Entry& e : cache_) retire(e);
   cached_bytes_ = 0;
   cache_.clear();
@@ -117,7 +121,8 @@ void TracedFunction::clear() {
 
 std::vector<Tensor> TracedFunction::operator()(const std::vector<Arg>& call_args) {
   const Nesting nesting(options_.name);
-  if (tracing()) return fn_(call_args);  // called while another function traces: inlined into its graph
+  if (tracing())
+    return fn_(call_args);  // called while another function traces: inlined into its graph
   std::lock_guard lock(traced_calls_mutex());
   if (active_) return fn_(call_args);  // called again from its own eager first call: a plain call
   active_ = true;
@@ -150,7 +155,8 @@ TracedFunction::Call TracedFunction::signature_of(const std::vector<Arg>& call_a
     stats_.padding_elements += b.length ? n / b.length * b.pad() : 0;
   }
   if (!b.bucketed)
-    call.note = detail::cat(" (length ", b.length, " exceeds the largest bucket ", options_.shapes.sizes.back(), ")");
+    call.note = detail::cat(" (length ", b.length, " exceeds the largest bucket ",
+                            options_.shapes.sizes.back(), ")");
   if (b.length == 0) serve_exactly(call, 1);
   return call;
 }
@@ -160,8 +166,8 @@ TracedFunction::Call TracedFunction::signature_of(const std::vector<Arg>& call_a
 void TracedFunction::serve_exactly(Call& call, int64_t shortest) {
   call.bucketing = false;
   call.causes.clear();
-  call.note = detail::cat(" (length ", call.bucketed.length, " is shorter than its bucket serves, ", shortest,
-                          ": traced exactly)");
+  call.note = detail::cat(" (length ", call.bucketed.length, " is shorter than its bucket serves, ",
+                          shortest, ": traced exactly)");
 }
 
 TracedFunction::Entry* TracedFunction::lookup(Call& call) {
@@ -182,7 +188,8 @@ TracedFunction::Entry* TracedFunction::lookup(Call& call) {
       continue;
     }
     if (auto guard = guard_reason(*it)) {
-      if (call.causes.empty()) call.causes = {std::move(*guard)};  // still right for the state it was traced in
+      if (call.causes.empty())
+        call.causes = {std::move(*guard)};  // still right for the state it was traced in
       ++it;
       continue;
     }
@@ -217,11 +224,12 @@ void TracedFunction::explain_miss(Call& call) const {
     if (call.causes.empty()) call.causes = {std::move(*why)};
   }
   if (evicted) {
-    call.causes = {make_cause(K::Eviction, "",
-                              options_.max_cached_bytes
-                                  ? detail::cat("the cache holds ", options_.max_cached, " graphs and ",
-                                                options_.max_cached_bytes, " bytes")
-                                  : detail::cat("the cache holds ", options_.max_cached, " graphs"))};
+    call.causes = {
+        make_cause(K::Eviction, "",
+                   options_.max_cached_bytes
+                       ? detail::cat("the cache holds ", options_.max_cached, " graphs and ",
+                                     options_.max_cached_bytes, " bytes")
+                       : detail::cat("the cache holds ", options_.max_cached, " graphs"))};
   } else if (call.causes.empty()) {
     if (cache_.empty()) {
       call.causes = {make_cause(stats_.traces == 0 ? K::FirstCall : K::Cleared)};
@@ -235,7 +243,8 @@ void TracedFunction::explain_miss(Call& call) const {
     }
   }
   if (call.reason.empty())
-    for (size_t i = 0; i < call.causes.size(); ++i) call.reason += (i ? "; " : "") + call.causes[i].str();
+    for (size_t i = 0; i < call.causes.size(); ++i)
+      call.reason += (i ? "; " : "") + call.causes[i].str();
 }
 
 std::vector<Tensor> TracedFunction::replay_call(Entry& e, const Call& call) {
@@ -250,8 +259,10 @@ std::vector<Tensor> TracedFunction::replay_call(Entry& e, const Call& call) {
 void TracedFunction::agree(Entry& e) const {
   const graph::AgreementCheck check = graph::agreement_check();
   if (!check) return;
-  const std::string signature = e.signature.str(signature_names(e.shortest_served > 0, e.signature.args.size()));
-  const graph::EffectsDigest digest = graph::effects_digest(e.plan->graph(), options_.name, signature);
+  const std::string signature =
+      e.signature.str(signature_names(e.shortest_served > 0, e.signature.args.size()));
+  const graph::EffectsDigest digest =
+      graph::effects_digest(e.plan->graph(), options_.name, signature);
   check(digest.hash, digest.description);
   e.agreed = true;
 }
@@ -270,8 +281,10 @@ std::vector<Tensor> TracedFunction::trace_call(Call& call) {
   log.uninstall();
   log.swap();
   try {
-    Entry& e = trace(call.args(), call.reason + call.note, std::move(call.causes), call.bucketing ? &call.bucketed : nullptr);
-    if (call.bucketing && call.bucketed.length >= e.shortest_served) check_trimmed_shapes(e, out, call.bucketed);
+    Entry& e = trace(call.args(), call.reason + call.note, std::move(call.causes),
+                     call.bucketing ? &call.bucketed : nullptr);
+    if (call.bucketing && call.bucketed.length >= e.shortest_served)
+      check_trimmed_shapes(e, out, call.bucketed);
   } catch (...) {
     log.swap();
     throw;
@@ -342,7 +355,8 @@ void TracedFunction::plan(Entry& entry, graph::Graph g, TraceRecord& rec) const 
     if (b.kind != graph::BufferKind::External) continue;
     for (const graph::Owner& o : b.owners)
       if (auto owner = o.tensor.lock())
-        entry.captured.push_back({o.tensor, owner.get(), b.storage.get(), o.requires_grad, b.label});
+        entry.captured.push_back(
+            {o.tensor, owner.get(), b.storage.get(), o.requires_grad, b.label});
   }
   Ledger& ledger = Ledger::global();
   const int64_t tune_before = ledger.get(Counter::AutotuneNs);
@@ -366,8 +380,8 @@ void TracedFunction::plan(Entry& entry, graph::Graph g, TraceRecord& rec) const 
 void TracedFunction::probe(Entry& entry, const graph::Graph& recorded, Recording& recording,
                            const graph::BucketedCall& bucketed, TraceRecord& rec) {
   ScopedTimer timer(Counter::PlanNs, "probe", options_.name);
-  graph::ProbeResult r =
-      graph::probe_bucket(bucket_probe(recorded, recording, std::move(entry.trim), options_.shapes, bucketed));
+  graph::ProbeResult r = graph::probe_bucket(
+      bucket_probe(recorded, recording, std::move(entry.trim), options_.shapes, bucketed));
   entry.trim = std::move(r.trims);
   entry.shortest_served = r.shortest_served;
   rec.plan_ns += timer.stop();
@@ -379,7 +393,8 @@ TracedFunction::Entry& TracedFunction::cache(Entry entry) {
   cached_bytes_ += entry.bytes;
   cache_.push_front(std::move(entry));
   while (cache_.size() > options_.max_cached ||
-         (options_.max_cached_bytes && cached_bytes_ > options_.max_cached_bytes && cache_.size() > 1)) {
+         (options_.max_cached_bytes && cached_bytes_ > options_.max_cached_bytes &&
+          cache_.size() > 1)) {
     if (last_ == &cache_.back()) last_ = nullptr;
     retire(cache_.back());
     cached_bytes_ -= cache_.back().bytes;
@@ -399,15 +414,17 @@ void TracedFunction::check_trimmed_shapes(const Entry& e, const std::vector<Tens
   const std::vector<graph::Value>& outs = e.plan->graph().outputs;
   for (size_t i = 0; i < outs.size() && i < eager.size(); ++i) {
     Shape s = outs[i].shape;
-    if (const graph::Trim& t = e.trim[i]; t.axis >= 0) s[t.axis] = t.trimmed(s[t.axis], b.length, b.pad());
+    if (const graph::Trim& t = e.trim[i]; t.axis >= 0)
+      s[t.axis] = t.trimmed(s[t.axis], b.length, b.pad());
     if (s == eager[i].shape()) continue;
     const std::string bucket = options_.shapes.str();
     if (last_ == &cache_.front()) last_ = nullptr;
     cached_bytes_ -= cache_.front().bytes;
     cache_.pop_front();
-    throw ValueError(detail::cat("[trace] ", bucket, " of '", options_.name, "' cannot be exact: output ", i,
-                                 " has shape ", eager[i].shape().str(), " eagerly but ", s.str(),
-                                 " from the padded call (its shape depends on the padded length, not on the values)"));
+    throw ValueError(detail::cat(
+        "[trace] ", bucket, " of '", options_.name, "' cannot be exact: output ", i, " has shape ",
+        eager[i].shape().str(), " eagerly but ", s.str(),
+        " from the padded call (its shape depends on the padded length, not on the values)"));
   }
 }
 
@@ -439,11 +456,13 @@ std::optional<graph::RetraceCause> TracedFunction::stale_reason(const Entry& e) 
   }
   for (const GradGuard& g : e.grad_guards)
     if (g.leaf.expired())
-      return make_cause(K::GradState, "", "a tensor whose gradient the function read no longer exists");
+      return make_cause(K::GradState, "",
+                        "a tensor whose gradient the function read no longer exists");
   // The count only grows: a graph built from a module's former parts never serves again.
   for (const GenerationGuard& g : e.generation_guards) {
     const std::shared_ptr<const Generation> generation = g.generation.lock();
-    if (generation && generation->peek() != g.count) return make_cause(K::ModuleChanged, generation->label());
+    if (generation && generation->peek() != g.count)
+      return make_cause(K::ModuleChanged, generation->label());
   }
   return std::nullopt;
 }
@@ -453,12 +472,13 @@ std::optional<graph::RetraceCause> TracedFunction::guard_reason(const Entry& e) 
   auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
   for (const Captured& c : e.captured)
     if (c.raw->requires_grad != c.requires_grad)
-      return make_cause(K::CapturedRequiresGrad, c.label, "", flag(c.requires_grad), flag(c.raw->requires_grad));
+      return make_cause(K::CapturedRequiresGrad, c.label, "", flag(c.requires_grad),
+                        flag(c.raw->requires_grad));
   for (const GradGuard& g : e.grad_guards) {
     const TensorImpl* now = g.raw->grad.get();
     if (now == g.expected) continue;
-    graph::RetraceCause cause =
-        make_cause(K::GradState, grad_label(*g.raw), "", g.expected ? "set" : "None", now ? "set" : "None");
+    graph::RetraceCause cause = make_cause(K::GradState, grad_label(*g.raw), "",
+                                           g.expected ? "set" : "None", now ? "set" : "None");
     cause.note = !g.expected ? "was None when traced and is set now"
                  : !now      ? "was set when traced and is None now"
                              : "is another tensor than when traced";

@@ -239,29 +239,32 @@ class TracedFunction {
                const graph::BucketedCall* bucketed);
   void optimize(graph::Graph& g, TraceRecord& rec) const;
   void plan(Entry& entry, graph::Graph g, TraceRecord& rec) const;
-  void probe(Entry& entry, const graph::Graph& recorded, Recording& recording, const graph::BucketedCall& bucketed,
-             TraceRecord& rec);
+  void probe(Entry& entry, const graph::Graph& recorded, Recording& recording,
+             const graph::BucketedCall& bucketed, TraceRecord& rec);
   Entry& cache(Entry entry);
   void agree(Entry& e) const;
-  void check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager, const graph::BucketedCall& b);
+  void check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager,
+                            const graph::BucketedCall& b);
   std::vector<Tensor> replay(Entry& e, const std::vector<Arg>& args);
   std::optional<graph::RetraceCause> stale_reason(const Entry& e) const;
   std::optional<graph::RetraceCause> guard_reason(const Entry& e) const;
   std::vector<std::string> signature_names(bool bucketed, size_t args) const;
   // The trace itself (graph/trace_record.cpp).
-  void record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry, const graph::BucketedCall* bucketed,
-                    Recording* recording = nullptr);
+  void record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry,
+                    const graph::BucketedCall* bucketed, Recording* recording = nullptr);
   void warn_inexact(Recording* recording);
   void record_grad_slots(graph::Tracer& tracer, Entry& entry);
   void check_escapes(const graph::Tracer& tracer, const graph::Graph& g) const;
   graph::Graph record_unpadded(const std::vector<Arg>& args);
-  graph::BucketProbe bucket_probe(const graph::Graph& recorded, Recording& recording, std::vector<graph::Trim> known,
-                                  const ShapePolicy& policy, const graph::BucketedCall& b);
+  graph::BucketProbe bucket_probe(const graph::Graph& recorded, Recording& recording,
+                                  std::vector<graph::Trim> known, const ShapePolicy& policy,
+                                  const graph::BucketedCall& b);
   // Reports (graph/trace_report.cpp).
   void warn_if_retracing(const std::vector<Arg>& args, const TraceRecord& rec);
   std::string retrace_advice(const std::vector<Arg>& args, const std::vector<RetraceCause>& causes);
   void retire(const Entry& e);
-  void count_axis_values(const graph::Signature& s, bool bucket_graph, int64_t calls, AxisCounts& into) const;
+  void count_axis_values(const graph::Signature& s, bool bucket_graph, int64_t calls,
+                         AxisCounts& into) const;
 
   Fn fn_;
   TraceOptions options_;

@@ -30,9 +30,11 @@ class FlagLog final : public ModeFlagObserver {
     if (std::none_of(reads.begin(), reads.end(), [&](const auto& r) { return r.first == flag; }))
       reads.emplace_back(flag, value);
   }
-  void on_generation_read(const std::shared_ptr<const Generation>& generation, uint64_t count) override {
+  void on_generation_read(const std::shared_ptr<const Generation>& generation,
+                          uint64_t count) override {
     if (previous_) previous_->on_generation_read(generation, count);
-    if (std::none_of(generations.begin(), generations.end(), [&](const auto& r) { return r.first == generation; }))
+    if (std::none_of(generations.begin(), generations.end(),
+                     [&](const auto& r) { return r.first == generation; }))
       generations.emplace_back(generation, count);
   }
 
@@ -58,7 +60,8 @@ Tensor persistent_grad(TensorImpl& leaf) {
 // A registration made while a bucket traces (graph/lengths.h), as the probe uses it: where it
 // happened, the host formula of its length, and for an internal result whose padded entries no
 // reader may use, its value and symbolic length (the probe overwrites those entries).
-graph::Registered registration(graph::Tracer& tracer, const Tensor& t, const graph::Lengths& l, bool masked) {
+graph::Registered registration(graph::Tracer& tracer, const Tensor& t, const graph::Lengths& l,
+                               bool masked) {
   graph::Registered r;
   r.axis = l.axis;
   r.node = tracer.graph().nodes.size();
@@ -84,7 +87,8 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
       const std::vector<std::string> names = signature_names(bucketed != nullptr, args.size());
       for (size_t i = 0, k = 0; i < args.size(); ++i)
         if (const Tensor* t = std::get_if<Tensor>(&args[i]))
-          symbolic[i] = tracer.input(static_cast<int>(k++), *t, names[i].empty() ? "arg" + std::to_string(i) : names[i]);
+          symbolic[i] = tracer.input(static_cast<int>(k++), *t,
+                                     names[i].empty() ? "arg" + std::to_string(i) : names[i]);
       // A bucketed call: the true length is the graph's last input, and the padded arguments
       // carry it (graph/lengths.h) for the layers to mask with.
       std::optional<graph::LengthScope> scope;
@@ -95,12 +99,14 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
         const Tensor length = std::get<Tensor>(symbolic[bucketed->length_arg]);
         symbolic.erase(symbolic.begin() + bucketed->length_arg);
         for (int i : bucketed->padded_args)
-          graph::set_lengths(std::get<Tensor>(symbolic[i]), {length, bucketed->axis, [](int64_t n) { return n; }});
+          graph::set_lengths(std::get<Tensor>(symbolic[i]),
+                             {length, bucketed->axis, [](int64_t n) { return n; }});
       }
       const std::vector<Tensor> out = fn_(symbolic);
       if (scope) warn_inexact(recording);
       for (size_t i = 0; i < out.size(); ++i) {
-        ENCORE_CHECK(out[i].defined(), ValueError, "[trace] '", options_.name, "' returned an undefined tensor as output ", i);
+        ENCORE_CHECK(out[i].defined(), ValueError, "[trace] '", options_.name,
+                     "' returned an undefined tensor as output ", i);
         g.outputs.push_back(tracer.value(out[i], "trace"));
         if (const std::optional<graph::Lengths> l = graph::lengths_of(out[i])) {
           entry.trim.resize(out.size());
@@ -109,7 +115,8 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
       }
     }  // the function's symbolic tensors die here, unless something outside keeps them
     for (const auto& [flag, value] : flags.reads) entry.flag_guards.push_back({flag, value});
-    for (const auto& [generation, count] : flags.generations) entry.generation_guards.push_back({generation, count});
+    for (const auto& [generation, count] : flags.generations)
+      entry.generation_guards.push_back({generation, count});
     record_grad_slots(tracer, entry);
     tracer.uninstall();
     // Nothing ran: the caller's gradients stay as they were (a replay applies the new ones).
@@ -125,12 +132,16 @@ void TracedFunction::record_graph(const std::vector<Arg>& args, graph::Graph& g,
 void TracedFunction::warn_inexact(Recording* recording) {
   for (const std::string& why : graph::inexact_notes()) {
     if (recording) recording->inexact = true;
-    if (std::find(inexact_warned_.begin(), inexact_warned_.end(), why) != inexact_warned_.end()) continue;
+    if (std::find(inexact_warned_.begin(), inexact_warned_.end(), why) != inexact_warned_.end())
+      continue;
     inexact_warned_.push_back(why);
     const std::string msg =
-        detail::cat("[trace] '", options_.name, "' under its bucket policy is exact in distribution only: ", why);
-    if (options_.on_warning) options_.on_warning(msg);
-    else std::fprintf(stderr, "%s\n", msg.c_str());
+        detail::cat("[trace] '", options_.name,
+                    "' under its bucket policy is exact in distribution only: ", why);
+    if (options_.on_warning)
+      options_.on_warning(msg);
+    else
+      std::fprintf(stderr, "%s\n", msg.c_str());
   }
 }
 
@@ -144,7 +155,8 @@ void TracedFunction::record_grad_slots(graph::Tracer& tracer, Entry& entry) {
     if (!slot.written) continue;
     std::shared_ptr<TensorImpl> grad = leaf->grad;
     if (grad && grad->storage->is_symbolic()) {
-      // The graph writes it into the leaf's persistent buffer (copy elision usually removes the copy).
+      // The graph writes it into the leaf's persistent buffer (copy elision usually removes the
+      // copy).
       const Tensor buffer = persistent_grad(*leaf);
       const Tensor in[] = {buffer, Tensor(grad)};
       tracer.record(copy_inplace_op_def(), {}, in, {});
@@ -169,16 +181,20 @@ void TracedFunction::check_escapes(const graph::Tracer& tracer, const graph::Gra
       if (v.buffer == escaped) made_by = std::string("the result of ") + n.op->name;
   throw ValueError(detail::cat(
       "[trace] '", options_.name, "' keeps a tensor made inside the trace (", made_by, ", buffer ",
-      g.buffers[escaped].label, ") alive after returning: stored in an attribute or a list, or state created while "
-      "tracing (an optimizer slot, a layer built inside the function). Its values exist only inside replays, so "
-      "eager and traced runs would differ. Return it from the function, or create that state before the traced "
+      g.buffers[escaped].label,
+      ") alive after returning: stored in an attribute or a list, or state created while "
+      "tracing (an optimizer slot, a layer built inside the function). Its values exist only "
+      "inside replays, so "
+      "eager and traced runs would differ. Return it from the function, or create that state "
+      "before the traced "
       "call"));
 }
 
 std::vector<std::string> TracedFunction::signature_names(bool bucketed, size_t args) const {
   std::vector<std::string> names = options_.arg_names;
   names.resize(args);
-  if (bucketed && args > 0) names.back() = "length";  // the true length, the last argument (graph/bucket.h)
+  if (bucketed && args > 0)
+    names.back() = "length";  // the true length, the last argument (graph/bucket.h)
   return names;
 }
 
@@ -190,7 +206,8 @@ graph::Graph TracedFunction::record_unpadded(const std::vector<Arg>& args) {
 }
 
 graph::BucketProbe TracedFunction::bucket_probe(const graph::Graph& recorded, Recording& recording,
-                                                std::vector<graph::Trim> known, const ShapePolicy& policy,
+                                                std::vector<graph::Trim> known,
+                                                const ShapePolicy& policy,
                                                 const graph::BucketedCall& b) {
   graph::BucketProbe p;
   p.graph = &recorded;

@@ -11,37 +11,38 @@
 namespace encore {
 
 std::string TraceStats::table(const std::string& name) const {
-  std::string s = detail::cat("traced function '", name, "': ", calls, " calls, ", hits, " replays, ", eager_calls,
-                              " eager first calls, ", traces, " traces",
+  std::string s = detail::cat("traced function '", name, "': ", calls, " calls, ", hits,
+                              " replays, ", eager_calls, " eager first calls, ", traces, " traces",
                               evictions ? detail::cat(", ", evictions, " evicted") : "", "\n");
   char line[512];
-  std::snprintf(line, sizeof line, "  %-3s %-6s %9s %9s %9s %9s %6s %11s  %s\n", "#", "call", "trace_ms", "plan_ms",
-                "capt_ms", "tune_ms", "nodes", "arena_KiB", "reason");
+  std::snprintf(line, sizeof line, "  %-3s %-6s %9s %9s %9s %9s %6s %11s  %s\n", "#", "call",
+                "trace_ms", "plan_ms", "capt_ms", "tune_ms", "nodes", "arena_KiB", "reason");
   s += line;
   if (records_dropped) s += detail::cat("  (", records_dropped, " older traces not shown)\n");
   for (size_t i = 0; i < records.size(); ++i) {
     const TraceRecord& r = records[i];
     std::snprintf(line, sizeof line, "  %-3lld %-6lld %9.3f %9.3f %9.3f %9.3f %6d %11.1f  %s\n",
                   static_cast<long long>(records_dropped + static_cast<int64_t>(i) + 1),
-                  static_cast<long long>(r.call), (r.trace_ns + r.optimize_ns) / 1e6, r.plan_ns / 1e6,
-                  (r.capture_ns + r.instantiate_ns) / 1e6, r.autotune_ns / 1e6, r.nodes, r.arena_bytes / 1024.0,
-                  r.reason.c_str());
+                  static_cast<long long>(r.call), (r.trace_ns + r.optimize_ns) / 1e6,
+                  r.plan_ns / 1e6, (r.capture_ns + r.instantiate_ns) / 1e6, r.autotune_ns / 1e6,
+                  r.nodes, r.arena_bytes / 1024.0, r.reason.c_str());
     s += line;
   }
   if (real_elements > 0)
-    s += detail::cat("  bucketing: ", retraces_saved, " retraces saved; ", padding_elements, " zeros added to ",
-                     real_elements, " elements (", 100 * padding_elements / real_elements, "% padding)\n");
+    s += detail::cat("  bucketing: ", retraces_saved, " retraces saved; ", padding_elements,
+                     " zeros added to ", real_elements, " elements (",
+                     100 * padding_elements / real_elements, "% padding)\n");
   if (const int64_t n = break_even_replays(); n != 0) {
     const double trace_ms = [&] {
       double t = 0;
       for (const TraceRecord& r : records) t += r.total_ns() / 1e6;
       return records.empty() ? 0.0 : t / static_cast<double>(records.size());
     }();
-    s += n < 0 ? detail::cat("  break-even: never (a replay takes ", replay_ns / 1e6 / hits, " ms, an eager call ",
-                             eager_ns / 1e6 / eager_calls, " ms)\n")
-               : detail::cat("  break-even: a trace (", trace_ms, " ms) is paid back after ", n, " replays (",
-                             replay_ns / 1e6 / hits, " ms each against ", eager_ns / 1e6 / eager_calls,
-                             " ms eager)\n");
+    s += n < 0 ? detail::cat("  break-even: never (a replay takes ", replay_ns / 1e6 / hits,
+                             " ms, an eager call ", eager_ns / 1e6 / eager_calls, " ms)\n")
+               : detail::cat("  break-even: a trace (", trace_ms, " ms) is paid back after ", n,
+                             " replays (", replay_ns / 1e6 / hits, " ms each against ",
+                             eager_ns / 1e6 / eager_calls, " ms eager)\n");
   }
   return s;
 }
@@ -51,18 +52,20 @@ int64_t TraceStats::break_even_replays() const {
   double trace_ns = 0;
   for (const TraceRecord& r : records) trace_ns += static_cast<double>(r.total_ns());
   trace_ns /= static_cast<double>(records.size());
-  const double saved = static_cast<double>(eager_ns) / eager_calls - static_cast<double>(replay_ns) / hits;
+  const double saved =
+      static_cast<double>(eager_ns) / eager_calls - static_cast<double>(replay_ns) / hits;
   if (!(saved > 0)) return -1;
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(trace_ns / saved)));
 }
 
 std::string TracedFunction::explain() const {
   std::string s;
-  if (stats_.records_dropped) s += detail::cat("(", stats_.records_dropped, " older traces not shown)\n");
+  if (stats_.records_dropped)
+    s += detail::cat("(", stats_.records_dropped, " older traces not shown)\n");
   for (size_t i = 0; i < stats_.records.size(); ++i) {
     const TraceRecord& r = stats_.records[i];
-    s += detail::cat("trace ", stats_.records_dropped + static_cast<int64_t>(i) + 1, " (call ", r.call, "): ", r.reason,
-                     "\n    signature ", r.signature, "\n");
+    s += detail::cat("trace ", stats_.records_dropped + static_cast<int64_t>(i) + 1, " (call ",
+                     r.call, "): ", r.reason, "\n    signature ", r.signature, "\n");
   }
   return s.empty() ? "no traces yet\n" : s;
 }
@@ -70,11 +73,14 @@ std::string TracedFunction::explain() const {
 void TracedFunction::warn_if_retracing(const std::vector<Arg>& args, const TraceRecord& rec) {
   if (options_.retrace_warning <= 0 || stats_.traces <= options_.retrace_warning || warned_) return;
   warned_ = true;
-  const std::string msg = detail::cat("[trace] '", options_.name, "' has been traced ", stats_.traces,
-                                      " times (warning threshold ", options_.retrace_warning, "). Latest: ", rec.reason,
-                                      ". Each trace costs tracing and planning time. ", retrace_advice(args, rec.causes));
-  if (options_.on_warning) options_.on_warning(msg);
-  else std::fprintf(stderr, "%s\n", msg.c_str());
+  const std::string msg = detail::cat(
+      "[trace] '", options_.name, "' has been traced ", stats_.traces, " times (warning threshold ",
+      options_.retrace_warning, "). Latest: ", rec.reason,
+      ". Each trace costs tracing and planning time. ", retrace_advice(args, rec.causes));
+  if (options_.on_warning)
+    options_.on_warning(msg);
+  else
+    std::fprintf(stderr, "%s\n", msg.c_str());
 }
 
 std::string TracedFunction::retrace_advice(const std::vector<Arg>& args,
@@ -83,7 +89,8 @@ std::string TracedFunction::retrace_advice(const std::vector<Arg>& args,
   int axis = -1;
   std::vector<int> varying;
   for (const RetraceCause& c : causes) {
-    if (c.kind != RetraceCause::Kind::Shape || c.axis < 0 || (axis >= 0 && c.axis != axis)) return statics;
+    if (c.kind != RetraceCause::Kind::Shape || c.axis < 0 || (axis >= 0 && c.axis != axis))
+      return statics;
     axis = c.axis;
     varying.push_back(c.arg);
   }
@@ -102,8 +109,10 @@ std::string TracedFunction::retrace_advice(const std::vector<Arg>& args,
     record_graph(call.args, g, trial, &call, &recording);
     graph::probe_bucket(bucket_probe(g, recording, trial.trim, policy, call));
   } catch (const Error& refused) {
-    return detail::cat("A bucket policy along axis ", axis, " would not be exact for this function (it would be refused: ",
-                       refused.what(), "). Fix the length yourself (pad and mask), or accept the traces.");
+    return detail::cat(
+        "A bucket policy along axis ", axis,
+        " would not be exact for this function (it would be refused: ", refused.what(),
+        "). Fix the length yourself (pad and mask), or accept the traces.");
   }
   int64_t longest = 0;
   for (const AxisValues& v : axis_values())
@@ -111,10 +120,12 @@ std::string TracedFunction::retrace_advice(const std::vector<Arg>& args,
   std::vector<int64_t> sizes;
   for (int64_t size = 8; sizes.empty() || sizes.back() < longest; size *= 2) sizes.push_back(size);
   std::string args_text;
-  for (size_t i = 0; i < varying.size(); ++i) args_text += (i ? ", " : "") + std::to_string(varying[i]);
+  for (size_t i = 0; i < varying.size(); ++i)
+    args_text += (i ? ", " : "") + std::to_string(varying[i]);
   return detail::cat("Padding along axis ", axis, " is exact for this function: ",
                      ShapePolicy::bucket(axis, sizes, varying).str(), " (arguments ", args_text,
-                     ") would serve lengths up to ", sizes.back(), " with ", sizes.size(), " graphs.");
+                     ") would serve lengths up to ", sizes.back(), " with ", sizes.size(),
+                     " graphs.");
 }
 
 void TracedFunction::retire(const Entry& e) {
@@ -129,9 +140,11 @@ void TracedFunction::count_axis_values(const graph::Signature& s, bool bucket_gr
   for (size_t i = 0; i < args; ++i) {
     const auto* t = std::get_if<graph::TensorKey>(&s.args[i]);
     if (!t) continue;
-    const bool bucketed = bucket_graph && std::find(p.args.begin(), p.args.end(), static_cast<int>(i)) != p.args.end();
+    const bool bucketed = bucket_graph && std::find(p.args.begin(), p.args.end(),
+                                                    static_cast<int>(i)) != p.args.end();
     for (int a = 0; a < t->shape.size(); ++a)
-      if (!(bucketed && a == normalize_axis(p.axis, t->shape.size(), "trace")))  // counted as called
+      if (!(bucketed &&
+            a == normalize_axis(p.axis, t->shape.size(), "trace")))  // counted as called
         into[{static_cast<int>(i), a}][t->shape[a]] += calls;
   }
 }
@@ -144,7 +157,8 @@ std::vector<AxisValues> TracedFunction::axis_values() const {
   std::vector<AxisValues> out;
   for (auto& [key, counts] : all) {
     const auto [arg, axis] = key;
-    const std::string name = static_cast<size_t>(arg) < options_.arg_names.size() ? options_.arg_names[arg] : "";
+    const std::string name =
+        static_cast<size_t>(arg) < options_.arg_names.size() ? options_.arg_names[arg] : "";
     out.push_back({arg, name, axis, {counts.begin(), counts.end()}});
   }
   return out;

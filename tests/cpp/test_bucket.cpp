@@ -478,15 +478,18 @@ TEST(Bucket, ReadsOfPaddingAfterAMaskingLayerAreRefused) {
       {"mean over the steps", [&](const Tensor& x) { return mean((*lstm)(x), {1}); }},
       {"max over the steps", [&](const Tensor& x) { return max((*lstm)(x), {1}); }},
       {"softmax over the steps", [&](const Tensor& x) { return softmax((*lstm)(x), 1); }},
-      {"last step", [&](const Tensor& x) {
+      {"last step",
+       [&](const Tensor& x) {
          const Tensor y = (*lstm)(x);
          return y.slice(1, y.shape()[1] - 1, y.shape()[1]);
        }},
-      {"last step of a 'same' Conv1D", [&](const Tensor& x) {
+      {"last step of a 'same' Conv1D",
+       [&](const Tensor& x) {
          const Tensor y = (*same_conv)(x);
          return y.slice(1, y.shape()[1] - 1, y.shape()[1]);
        }},
-      {"loss on the last step", [&](const Tensor& x) {
+      {"loss on the last step",
+       [&](const Tensor& x) {
          const Tensor y = (*lstm)(x);
          const Tensor last = y.slice(1, y.shape()[1] - 1, y.shape()[1]);
          return nn::mean_squared_error(full_like(last, 0.5), last);
@@ -504,7 +507,11 @@ TEST(Bucket, ReadsOfPaddingAfterAMaskingLayerAreRefused) {
   nn::AveragePooling1D strided(1, {.strides = 2});
   auto f = trace([&](const Tensor& x) { return sum(strided(x) * 0.0 + 1.0, {1}); },
                  {.name = "f", .shapes = ShapePolicy::bucket(1, {12})});
-  expect_refused([&] { f(rand32({2, 11, 3}, 1)); }, "is 83.3% off the call of length 1 without padding");
+  expect_refused(
+      [&] {
+        f(rand32({2, 11, 3}, 1));
+      },
+      "is 83.3% off the call of length 1 without padding");
 }
 
 // The minimal case, trained: the probe refuses it where main trained on padding.
@@ -567,8 +574,8 @@ TEST(Bucket, AliasedOutputsFedBackAreCopied) {
   const Tensor w = rand32({3, 12}, 30);
   auto cell = [&](const Tensor& x, const Tensor& h, const Tensor& c) {
     const Tensor z = matmul(h, w) + x;
-    const Tensor i = sigmoid(z.slice(1, 0, 3)), f = sigmoid(z.slice(1, 3, 6)), g = tanh(z.slice(1, 6, 9)),
-                 o = sigmoid(z.slice(1, 9, 12));
+    const Tensor i = sigmoid(z.slice(1, 0, 3)), f = sigmoid(z.slice(1, 3, 6)),
+                 g = tanh(z.slice(1, 6, 9)), o = sigmoid(z.slice(1, 9, 12));
     const Tensor c2 = f * c + i * g;
     return std::make_pair(o * tanh(c2), c2);
   };
@@ -578,7 +585,8 @@ TEST(Bucket, AliasedOutputsFedBackAreCopied) {
     const Tensor x = rand32({2, 12}, static_cast<uint64_t>(40 + i));
     std::tie(h_eager, c_eager) = cell(x, h_eager, c_eager);
     std::tie(h_traced, c_traced) = f(x, h_traced, c_traced);
-    ASSERT_TRUE(test::bitwise_equal(h_traced, h_eager) && test::bitwise_equal(c_traced, c_eager)) << "call " << i + 1;
+    ASSERT_TRUE(test::bitwise_equal(h_traced, h_eager) && test::bitwise_equal(c_traced, c_eager))
+        << "call " << i + 1;
   }
   auto writes = trace(
       [](const Tensor& h) {
@@ -589,7 +597,8 @@ TEST(Bucket, AliasedOutputsFedBackAreCopied) {
       {.alias_outputs = true});
   Tensor h = ones({2});
   for (int i = 0; i < 2; ++i) h = writes(h);
-  expect_refused([&] { (void)writes(h); }, "is an output of this traced function's previous replay");
+  expect_refused([&] { (void)writes(h); },
+                 "is an output of this traced function's previous replay");
 }
 
 // Outputs are trimmed only on an axis that carries the padded one: a pooled output keeps its

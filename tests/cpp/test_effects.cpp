@@ -32,7 +32,11 @@ void counting_copy(const KernelCtx& c) {
 
 // Rows of the test only: not in the registry (the op table would run them).
 OpDef effect_row(const char* name, const OpDef& (*stand_in)()) {
-  OpDef d{.name = name, .external_effect = true, .stand_in = stand_in, .infer = infer_same, .cpu = {counting_copy}};
+  OpDef d{.name = name,
+          .external_effect = true,
+          .stand_in = stand_in,
+          .infer = infer_same,
+          .cpu = {counting_copy}};
   d.kernels[static_cast<int>(DeviceType::CPU)] = d.cpu;
   return d;
 }
@@ -123,8 +127,11 @@ TEST(Effects, WithoutAStandInTheBucketIsRefused) {
   auto f = trace([](const Tensor& x) { return local_only(x) * 2.0; },
                  {.name = "step", .shapes = ShapePolicy::bucket(1, {16})});
   test::expect_throw_message<ValueError>(
-      [&] { f(test::rand32({2, 9, 2})); },
-      "of 'step' cannot be probed for exactness: [test_effect_without_stand_in] acts outside the process");
+      [&] {
+        f(test::rand32({2, 9, 2}));
+      },
+      "of 'step' cannot be probed for exactness: [test_effect_without_stand_in] acts outside the "
+      "process");
   EXPECT_EQ(g_runs, 1);
   EXPECT_EQ(f.function().cache_size(), 0u);
 }
@@ -135,11 +142,13 @@ TEST(Effects, RetraceWarningProbesNeverRunThem) {
   for (const bool stand_in : {true, false}) {
     g_runs = 0;
     std::string warning;
-    auto f = trace([&](const Tensor& x) { return (stand_in ? effect(x) : local_only(x)) * 2.0; },
-                   {.retrace_warning = 2, .on_warning = [&](const std::string& w) { warning = w; }});
+    auto f =
+        trace([&](const Tensor& x) { return (stand_in ? effect(x) : local_only(x)) * 2.0; },
+              {.retrace_warning = 2, .on_warning = [&](const std::string& w) { warning = w; }});
     for (int64_t len : {4, 5, 6, 7}) (void)f(test::rand32({2, len, 3}));
     EXPECT_EQ(g_runs, 4) << stand_in;
-    EXPECT_NE(warning.find(stand_in ? "Padding along axis 1 is exact" : "acts outside the process"), std::string::npos)
+    EXPECT_NE(warning.find(stand_in ? "Padding along axis 1 is exact" : "acts outside the process"),
+              std::string::npos)
         << warning;
   }
 }
@@ -147,7 +156,8 @@ TEST(Effects, RetraceWarningProbesNeverRunThem) {
 TEST(Effects, AgreementIsCheckedOnceBeforeTheFirstReplay) {
   const Agreements agreements;
   g_runs = 0;
-  auto f = trace([](const Tensor& x) { return effect(x) + 1.0; }, {.name = "step", .arg_names = {"x"}});
+  auto f =
+      trace([](const Tensor& x) { return effect(x) + 1.0; }, {.name = "step", .arg_names = {"x"}});
   (void)f(ones({4}));
   EXPECT_TRUE(Agreements::seen.empty());  // the first call ran eagerly
   (void)f(ones({4}));
@@ -155,7 +165,9 @@ TEST(Effects, AgreementIsCheckedOnceBeforeTheFirstReplay) {
   ASSERT_EQ(Agreements::seen.size(), 1u);
   const std::string& d = Agreements::seen[0].description;
   EXPECT_NE(d.find("traced function 'step' (x: (4,) float32"), std::string::npos) << d;
-  EXPECT_NE(d.find("external effects: test_effect() (4,) float32 -> (4,) float32"), std::string::npos) << d;
+  EXPECT_NE(d.find("external effects: test_effect() (4,) float32 -> (4,) float32"),
+            std::string::npos)
+      << d;
   EXPECT_EQ(Agreements::seen[0].hash, graph::fnv1a(d));
   // Another shape is another graph: checked before its own first replay, with another hash.
   (void)f(ones({5}));
@@ -176,7 +188,8 @@ TEST(Effects, AFailedAgreementStopsTheReplay) {
   auto f = trace([](const Tensor& x) { return effect(x); });
   (void)f(ones({2}));
   Agreements::refuse = true;
-  test::expect_throw_message<ValueError>([&] { f(ones({2})); }, "the ranks traced different graphs");
+  test::expect_throw_message<ValueError>([&] { f(ones({2})); },
+                                         "the ranks traced different graphs");
   EXPECT_EQ(g_runs, 1);
   Agreements::refuse = false;
   (void)f(ones({2}));
@@ -193,7 +206,8 @@ TEST(Effects, TheLengthsOfABucketAreNotPartOfTheHash) {
   dense.build({2, 9, 3});
   std::vector<uint64_t> hashes;
   for (int64_t len : {9, 13}) {
-    auto f = trace([&](const Tensor& x) { return effect(dense(x)); }, {.shapes = ShapePolicy::bucket(1, {16})});
+    auto f = trace([&](const Tensor& x) { return effect(dense(x)); },
+                   {.shapes = ShapePolicy::bucket(1, {16})});
     (void)f(test::rand32({2, len, 3}));
     (void)f(test::rand32({2, len, 3}));
     ASSERT_FALSE(Agreements::seen.empty());
