@@ -19,13 +19,15 @@ namespace encore::graph {
 
 namespace {
 
-// The values the padding holds in the three runs of each probe length. Signs and magnitudes
-// differ, so even functions (squares) and maxima see a change; the magnitudes stay where exp()
-// is finite, so a zero gradient times the padding stays zero.
-constexpr int kFills = 3;
-double fill_value(DType t, int which) {
-  constexpr double floats[kFills] = {64.0, -64.0, 0.5}, ints[kFills] = {0, 1, 2};
-  return is_floating(t) ? floats[which] : ints[which];
+// The runs of each probe length: as the bucket's calls run (the arguments padded with zeros,
+// nothing overwritten), then with the padding of the arguments and of every registered result set
+// to 64, -64 and 0.5. Signs and magnitudes differ, so even functions (squares) and maxima see a
+// change; the magnitudes stay where exp() is finite, so a zero gradient times the padding stays
+// zero. Integer arguments (ids) take small values.
+constexpr int kRuns = 4;
+double fill_value(DType t, int run) {
+  constexpr double floats[kRuns] = {0.0, 64.0, -64.0, 0.5}, ints[kRuns] = {0, 1, 2, 1};
+  return is_floating(t) ? floats[run] : ints[run];
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
@@ -34,10 +36,23 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
 }
 
-// How far `got` is from `want`: the largest difference over the larger magnitude of the two
-// tensors (0: equal; infinity: another shape or dtype, a NaN or an infinity in one place only, or
-// integers that differ).
-double relative_difference(const Tensor& got, const Tensor& want) {
+// The largest magnitude among `values` (finite elements of floating tensors).
+double magnitude(const std::vector<Tensor>& values) {
+  double m = 0;
+  for (const Tensor& t : values) {
+    if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) continue;
+    const Tensor a = t.to(DType::Float64).contiguous().to(Device::cpu());
+    const auto* x = static_cast<const double*>(a.data_ptr());
+    for (int64_t i = 0; i < a.numel(); ++i)
+      if (std::isfinite(x[i])) m = std::max(m, std::abs(x[i]));
+  }
+  return m;
+}
+
+// How far `got` is from `want`: the largest difference over the larger of `scale` and the
+// tensors' own magnitude (0: equal; infinity: another shape or dtype, a NaN or an infinity in one
+// place only, or integers that differ).
+double relative_difference(const Tensor& got, const Tensor& want, double scale) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   if (!(got.shape() == want.shape()) || got.dtype() != want.dtype()) return kInf;
   if (!is_floating(got.dtype())) return same_bits(got, want) ? 0 : kInf;
@@ -45,7 +60,7 @@ double relative_difference(const Tensor& got, const Tensor& want) {
   const Tensor b = want.to(DType::Float64).contiguous().to(Device::cpu());
   const auto* x = static_cast<const double*>(a.data_ptr());
   const auto* y = static_cast<const double*>(b.data_ptr());
-  double diff = 0, scale = 0;
+  double diff = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
     if (!std::isfinite(x[i]) || !std::isfinite(y[i])) {
       if (!(x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i])))) return kInf;
@@ -57,9 +72,11 @@ double relative_difference(const Tensor& got, const Tensor& want) {
   return diff == 0 ? 0 : diff / std::max(scale, 1e-300);
 }
 
-// What the bucket's graph may differ by from the unpadded one: a GEMM or convolution over the
-// padded length sums the same terms in another blocking (a few ulps, grown by a step or two), in
-// the lowest precision the graph computes in (a float64 metric accumulates float32 values).
+// What the bucket's graph may differ by from the unpadded one, relative to the largest magnitude
+// among its results: a GEMM or convolution over the padded length sums the same terms in another
+// blocking (a few ulps, grown by a step or two), in the lowest precision the graph computes in (a
+// float64 metric accumulates float32 values). Relative to all results, not each one's own: a
+// gradient that cancels to rounding noise (a bias before a normalization) differs in its noise.
 double tolerance(const Graph& g) {
   for (const Node& n : g.nodes)
     for (const Value& v : n.out)
@@ -163,8 +180,9 @@ Run run(Plan& plan, std::vector<Tensor> inputs, States& states) {
   return {plan.outputs(false), states.read(inputs)};
 }
 
-// The padded graph's inputs at length `kept`: the call's values on the first `kept` positions of
-// the padded arguments, then `fill`; the length input says `kept`.
+// The padded graph's inputs at length `kept` for run `which`: the call's values on the first
+// `kept` positions of the padded arguments, then the run's fill (zeros as called); the length
+// input says `kept`.
 std::vector<Tensor> padded_inputs(const BucketedCall& b, const ShapePolicy& policy, int64_t kept,
                                   int which) {
   std::vector<Tensor> inputs;
@@ -231,8 +249,8 @@ bool same_value(const Value& a, const Value& b) {
 }
 
 // The graph as a probe runs it: the padded entries of each registered internal result overwritten
-// with fill `which` right after the layer that made it, external-effect ops replaced by their
-// stand-ins, written constants restored first.
+// with the fill of run `which` right after the layer that made it (none for run 0 and below, as
+// called), external-effect ops replaced by their stand-ins, written constants restored first.
 Graph runnable(const Graph& recorded, const std::vector<Registered>& registered, int which) {
   Graph g = recorded;
   std::vector<Node> nodes;
@@ -240,7 +258,7 @@ Graph runnable(const Graph& recorded, const std::vector<Registered>& registered,
   std::vector<Value> done;
   size_t next = 0;
   for (const Registered& r : registered) {
-    if (which < 0 || !r.overwrite || r.axis >= r.value.shape.size()) continue;
+    if (which <= 0 || !r.overwrite || r.axis >= r.value.shape.size()) continue;
     while (next < r.node && next < g.nodes.size()) nodes.push_back(std::move(g.nodes[next++]));
     if (std::any_of(done.begin(), done.end(),
                     [&](const Value& v) { return same_value(v, r.value); }))
@@ -268,9 +286,10 @@ class Probe {
 
  private:
   std::optional<Graph> unpadded_graph(int64_t& shortest, int64_t& kept);
-  void compare_fills(int64_t kept, bool first);
+  void build_plans(const std::optional<Graph>& reference);
+  Run compare_runs(int64_t kept, bool first);
   void compare_unpadded(int64_t kept, Plan& unpadded, const Run& padded);
-  void output_changes(size_t i, const Run (&runs)[kFills], int64_t kept, bool first);
+  void output_changes(size_t i, const Run (&runs)[kRuns], int64_t kept, bool first);
   Tensor trimmed(size_t i, const Tensor& out, int64_t kept) const;
   std::string output_label(size_t i) const;
   [[noreturn]] void refuse(const std::vector<std::string>& spoiled) const;
@@ -280,7 +299,9 @@ class Probe {
   const BucketedCall& b_;
   const Graph& g_;
   States states_;
-  std::vector<std::unique_ptr<Plan>> plans_;  // one per fill
+  std::vector<std::unique_ptr<Plan>> owned_;
+  Plan* plans_[kRuns] = {};  // one per run: as called, then one per overwrite value
+  std::unique_ptr<Plan> unpadded_;
   std::vector<Trim> known_, trims_;
   std::vector<std::string> output_why_, state_why_;
 };
@@ -309,16 +330,7 @@ ProbeResult Probe::run_all(int64_t shortest) {
   if (!p_.exact_in_distribution_only && p_.trace_unpadded)
     reference = unpadded_graph(shortest, reference_kept);
   if (shortest >= b_.bucket) return {trims_, shortest};  // no length it serves is padded
-  std::unique_ptr<Plan> unpadded;
-  try {
-    if (reference) unpadded = std::make_unique<Plan>(runnable(*reference, {}, -1));
-    for (int which = 0; which < kFills; ++which)
-      plans_.push_back(std::make_unique<Plan>(runnable(g_, p_.registered, which)));
-  } catch (const UnsupportedError& e) {
-    throw ValueError(detail::cat("[trace] ", p_.policy->str(), " of '", p_.name,
-                                 "' cannot be probed for exactness: ", e.what(),
-                                 ". Trace exactly (the default policy)"));
-  }
+  build_plans(reference);
   states_.add(g_, b_, *p_.policy);
   if (reference) states_.add(*reference, b_, *p_.policy);
   // Two lengths (different amounts of padding), so that an output whose length does not shrink
@@ -329,10 +341,9 @@ ProbeResult Probe::run_all(int64_t shortest) {
   const int64_t second = b_.length >= shortest && b_.length < b_.bucket ? b_.length : half;
   if (second != lengths[0]) lengths.push_back(second);
   try {
-    for (size_t l = 0; l < lengths.size(); ++l) compare_fills(lengths[l], l == 0);
-    if (unpadded)
-      compare_unpadded(reference_kept, *unpadded,
-                       run(*plans_[0], padded_inputs(b_, *p_.policy, reference_kept, 0), states_));
+    const Run as_called = compare_runs(lengths[0], true);
+    if (lengths.size() > 1) (void)compare_runs(lengths[1], false);
+    if (unpadded_) compare_unpadded(reference_kept, *unpadded_, as_called);
     states_.restore();
   } catch (...) {
     states_.restore();
@@ -346,25 +357,45 @@ ProbeResult Probe::run_all(int64_t shortest) {
   return {trims_, shortest};
 }
 
-void Probe::compare_fills(int64_t kept, bool first) {
-  const Run runs[kFills] = {run(*plans_[0], padded_inputs(b_, *p_.policy, kept, 0), states_),
-                            run(*plans_[1], padded_inputs(b_, *p_.policy, kept, 1), states_),
-                            run(*plans_[2], padded_inputs(b_, *p_.policy, kept, 2), states_)};
+// The Plans of the runs: the bucket's own as called (its Plan when it has no external effects),
+// and one per overwrite value; the unpadded graph's. External-effect ops run their stand-ins.
+void Probe::build_plans(const std::optional<Graph>& reference) {
+  auto own = [&](Graph g) {
+    return owned_.emplace_back(std::make_unique<Plan>(std::move(g))).get();
+  };
+  try {
+    plans_[0] = p_.plan ? p_.plan : own(runnable(g_, p_.registered, -1));
+    for (int r = 1; r < kRuns; ++r) plans_[r] = own(runnable(g_, p_.registered, r));
+    if (reference) unpadded_ = std::make_unique<Plan>(runnable(*reference, {}, -1));
+  } catch (const UnsupportedError& e) {
+    throw ValueError(detail::cat("[trace] ", p_.policy->str(), " of '", p_.name,
+                                 "' cannot be probed for exactness: ", e.what(),
+                                 ". Trace exactly (the default policy)"));
+  }
+}
+
+// The runs at length `kept` must agree bit for bit on every result; returns the run as called.
+Run Probe::compare_runs(int64_t kept, bool first) {
+  Run runs[kRuns];
+  for (int r = 0; r < kRuns; ++r)
+    runs[r] = run(*plans_[r], padded_inputs(b_, *p_.policy, kept, r), states_);
   for (size_t i = 0; i < g_.outputs.size(); ++i) output_changes(i, runs, kept, first);
   state_why_.resize(states_.all().size());
   for (size_t k = 0; k < states_.all().size(); ++k)
-    if (!same_bits(runs[0].states[k], runs[1].states[k]) ||
-        !same_bits(runs[0].states[k], runs[2].states[k]))
-      state_why_[k] = "changes with the padding";
+    for (int r = 1; r < kRuns; ++r)
+      if (!same_bits(runs[0].states[k], runs[r].states[k]))
+        state_why_[k] = "changes with the padding";
+  return std::move(runs[0]);
 }
 
 // Whether output `i` changes with the padding: on its valid part when a layer registered it, else
 // whole or on the one axis whose trailing `bucket - kept` positions alone change (found by the
 // first length, confirmed by the second).
-void Probe::output_changes(size_t i, const Run (&runs)[kFills], int64_t kept, bool first) {
+void Probe::output_changes(size_t i, const Run (&runs)[kRuns], int64_t kept, bool first) {
   auto agree = [&](auto&& part) {
-    return same_bits(part(runs[0].outputs[i]), part(runs[1].outputs[i])) &&
-           same_bits(part(runs[0].outputs[i]), part(runs[2].outputs[i]));
+    for (int r = 1; r < kRuns; ++r)
+      if (!same_bits(part(runs[0].outputs[i]), part(runs[r].outputs[i]))) return false;
+    return true;
   };
   const Shape& shape = g_.outputs[i].shape;
   if (const Trim& k = known_[i]; k.axis >= 0) {
@@ -413,13 +444,17 @@ Tensor Probe::trimmed(size_t i, const Tensor& out, int64_t kept) const {
 // length), from the same state: trimmed outputs and the caller's state, in value.
 void Probe::compare_unpadded(int64_t kept, Plan& unpadded, const Run& padded) {
   const Run want = run(unpadded, tensors_of(unpadded_args(b_, *p_.policy, kept)), states_);
+  std::vector<Tensor> results = want.outputs;
+  for (size_t k = 0; k < states_.all().size(); ++k)
+    if (states_.all()[k].callers) results.push_back(want.states[k]);
+  const double scale = magnitude(results), tol = tolerance(g_);
   auto why = [&](const Tensor& got, const Tensor& expected) -> std::string {
     if (!got.defined() || !(got.shape() == expected.shape()))
       return detail::cat("has shape ", got.defined() ? got.shape().str() : "(none)",
                          " where the call of length ", kept, " without padding has ",
                          expected.shape().str());
-    const double d = relative_difference(got, expected);
-    if (d <= tolerance(g_)) return "";
+    const double d = relative_difference(got, expected, scale);
+    if (d <= tol) return "";
     if (std::isinf(d))
       return detail::cat("differs from the call of length ", kept, " without padding");
     char off[32];

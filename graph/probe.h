@@ -12,7 +12,8 @@
 //    probe compares with the function traced without padding at a shorter length (what eager
 //    computes at that length), its valid part, within float rounding.
 // Every result (outputs, parameters, gradients, optimizer and generator state, arguments written
-// in place) must agree bit for bit across the fills and in value with the unpadded trace.
+// in place) must agree bit for bit between the run as called (zeros) and the three others, and in
+// value with the unpadded trace.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "graph/bucket.h"
+#include "graph/plan.h"
 
 namespace encore::graph {
 
@@ -43,6 +45,9 @@ struct BucketProbe {
   std::vector<Trim> known;  // per output: the trim a layer registered (axis -1: none)
   const ShapePolicy* policy = nullptr;
   const BucketedCall* call = nullptr;
+  /// The bucket's Plan, run as calls run it (null: built from `graph`; so when the graph has an
+  /// external-effect op, which a probe never runs).
+  Plan* plan = nullptr;
   std::string name;
   std::vector<std::string> arg_names;
   /// A training-mode dropout draws over the padded shape (graph::note_inexact): the unpadded

@@ -380,8 +380,10 @@ void TracedFunction::plan(Entry& entry, graph::Graph g, TraceRecord& rec) const 
 void TracedFunction::probe(Entry& entry, const graph::Graph& recorded, Recording& recording,
                            const graph::BucketedCall& bucketed, TraceRecord& rec) {
   ScopedTimer timer(Counter::PlanNs, "probe", options_.name);
-  graph::ProbeResult r = graph::probe_bucket(
-      bucket_probe(recorded, recording, std::move(entry.trim), options_.shapes, bucketed));
+  graph::BucketProbe p =
+      bucket_probe(recorded, recording, std::move(entry.trim), options_.shapes, bucketed);
+  if (!graph::has_external_effects(entry.plan->graph())) p.plan = entry.plan.get();
+  graph::ProbeResult r = graph::probe_bucket(p);
   entry.trim = std::move(r.trims);
   entry.shortest_served = r.shortest_served;
   rec.plan_ns += timer.stop();
