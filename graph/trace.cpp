@@ -148,12 +148,7 @@ TracedFunction::Call TracedFunction::signature_of(const std::vector<Arg>& call_a
     call.bucketed = graph::bucket_call(options_.shapes, call_args, options_.name);
   }
   const graph::BucketedCall& b = call.bucketed;
-  for (int i : options_.shapes.args) {
-    call.new_length = ++bucket_lengths_[{i, b.axis}][b.length] == 1;
-    const int64_t n = std::get<Tensor>(call_args[i]).numel();
-    stats_.real_elements += n;
-    stats_.padding_elements += b.length ? n / b.length * b.pad() : 0;
-  }
+  count_bucketed(call, 1);
   if (!b.bucketed)
     call.note = detail::cat(" (length ", b.length, " exceeds the largest bucket ",
                             options_.shapes.sizes.back(), ")");
@@ -164,10 +159,25 @@ TracedFunction::Call TracedFunction::signature_of(const std::vector<Arg>& call_a
 // A length shorter than a bucket serves (eager refuses it, or an output would be empty) is traced
 // exactly: it does what eager does, errors included.
 void TracedFunction::serve_exactly(Call& call, int64_t shortest) {
+  count_bucketed(call, -1);  // counted by its signature as an exact call
   call.bucketing = false;
+  call.new_length = false;
   call.causes.clear();
   call.note = detail::cat(" (length ", call.bucketed.length, " is shorter than its bucket serves, ",
                           shortest, ": traced exactly)");
+}
+
+// The bucketing statistics of a call (`sign` -1: taken back).
+void TracedFunction::count_bucketed(Call& call, int sign) {
+  const graph::BucketedCall& b = call.bucketed;
+  for (int i : options_.shapes.args) {
+    std::map<int64_t, int64_t>& lengths = bucket_lengths_[{i, b.axis}];
+    call.new_length = (lengths[b.length] += sign) == 1;
+    if (lengths[b.length] == 0) lengths.erase(b.length);
+    const int64_t n = std::get<Tensor>(call.caller[i]).numel();
+    stats_.real_elements += sign * n;
+    stats_.padding_elements += sign * (b.length ? n / b.length * b.pad() : 0);
+  }
 }
 
 TracedFunction::Entry* TracedFunction::lookup(Call& call) {

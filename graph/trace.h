@@ -231,6 +231,7 @@ class TracedFunction {
   Call signature_of(const std::vector<Arg>& call_args);
   Entry* lookup(Call& call);
   void serve_exactly(Call& call, int64_t shortest);
+  void count_bucketed(Call& call, int sign);
   void explain_miss(Call& call) const;
   std::vector<Tensor> replay_call(Entry& e, const Call& call);
   std::vector<Tensor> trace_call(Call& call);

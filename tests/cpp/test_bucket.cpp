@@ -562,6 +562,8 @@ TEST(Bucket, CallsEagerRefusesAreRefusedWithEagersError) {
       EXPECT_LT(test::max_abs_diff(f(x), body(x)), 1e-5) << "length " << len;
     }
     EXPECT_EQ(f.stats().traces, 1);
+    // The calls traced exactly are not counted as bucketed ones.
+    EXPECT_EQ(f.stats().real_elements, 2 * 3 * (7 + 4 + 8));
   }
 }
 
