@@ -236,6 +236,10 @@ struct OpDef {
   /// makes on its own (bucket probes, retrace-warning probes, any second pass). See "Effects"
   /// in docs/ARCHITECTURE.md.
   bool external_effect = false;
+  /// For an external-effect op: the local op a probe runs in its place (same inputs, attributes,
+  /// output shapes and dtypes; an all-reduce's is the identity, the value of a group of one).
+  /// Null: a graph containing the op is never probed (its bucket is refused, naming the op).
+  const OpDef& (*stand_in)() = nullptr;
   const AttrType* attrs = nullptr;  // &attrs_of<...>; null: the op takes none
   InferFn infer = nullptr;
   BackwardFn backward = nullptr;  // null: not differentiable
