@@ -448,10 +448,10 @@ OpDef row(bool backward) {
       .infer = backward ? infer_backward<C> : infer_forward<C>,
       .backward = backward ? nullptr : bw_forward<C>,
       .cpu = {backward ? backward_kernel<C> : forward_kernel<C>, prepare<C>},
-      .example = {.inputs = C == Cell::Lstm ? kLstmInputs : kGruInputs,
-                  .call = example<C>,
-                  .parity_tolerance = 1e-4,
-                  .reference = reference<C>},
+      .examples = {{.inputs = C == Cell::Lstm ? kLstmInputs : kGruInputs,
+                    .call = example<C>,
+                    .parity_tolerance = 1e-4,
+                    .reference = reference<C>}},
   };
 }
 

@@ -487,7 +487,7 @@ OpDef& cudnn_lstm_op = define_op({
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_forward<Cell::Lstm>,
     .backward = bw_forward<Cell::Lstm>,
-    .example = {.inputs = kLstmInputs, .call = forward_example<Cell::Lstm>},
+    .examples = {{.inputs = kLstmInputs, .call = forward_example<Cell::Lstm>}},
 });
 // cudnnRNNBackwardData_v8 writes into the reserve space (an input/output argument).
 OpDef& cudnn_lstm_backward_op = define_op({
@@ -499,7 +499,7 @@ OpDef& cudnn_lstm_backward_op = define_op({
     .backends = kCudaOnly,
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_backward<Cell::Lstm>,
-    .example = {.inputs = kLstmInputs, .call = backward_example<Cell::Lstm>},
+    .examples = {{.inputs = kLstmInputs, .call = backward_example<Cell::Lstm>}},
 });
 OpDef& cudnn_gru_op = define_op({
     .name = "cudnn_gru",
@@ -511,7 +511,7 @@ OpDef& cudnn_gru_op = define_op({
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_forward<Cell::Gru>,
     .backward = bw_forward<Cell::Gru>,
-    .example = {.inputs = kGruInputs, .call = forward_example<Cell::Gru>},
+    .examples = {{.inputs = kGruInputs, .call = forward_example<Cell::Gru>}},
 });
 OpDef& cudnn_gru_backward_op = define_op({
     .name = "cudnn_gru_backward",
@@ -522,7 +522,7 @@ OpDef& cudnn_gru_backward_op = define_op({
     .backends = kCudaOnly,
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_backward<Cell::Gru>,
-    .example = {.inputs = kGruInputs, .call = backward_example<Cell::Gru>},
+    .examples = {{.inputs = kGruInputs, .call = backward_example<Cell::Gru>}},
 });
 
 const bool kRegistered = register_cuda_kernels({

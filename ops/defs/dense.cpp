@@ -141,7 +141,9 @@ OpDef& dense_op = define_op({
     .doc = "activation(x @ w + b) in one kernel (x: (..., features), w: (features, units), b: (units,)): "
            "on the CPU oneDNN's matmul with post-ops for large products, else the BLAS GEMM with bias "
            "and activation applied to each block of output rows while it is in cache",
-    .example = {.inputs = {{{2, 3, 4}}, {{4, 5}}, {{5}}}, .args = "activation='tanh'"},
+    .examples = {{.inputs = {{{2, 3, 4}}, {{4, 5}}, {{5}}}, .args = "activation='tanh'"},
+                 {.inputs = {{{4}}, {{4, 3}}, {{3}}}, .args = "activation='sigmoid'"},  // a 1-D x
+                 {.inputs = {{{0, 4}}, {{4, 3}}, {{3}}}}},
 });
 
 }  // namespace

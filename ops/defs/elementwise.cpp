@@ -161,7 +161,12 @@ const Scalar& scalar(const Attrs& a) { return a.as<ScalarAttrs>().value; }
 // Rows of one-input ops.
 OpDef unary(const char* name, DTypeClass cls, KernelFn cpu, BackwardFn backward, Save save, const char* signature,
             InvokeFn invoke, ExampleInput::Values values, const AttrType* attrs = nullptr, Example example = {}) {
-  if (example.inputs.empty()) example.inputs = {{{3, 4}, values}};
+  // `example`'s call on a matrix, a 0-d tensor and an empty one.
+  std::vector<Example> examples;
+  for (const Shape& shape : {Shape{3, 4}, Shape{}, Shape{2, 0}}) {
+    examples.push_back(example);
+    examples.back().inputs = {{shape, values}};
+  }
   return {.name = name,
           .save = save,
           .attrs = attrs,
@@ -171,10 +176,11 @@ OpDef unary(const char* name, DTypeClass cls, KernelFn cpu, BackwardFn backward,
           .signature = signature,
           .invoke = invoke,
           .method = signature != nullptr,
-          .example = std::move(example)};
+          .examples = std::move(examples)};
 }
 
-// Rows of two-input ops; the example broadcasts a row over a matrix.
+// Rows of two-input ops; the examples broadcast a row over a matrix, both operands over each
+// other, and an empty operand.
 OpDef binary(const char* name, KernelFn cpu, BackwardFn backward, Save save, const char* signature,
              InvokeFn invoke, ExampleInput::Values values) {
   return {.name = name,
@@ -186,7 +192,9 @@ OpDef binary(const char* name, KernelFn cpu, BackwardFn backward, Save save, con
           .cpu = {cpu},
           .signature = signature,
           .invoke = invoke,
-          .example = {.inputs = {{{3, 4}, values}, {{4}, values}}}};
+          .examples = {{.inputs = {{{3, 4}, values}, {{4}, values}}},
+                       {.inputs = {{{2, 1, 4}, values}, {{2, 1}, values}}},
+                       {.inputs = {{{0, 4}, values}, {{1, 4}, values}}}}};
 }
 
 template <Tensor (*F)(const Tensor&)> Outputs invoke1(const CallArgs& a) { return {F(a.tensor(0))}; }
@@ -336,10 +344,10 @@ OpDef& activation_grad_op = define_op({
     .attrs = &attrs_of<ActivationAttrs>,
     .infer = infer_activation_grad,
     .cpu = {activation_grad_kernel},
-    .example = {.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  return {activation_backward(Activation::Tanh, x[0], x[1])};
-                }},
+    .examples = {{.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    return {activation_backward(Activation::Tanh, x[0], x[1])};
+                  }}},
 });
 OpDef& binary_crossentropy_logits_grad_op = define_op({
     .name = "binary_crossentropy_logits_grad",
@@ -347,10 +355,10 @@ OpDef& binary_crossentropy_logits_grad_op = define_op({
     .max_inputs = 2,
     .infer = infer_float_binary,
     .cpu = {binary_kernel<fn::BceLogitsGrad, Float>},
-    .example = {.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  return {call(binary_crossentropy_logits_grad_op, {x[0], x[1]})};
-                }},
+    .examples = {{.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    return {call(binary_crossentropy_logits_grad_op, {x[0], x[1]})};
+                  }}},
 });
 
 void bw_binary_crossentropy_logits(const BackwardCtx& c, Tensor* g) {
@@ -367,8 +375,8 @@ OpDef& binary_crossentropy_logits_op = define_op({
     .infer = infer_float_binary,
     .backward = bw_binary_crossentropy_logits,
     .cpu = {binary_kernel<fn::BceLogits, Float>},
-    .example = {.inputs = {{{3, 4}, Uniform}, {{4}, Uniform}},
-                .call = [](std::span<const Tensor> x) -> Outputs { return {binary_crossentropy_logits(x[0], x[1])}; }},
+    .examples = {{.inputs = {{{3, 4}, Uniform}, {{4}, Uniform}},
+                  .call = [](std::span<const Tensor> x) -> Outputs { return {binary_crossentropy_logits(x[0], x[1])}; }}},
 });
 
 // ---- compositions ----------------------------------------------------------------------
@@ -378,7 +386,7 @@ OpDef& pow_op = define_op({
     .signature = "pow(x: Tensor, p: float) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {pow(a.tensor(0), a.real(1))}; },
     .method = true,
-    .example = {.inputs = {{{3, 4}, Positive}}, .args = "p=1.5"},
+    .examples = {{.inputs = {{{3, 4}, Positive}}, .args = "p=1.5"}},
 });
 OpDef& gelu_op = define_op({
     .name = "gelu",
@@ -387,7 +395,7 @@ OpDef& gelu_op = define_op({
     .invoke = [](const CallArgs& a) -> Outputs { return {gelu(a.tensor(0), a.boolean(1))}; },
     .method = true,
     .doc = "Keras gelu: x * Phi(x) with the normal CDF Phi through erf, or its tanh approximation",
-    .example = {.inputs = {{{3, 4}}}},
+    .examples = {{.inputs = {{{3, 4}}}}},
 });
 OpDef& activation_op = define_op({
     .name = "activation",
@@ -396,7 +404,7 @@ OpDef& activation_op = define_op({
     .invoke = [](const CallArgs& a) -> Outputs { return {activation(a.tensor(0), parse_activation(a.string(1)))}; },
     .doc = "Applies a Keras activation by name ('linear', 'relu', 'tanh', 'sigmoid', 'hard_sigmoid', 'gelu', "
            "'softmax' over the last axis)",
-    .example = {.inputs = {{{3, 4}}}, .args = "name='hard_sigmoid'"},
+    .examples = {{.inputs = {{{3, 4}}}, .args = "name='hard_sigmoid'"}},
 });
 
 }  // namespace

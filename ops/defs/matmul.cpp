@@ -67,7 +67,11 @@ OpDef& matmul_op = define_op({
     .signature = "matmul(a: Tensor, b: Tensor) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {matmul(a.tensor(0), a.tensor(1))}; },
     .method = true,
-    .example = {.inputs = {{{2, 3, 4}}, {{4, 5}}}},
+    .examples = {{.inputs = {{{2, 3, 4}}, {{4, 5}}}},
+                 {.inputs = {{{2, 1, 3, 4}}, {{3, 4, 2}}}},  // batch dims broadcast both ways
+                 {.inputs = {{{4}}, {{4, 5}}}},              // 1-D operands, as NumPy
+                 {.inputs = {{{2, 3, 4}}, {{4}}}},
+                 {.inputs = {{{0, 3, 4}}, {{4, 2}}}}},
 });
 
 Tensor blas_ready(const Tensor& t) { return matrix_layout(t.shape(), t.strides()).ok ? t : t.contiguous(); }

@@ -358,7 +358,7 @@ OpDef& lstm_sequence_op = define_op({
     .doc = "A whole LSTM sequence from a zero state: xw (batch, steps, 4*units) are the input "
            "projections x W + b in gate order i, f, c, o; returns the states h (batch, steps, units), "
            "aligned with the input steps also when `reverse` processes them last to first",
-    .example = {.inputs = {{{2, 3, 8}}, {{2, 8}}}, .args = "reverse=True", .parity_tolerance = 1e-4},
+    .examples = {{.inputs = {{{2, 3, 8}}, {{2, 8}}}, .args = "reverse=True", .parity_tolerance = 1e-4}},
 });
 OpDef& lstm_sequence_backward_row = define_op({
     .name = "lstm_sequence_backward",
@@ -369,13 +369,13 @@ OpDef& lstm_sequence_backward_row = define_op({
     .infer = infer_lstm_sequence_backward,
     .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { lstm_sequence_backward_cpu<T>(c); }); },
             prepare_steps<4, true>},
-    .example = {.inputs = {{{2, 8}}, {{2, 3, 2}}, {{2, 3, 2}}, {{2, 3, 8}}, {{2, 3, 2}}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  const OutList r = dispatch(lstm_sequence_backward_op(), x,
-                                             SequenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
-                  return {r[0], r[1]};
-                },
-                .parity_tolerance = 1e-4},
+    .examples = {{.inputs = {{{2, 8}}, {{2, 3, 2}}, {{2, 3, 2}}, {{2, 3, 8}}, {{2, 3, 2}}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    const OutList r = dispatch(lstm_sequence_backward_op(), x,
+                                               SequenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
+                    return {r[0], r[1]};
+                  },
+                  .parity_tolerance = 1e-4}},
 });
 const OpDef& lstm_sequence_backward_op() { return lstm_sequence_backward_row; }
 OpDef& gru_sequence_op = define_op({
@@ -398,7 +398,7 @@ OpDef& gru_sequence_op = define_op({
     .doc = "A whole GRU sequence (Keras reset_after=True) from a zero state: xw (batch, steps, 3*units) "
            "are the input projections x W + b_input in gate order z, r, h; returns the states h (batch, "
            "steps, units), aligned with the input steps also when `reverse` processes them last to first",
-    .example = {.inputs = {{{2, 3, 6}}, {{2, 6}}, {{6}}}, .args = "reverse=True", .parity_tolerance = 1e-4},
+    .examples = {{.inputs = {{{2, 3, 6}}, {{2, 6}}, {{6}}}, .args = "reverse=True", .parity_tolerance = 1e-4}},
 });
 OpDef& gru_sequence_backward_row = define_op({
     .name = "gru_sequence_backward",
@@ -409,13 +409,13 @@ OpDef& gru_sequence_backward_row = define_op({
     .infer = infer_gru_sequence_backward,
     .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { gru_sequence_backward_cpu<T>(c); }); },
             prepare_steps<3, true>},
-    .example = {.inputs = {{{2, 3, 6}}, {{2, 6}}, {{2, 3, 2}}, {{2, 3, 6}}, {{2, 3, 2}}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  const OutList r = dispatch(gru_sequence_backward_op(), x,
-                                             SequenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
-                  return {r[0], r[1], r[2]};
-                },
-                .parity_tolerance = 1e-4},
+    .examples = {{.inputs = {{{2, 3, 6}}, {{2, 6}}, {{2, 3, 2}}, {{2, 3, 6}}, {{2, 3, 2}}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    const OutList r = dispatch(gru_sequence_backward_op(), x,
+                                               SequenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
+                    return {r[0], r[1], r[2]};
+                  },
+                  .parity_tolerance = 1e-4}},
 });
 const OpDef& gru_sequence_backward_op() { return gru_sequence_backward_row; }
 
