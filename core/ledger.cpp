@@ -3,12 +3,12 @@
 #include <pthread.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/threads.h"
 
 namespace encore {
@@ -218,10 +218,7 @@ std::string Ledger::chrome_trace_json() const {
 }
 
 void Ledger::write_chrome_trace(const std::string& path) const {
-  check_path(path, "write_chrome_trace");
-  std::ofstream f(path);
-  ENCORE_CHECK(f, ValueError, "[ledger] cannot open ", path, " for writing");
-  f << chrome_trace_json();
+  write_file(path, chrome_trace_json(), "write_chrome_trace");
 }
 
 int64_t ScopedTimer::stop() {

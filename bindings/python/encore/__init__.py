@@ -34,6 +34,7 @@ from ._C import (
     DType,
     DTypeError,
     Error,
+    FileError,
     Generator,
     InvalidValueError,
     OutOfMemoryError,
@@ -81,7 +82,7 @@ __version__ = _C.version()
 # `from encore import *` leaves Python's builtins alone (encore.sum, encore.max etc. stay
 # available).
 __all__ = sorted([
-    "BackendError", "DType", "DTypeError", "Device", "DeviceError", "Error", "Generator", "callbacks", "data",
+    "BackendError", "DType", "DTypeError", "Device", "DeviceError", "Error", "FileError", "Generator", "callbacks", "data",
     "InvalidValueError", "OutOfMemoryError", "RetraceWarning", "ShapeError", "ShapePolicy", "Tensor",
     "UnsupportedError", "allow_tf32", "as_tensor", "autotune", "bucket", "compare_modes", "cuda", "default_generator",
     "enable_grad", "exact", "float32", "float64", "flush_denormal", "from_dlpack", "from_numpy",
