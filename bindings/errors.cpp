@@ -54,7 +54,8 @@ PyObject* file_error_type(int code) {
   if (builtin == PyExc_OSError) return g_file_error;
   PyObject*& type = made[builtin];
   if (!type) {
-    const std::string name = std::string("encore.") + reinterpret_cast<PyTypeObject*>(builtin)->tp_name;
+    const std::string name =
+        std::string("encore.") + reinterpret_cast<PyTypeObject*>(builtin)->tp_name;
     const py::tuple bases = py::make_tuple(py::handle(g_file_error), py::handle(builtin));
     type = PyErr_NewException(name.c_str(), bases.ptr(), nullptr);
     if (!type) throw py::error_already_set();
@@ -67,8 +68,8 @@ PyObject* file_error_type(int code) {
 void set_file_error(const FileError& e) {
   PyObject* type = file_error_type(e.code());
   const char* what = e.what();
-  py::object message = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
-      what, static_cast<Py_ssize_t>(std::strlen(what)), "backslashreplace"));
+  py::object message = py::reinterpret_steal<py::object>(
+      PyUnicode_DecodeUTF8(what, static_cast<Py_ssize_t>(std::strlen(what)), "backslashreplace"));
   py::object path = py::reinterpret_steal<py::object>(
       PyUnicode_DecodeFSDefaultAndSize(e.path().data(), static_cast<Py_ssize_t>(e.path().size())));
   if (!message || !path) return;  // the decoding error is set
@@ -97,10 +98,10 @@ void init_errors(py::module_& m) {
                                    "A failure inside a backend library call (BLAS, oneDNN, CUDA).");
   g_oom_error = make_exception(m, "OutOfMemoryError", {g_error, PyExc_MemoryError},
                                "An allocation failed; encore stays usable.");
-  g_file_error = make_exception(
-      m, "FileError", {g_error, PyExc_OSError},
-      "A file could not be written or read: errno (its OSError subclass too, e.g. "
-      "FileNotFoundError), the message as strerror, the path as filename.");
+  g_file_error =
+      make_exception(m, "FileError", {g_error, PyExc_OSError},
+                     "A file could not be written or read: errno (its OSError subclass too, e.g. "
+                     "FileNotFoundError), the message as strerror, the path as filename.");
   // Shown as encore's message, which names the path, rather than "[Errno 2] ...: 'path'".
   py::setattr(py::handle(g_file_error), "__str__",
               py::module_::import("builtins").attr("eval")("lambda self: str(self.strerror)"));

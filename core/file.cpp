@@ -39,12 +39,14 @@ bool temporary_suffix(std::string_view rest, pid_t& pid) {
   if (dash == std::string_view::npos) return false;
   const std::string_view p = rest.substr(0, dash), n = rest.substr(dash + 1);
   const auto digits = [](std::string_view s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   if (!digits(p) || !digits(n)) return false;
   long long v = 0;
   const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
-  if (ec != std::errc() || end != p.data() + p.size() || v <= 0 || v != static_cast<pid_t>(v)) return false;
+  if (ec != std::errc() || end != p.data() + p.size() || v <= 0 || v != static_cast<pid_t>(v))
+    return false;
   pid = static_cast<pid_t>(v);
   return true;
 }
@@ -71,7 +73,8 @@ void remove_stale_temporaries(const std::string& target) {
     if (fd < 0) continue;
     // A file system without locks (flock fails otherwise than EWOULDBLOCK) leaves pid and age.
     const bool unlocked = ::flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK;
-    struct stat held {}, named {};
+    struct stat held {
+    }, named{};
     const bool same = ::fstat(fd, &held) == 0 && S_ISREG(held.st_mode) &&
                       ::stat(path.c_str(), &named) == 0 && named.st_ino == held.st_ino &&
                       named.st_dev == held.st_dev;
@@ -102,7 +105,8 @@ void throw_file_error(const char* fn, const char* verb, const std::string& path,
 
 void check_regular_file(unsigned mode, const char* fn, const char* verb, const std::string& path) {
   if (S_ISREG(mode)) return;
-  std::string message = detail::cat("[", fn, "] cannot ", verb, " ", path, ": it is ", kind_of(mode));
+  std::string message =
+      detail::cat("[", fn, "] cannot ", verb, " ", path, ": it is ", kind_of(mode));
   if (!S_ISDIR(mode)) {
     message += ", not a regular file";
     if (std::string_view(verb) == "write")

@@ -21,9 +21,12 @@ constexpr std::string_view kNames[] = {
     "replay_ns",      "allocations", "bytes_allocated", "copy_in_ns", "allocations_reused",
     "layout_reorders", "layout_reorder_ns"};
 static_assert(std::size(kNames) == static_cast<size_t>(Counter::Count));
+constexpr std::string_view kGaugeNames[] = {"prepared_bytes", "prepared_entries"};
+static_assert(std::size(kGaugeNames) == static_cast<size_t>(Gauge::Count));
 }  // namespace
 
 std::string_view counter_name(Counter c) { return kNames[static_cast<int>(c)]; }
+std::string_view gauge_name(Gauge g) { return kGaugeNames[static_cast<int>(g)]; }
 
 namespace {
 
@@ -166,6 +169,13 @@ std::string Ledger::table() const {
   if (const size_t cached = cpu_cached_bytes()) {
     std::snprintf(line, sizeof line, "%-18s %16zu\n", "host_cached_bytes", cached);
     s << line;
+  }
+  for (int i = 0; i < static_cast<int>(Gauge::Count); ++i) {
+    if (const int64_t v = get(static_cast<Gauge>(i))) {
+      std::snprintf(line, sizeof line, "%-18s %16lld\n", kGaugeNames[i].data(),
+                    static_cast<long long>(v));
+      s << line;
+    }
   }
   for (int i = 0; i < static_cast<int>(Counter::Count); ++i) {
     const int64_t v = get(static_cast<Counter>(i));

@@ -102,11 +102,11 @@ void save(const std::string& path) {
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     for (const auto& [k, e] : g_entries) {
-    std::ostringstream t;
-    t.precision(9);
-    t << e.time_ms;
-    f << e.op << '\t' << e.key << '\t' << e.algorithm << '\t' << e.math << '\t' << t.str() << '\t'
-      << e.workspace_bytes << '\t' << e.source << '\t' << e.backend << '\n';
+      std::ostringstream t;
+      t.precision(9);
+      t << e.time_ms;
+      f << e.op << '\t' << e.key << '\t' << e.algorithm << '\t' << e.math << '\t' << t.str() << '\t'
+        << e.workspace_bytes << '\t' << e.source << '\t' << e.backend << '\n';
     }
   }
   write_file(path, f.str(), "autotune.save");
@@ -188,6 +188,14 @@ void store(Entry e) {
       if (ch == '\t' || ch == '\n') ch = ' ';
   std::lock_guard<std::mutex> lock(g_mutex);
   g_entries[{e.op, e.key}] = std::move(e);
+}
+
+std::shared_ptr<void> swap_choices(std::shared_ptr<void> choices) {
+  auto next = choices ? std::move(*static_cast<Choices*>(choices.get())) : Choices{};
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto previous = std::make_shared<Choices>(std::move(g_entries));
+  g_entries = std::move(next);
+  return previous;
 }
 
 void note_reused() { t_reused = true; }

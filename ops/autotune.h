@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,6 +67,9 @@ namespace detail {
 /// The stored choice for (op, key) that `policy()` may reuse, if any.
 std::optional<Entry> find(const std::string& op, const std::string& key);
 void store(Entry e);
+/// Installs `choices` (null: none; an object swap_choices returned, moved from) and returns the
+/// choices it replaces (ops/prepared.h: swap_per_shape_state). Not a new generation.
+std::shared_ptr<void> swap_choices(std::shared_ptr<void> choices);
 /// A backend's PrepareFn calls this when a stored choice spared the search: the dispatcher's
 /// cache then counts the setup as a hit (AutotuneHits), not a search (Autotunes).
 void note_reused();

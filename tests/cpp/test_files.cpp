@@ -57,7 +57,10 @@ std::string read_all(const std::string& path) {
 // Every way encore writes a file, each writing to `path`.
 const std::vector<std::pair<const char*, std::function<void(const std::string&)>>>& writers() {
   static const std::vector<std::pair<const char*, std::function<void(const std::string&)>>> w = {
-      {"save_tensors", [](const std::string& p) { nn::save_tensors(p, {{"w", ones({4})}}); }},
+      {"save_tensors",
+       [](const std::string& p) {
+         nn::save_tensors(p, {{"w", ones({4})}});
+       }},
       {"autotune::save", [](const std::string& p) { autotune::save(p); }},
       {"write_chrome_trace", [](const std::string& p) { Ledger::global().write_chrome_trace(p); }},
   };
