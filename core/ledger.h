@@ -97,6 +97,7 @@ class Ledger {
   std::string table() const;
   /// Chrome trace JSON ("traceEvents" with complete events) of everything recorded so far.
   std::string chrome_trace_json() const;
+  /// Writes it to `path`, atomically (core/file.h; FileError when it cannot be written).
   void write_chrome_trace(const std::string& path) const;
 
  private:

@@ -53,10 +53,11 @@ struct Entry {
 
 /// Every choice made or loaded so far: the GPU's (cuDNN) and the CPU's (oneDNN).
 std::vector<Entry> entries();
-/// Writes the choices to `path` (a small text file, one choice per line).
+/// Writes the choices to `path` (a small text file, one choice per line), atomically
+/// (core/file.h; FileError when it cannot be written).
 void save(const std::string& path);
-/// Adds the choices saved in `path`. Throws ValueError if the file is malformed or was written
-/// with another cuDNN version (algorithm choices do not carry over between versions). A CPU
+/// Adds the choices saved in `path`. Throws FileError if it cannot be read, ValueError if the
+/// file is malformed or was written with another cuDNN version (algorithm choices do not carry over between versions). A CPU
 /// choice naming an implementation this machine's oneDNN does not offer is searched again.
 void load(const std::string& path);
 /// Forgets every choice (the next use of each shape searches again).

@@ -7,7 +7,8 @@
 //
 // The cache is bounded in bytes: each entry counts what the heap (and, for a CUDA state, the
 // device memory encore allocates) grew by while it was made — JIT code, primitive descriptors,
-// packed weights, workspaces. Least recently used entries are evicted past the limit (counted
+// packed weights, workspaces (its op's mean measured size where the heap is too fragmented to
+// measure cheaply). Least recently used entries are evicted past the limit (counted
 // in the ledger, which also shows the bytes and entries held); a Plan holds its states by
 // reference, so eviction never takes state from under a replay. release_cached_memory()
 // empties it.
