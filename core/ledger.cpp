@@ -3,13 +3,13 @@
 #include <pthread.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "core/allocator.h"
 #include "core/cpu_info.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/threads.h"
 
 namespace encore {
@@ -22,9 +22,12 @@ constexpr std::string_view kNames[] = {
     "replay_ns",      "allocations", "bytes_allocated", "copy_in_ns", "allocations_reused",
     "layout_reorders", "layout_reorder_ns"};
 static_assert(std::size(kNames) == static_cast<size_t>(Counter::Count));
+constexpr std::string_view kGaugeNames[] = {"prepared_bytes", "prepared_entries"};
+static_assert(std::size(kGaugeNames) == static_cast<size_t>(Gauge::Count));
 }  // namespace
 
 std::string_view counter_name(Counter c) { return kNames[static_cast<int>(c)]; }
+std::string_view gauge_name(Gauge g) { return kGaugeNames[static_cast<int>(g)]; }
 
 namespace {
 
@@ -168,6 +171,13 @@ std::string Ledger::table() const {
     std::snprintf(line, sizeof line, "%-18s %16zu\n", "host_cached_bytes", cached);
     s << line;
   }
+  for (int i = 0; i < static_cast<int>(Gauge::Count); ++i) {
+    if (const int64_t v = get(static_cast<Gauge>(i))) {
+      std::snprintf(line, sizeof line, "%-18s %16lld\n", kGaugeNames[i].data(),
+                    static_cast<long long>(v));
+      s << line;
+    }
+  }
   for (int i = 0; i < static_cast<int>(Counter::Count); ++i) {
     const int64_t v = get(static_cast<Counter>(i));
     if (v == 0) continue;
@@ -219,10 +229,7 @@ std::string Ledger::chrome_trace_json() const {
 }
 
 void Ledger::write_chrome_trace(const std::string& path) const {
-  check_path(path, "write_chrome_trace");
-  std::ofstream f(path);
-  ENCORE_CHECK(f, ValueError, "[ledger] cannot open ", path, " for writing");
-  f << chrome_trace_json();
+  write_file(path, chrome_trace_json(), "write_chrome_trace");
 }
 
 int64_t ScopedTimer::stop() {

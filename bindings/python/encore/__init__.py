@@ -34,6 +34,7 @@ from ._C import (
     DType,
     DTypeError,
     Error,
+    FileError,
     Generator,
     InvalidValueError,
     OutOfMemoryError,
@@ -54,10 +55,12 @@ from ._C import (
     is_training,
     manual_seed,
     num_threads,
+    prepared_limit,
     release_cached_memory,
     set_allow_tf32,
     set_flush_denormal,
     set_num_threads,
+    set_prepared_limit,
     set_training,
     tensor,
 )
@@ -82,11 +85,11 @@ __version__ = _C.version()
 # `from encore import *` leaves Python's builtins alone (encore.sum, encore.max etc. stay
 # available).
 __all__ = sorted([
-    "BackendError", "DType", "DTypeError", "Device", "DeviceError", "Error", "Generator", "callbacks", "data",
-    "InvalidValueError", "OutOfMemoryError", "RetraceWarning", "ShapeError", "ShapePolicy", "Tensor",
-    "UnsupportedError", "allow_tf32", "as_tensor", "autotune", "bucket", "compare_modes", "cpu_info", "cuda", "default_generator",
-    "enable_grad", "exact", "float32", "float64", "flush_denormal", "from_dlpack", "from_numpy",
-    "int32", "int64", "is_grad_enabled", "is_training", "ledger", "manual_seed", "nn", "no_grad",
-    "optim", "release_cached_memory", "set_allow_tf32", "set_flush_denormal", "set_grad_enabled", "set_training", "tensor",
-    "trace", "training",
+    "BackendError", "DType", "DTypeError", "Device", "DeviceError", "Error", "FileError", "Generator",
+    "callbacks", "data", "InvalidValueError", "OutOfMemoryError", "RetraceWarning", "ShapeError", "ShapePolicy",
+    "Tensor", "UnsupportedError", "allow_tf32", "as_tensor", "autotune", "bucket", "compare_modes", "cpu_info", "cuda",
+    "default_generator", "enable_grad", "exact", "float32", "float64", "flush_denormal", "from_dlpack", "from_numpy",
+    "int32", "int64", "is_grad_enabled", "is_training", "ledger", "manual_seed", "nn", "no_grad", "optim",
+    "prepared_limit", "release_cached_memory", "set_allow_tf32", "set_flush_denormal", "set_grad_enabled",
+    "set_prepared_limit", "set_training", "tensor", "trace", "training",
 ] + [name for name in _op_names if not hasattr(builtins, name)])
