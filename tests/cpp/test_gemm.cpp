@@ -97,7 +97,9 @@ TEST(Gemm, ShowConfigNamesEachPathsKernelAndIsa) {
 TEST(Gemm, CpuInfoGivesAPeak) {
   const CpuInfo& cpu = cpu_info();
   EXPECT_GE(cpu.flops_per_cycle, 16);
-  if (cpu.ghz > 0) EXPECT_NEAR(cpu.peak_gflops(2), 2 * cpu.ghz * cpu.flops_per_cycle, 1e-9);
+  if (cpu.ghz > 0) {
+    EXPECT_NEAR(cpu.peak_gflops(2), 2 * cpu.ghz * cpu.flops_per_cycle, 1e-9);
+  }
 }
 
 // Random shapes, 1-row and odd sizes, operands as they lie, transposed or rows of a wider
@@ -118,9 +120,8 @@ TEST(Gemm, MatmulAgreesWithFloat64OnRandomShapesAndLayouts) {
       return test::rand32({rows, cols}, seed);
     };
     const Tensor a = make(m, k, layout_a, 2 * trial + 1), b = make(k, n, layout_b, 2 * trial + 2);
-    const std::string what = "(" + std::to_string(m) + ", " + std::to_string(k) + ") @ (" +
-                             std::to_string(k) + ", " + std::to_string(n) + "), layouts " +
-                             std::to_string(layout_a) + std::to_string(layout_b);
+    const std::string what =
+        detail::cat("(", m, ", ", k, ") @ (", k, ", ", n, "), layouts ", layout_a, layout_b);
     const Tensor eager = matmul(a, b);
     expect_matches(eager, reference(a, b), what);
     auto traced = trace([](const Tensor& x, const Tensor& y) { return matmul(x, y); });
