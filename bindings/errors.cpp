@@ -18,6 +18,7 @@ PyObject* g_device_error = nullptr;
 PyObject* g_unsupported_error = nullptr;
 PyObject* g_backend_error = nullptr;
 PyObject* g_oom_error = nullptr;
+PyObject* g_distributed_error = nullptr;
 
 PyObject* make_exception(py::module_& m, const char* name, std::initializer_list<PyObject*> bases,
                          const char* doc) {
@@ -61,6 +62,8 @@ void init_errors(py::module_& m) {
                                    "A failure inside a backend library call (BLAS, oneDNN, CUDA).");
   g_oom_error = make_exception(m, "OutOfMemoryError", {g_error, PyExc_MemoryError},
                                "An allocation failed; encore stays usable.");
+  g_distributed_error = make_exception(m, "DistributedError", {g_error, PyExc_RuntimeError},
+                                       "A collective that failed or timed out, or ranks that traced different steps.");
 
   // Most derived first: every kind is an encore::Error.
   py::register_exception_translator([](std::exception_ptr p) {
@@ -78,6 +81,8 @@ void init_errors(py::module_& m) {
       set_error(g_backend_error, e.what());
     } catch (const OutOfMemoryError& e) {
       set_error(g_oom_error, e.what());
+    } catch (const DistributedError& e) {
+      set_error(g_distributed_error, e.what());
     } catch (const encore::ValueError& e) {
       set_error(g_value_error, e.what());
     } catch (const Error& e) {

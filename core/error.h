@@ -29,6 +29,9 @@ class UnsupportedError : public Error { using Error::Error; };
 class OutOfMemoryError : public Error { using Error::Error; };
 /// A failure inside a backend library call (Python: RuntimeError).
 class BackendError : public Error { using Error::Error; };
+/// A collective that failed or did not finish in time, or ranks that disagree on what they run
+/// (Python: encore.DistributedError, a RuntimeError).
+class DistributedError : public Error { using Error::Error; };
 
 namespace detail {
 template <class... Args> std::string cat(const Args&... args) {

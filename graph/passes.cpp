@@ -32,7 +32,8 @@ int eliminate_dead_code(Graph& g) {
   std::vector<bool> keep(g.nodes.size(), false);
   for (size_t i = g.nodes.size(); i-- > 0;) {
     const Node& n = g.nodes[i];
-    bool needed = false;
+    // An op acting outside the process (a collective) ran eagerly, so every replay runs it too.
+    bool needed = n.op->external_effect;
     for (const Value& v : n.out) needed |= live[v.buffer];
     for (size_t k = 0; k < n.in.size(); ++k)
       if (writes(n, k)) needed |= live[n.in[k].buffer];
