@@ -17,6 +17,7 @@
 #include "nn/lstm.h"
 #include "nn/optim.h"
 #include "nn/recurrent.h"
+#include "train/model.h"
 #include "ops/collective.h"
 #include "ops/ops.h"
 #include "ops/random.h"
@@ -200,6 +201,31 @@ TEST(DataParallel, BroadcastParametersCopiesRankZero) {
   model.build({2, 4});
   dist::broadcast_parameters(model);
   expect_same_on_every_rank(model.parameters());
+}
+
+// fit with a DistributedOptimizer: each rank trains on its rows of every shuffled global batch;
+// the result is one process's fit with the same batches, and the epoch logs and evaluate are
+// means over all the rows.
+TEST(DataParallel, FitMatchesOneProcessAndLogsAllRows) {
+  const Data d = data({24, 10, 3});
+  auto fit = [&](bool distributed) {
+    auto module = conv_model();
+    nn::Model model(module);
+    std::shared_ptr<nn::Optimizer> opt = std::make_shared<nn::Adam>(module->parameters(), 0.01);
+    if (distributed) opt = dist::DistributedOptimizer(opt);
+    model.compile(opt, "mse");
+    const nn::History h = model.fit(d.x, d.y, {.batch_size = kBatch, .epochs = 3, .seed = 5, .verbose = 0});
+    const nn::Logs eval = model.evaluate(d.x, d.y, 8);
+    std::vector<Tensor> params;
+    for (const Tensor& p : module->parameters()) params.push_back(p.clone());
+    return std::tuple{params, h.history.at("loss"), eval.at("loss")};
+  };
+  const auto [ref_params, ref_loss, ref_eval] = fit(false);
+  const auto [params, loss, eval] = fit(true);
+  EXPECT_LE(max_relative(params, ref_params), 1e-12);
+  for (size_t e = 0; e < loss.size(); ++e) EXPECT_NEAR(loss[e], ref_loss[e], 1e-12 * std::fabs(ref_loss[e])) << e;
+  EXPECT_NEAR(eval, ref_eval, 1e-12 * std::fabs(ref_eval));
+  expect_same_on_every_rank(params);
 }
 
 Tensor param() {
