@@ -64,6 +64,12 @@ class Engine {
   /// DistributedError when it did not finish within timeout() (a peer raised, died or runs
   /// other collectives). After a timeout the engine refuses every later collective.
   virtual void wait(const void* out) = 0;
+  /// A blocking collective: start and wait, or the same on the calling thread when nothing is
+  /// queued before it (the MPI engine).
+  virtual void run_now(const Collective& c) {
+    start(c);
+    wait(c.out);
+  }
 };
 
 /// Called once by an engine plugin's static initializer; returns true.

@@ -1,8 +1,9 @@
 // The MPI engine (libencore_mpi.so): the CPU's collectives and the launcher's interface. Only
 // the MPI standard API, so Open MPI and MPICH both serve.
 //
-// One communication thread makes every MPI call of the process, MPI_Init and MPI_Finalize
-// included (MPI_THREAD_FUNNELED is all it asks of the library). Collectives run on it in the
+// One communication thread makes every MPI call of encore, MPI_Init and MPI_Finalize included
+// (MPI_THREAD_FUNNELED would do; it asks for SERIALIZED so that a program may call MPI itself
+// between encore's collectives). Collectives run on it in the
 // order callers start them, which is the same on every rank, so an all-reduce started in the
 // middle of the backward pass runs there while the caller goes on computing, and a later
 // blocking collective can never overtake it. Callers wait with a deadline (dist::timeout()):
@@ -11,6 +12,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -88,6 +90,7 @@ class MpiEngine final : public Engine {
     ENCORE_CHECK(jobs_.emplace(c.out, job).second, ValueError, "[", kind_name(c),
                  "] a collective into this buffer is still running");
     queue_.push_back(job);
+    queued_.fetch_add(1, std::memory_order_release);
     cv_.notify_all();
   }
 
@@ -97,18 +100,50 @@ class MpiEngine final : public Engine {
     const auto it = jobs_.find(out);
     ENCORE_CHECK(it != jobs_.end(), ValueError, "[collective] no collective was started into this buffer");
     const std::shared_ptr<Job> job = it->second;
+    // A short collective finishes within microseconds: waiting for it by spinning (and yielding
+    // the core) first costs far less than a sleep and a wake-up through the condition variable.
+    lock.unlock();
+    while (!job->done.load(std::memory_order_acquire) && now_ns() - begin < kSpinNs) std::this_thread::yield();
+    lock.lock();
     const double seconds = timeout();
-    const bool finished = cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return job->done; });
+    const bool finished = cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return job->done.load(); });
     Ledger::global().add(Counter::CommWaitNs, now_ns() - begin);
     if (!finished) {
-      broken_ = detail::cat(kind_name(job->c), " timed out");
-      throw DistributedError(detail::cat(
-          "[", kind_name(job->c), "] rank ", rank_, " of ", size_, ": the collective did not finish within ", seconds,
-          " s: another rank raised an error, exited, or is running different collectives "
-          "(dist.set_timeout / ENCORE_DIST_TIMEOUT sets the limit)"));
+      lock.unlock();
+      throw timed_out(job->c);
     }
     jobs_.erase(it);
     if (!job->error.empty()) throw DistributedError(job->error);
+  }
+
+  // A blocking collective while nothing is queued runs on the caller's thread: no hand-off to
+  // the communication thread (whose wake-up, on a busy machine, cost more than a small
+  // collective), and MPI_THREAD_SERIALIZED holds, since the thread takes no job meanwhile.
+  void run_now(const Collective& c) override {
+    std::unique_lock lock(mutex_);
+    ENCORE_CHECK(broken_.empty(), DistributedError, "[", kind_name(c), "] rank ", rank_,
+                 ": communication failed earlier (", broken_, "); no collective runs after that");
+    if (!queue_.empty() || running_) {
+      lock.unlock();
+      start(c);
+      wait(c.out);
+      return;
+    }
+    direct_ = true;
+    lock.unlock();
+    const int64_t begin = now_ns();
+    struct Done {
+      MpiEngine& e;
+      ~Done() {
+        std::lock_guard lock(e.mutex_);
+        e.direct_ = false;
+        e.cv_.notify_all();
+      }
+    } done{*this};
+    run(c, begin + static_cast<int64_t>(timeout() * 1e9));
+    Ledger& ledger = Ledger::global();
+    ledger.add(Counter::CommNs, now_ns() - begin);
+    ledger.add(Counter::CommWaitNs, now_ns() - begin);
   }
 
   static MpiEngine& instance() {
@@ -119,13 +154,16 @@ class MpiEngine final : public Engine {
  private:
   struct Job {
     Collective c;
-    bool done = false;
+    std::atomic<bool> done{false};
     std::string error;
   };
+  static constexpr int64_t kSpinNs = 50'000;
 
   void loop() {
     int provided = 0;
-    int status = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    // SERIALIZED, though this thread makes every call of encore: a program may then call MPI
+    // itself between encore's collectives (examples/bench_allreduce.cpp compares with MPI_Allreduce).
+    int status = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     {
       std::lock_guard lock(mutex_);
       if (status != MPI_SUCCESS) {
@@ -146,17 +184,23 @@ class MpiEngine final : public Engine {
     if (status != MPI_SUCCESS) return;
     for (;;) {
       std::shared_ptr<Job> job;
+      // The next collective often follows at once (a step's buckets, a blocking call after its
+      // start): look for it a little before sleeping.
+      for (const int64_t idle = now_ns(); queued_.load(std::memory_order_acquire) == 0 && now_ns() - idle < kSpinNs;)
+        std::this_thread::yield();
       {
         std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return !queue_.empty() || finalizing_; });
+        cv_.wait(lock, [&] { return (!queue_.empty() && !direct_) || (finalizing_ && !direct_); });
         if (queue_.empty()) break;
+        running_ = true;
         job = queue_.front();
         queue_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
       }
       const int64_t begin = now_ns();
       std::string error;
       try {
-        run(job->c);
+        run(job->c, 0);
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -164,8 +208,9 @@ class MpiEngine final : public Engine {
       ledger.add(Counter::CommNs, now_ns() - begin);
       {
         std::lock_guard lock(mutex_);
-        job->done = true;
         job->error = std::move(error);
+        job->done.store(true, std::memory_order_release);
+        running_ = false;
       }
       cv_.notify_all();
     }
@@ -175,19 +220,34 @@ class MpiEngine final : public Engine {
     cv_.notify_all();
   }
 
-  void run(const Collective& c) {
+  // Runs `c` with MPI's nonblocking calls, polling until they complete; past `deadline_ns`
+  // (0: none) a DistributedError. Polling yields the core after a while: on a machine with more
+  // threads than cores, a spinning wait would keep the peer it waits for from running.
+  void run(const Collective& c, int64_t deadline_ns) {
     const size_t item = itemsize(c.dtype);
+    const MPI_Datatype type = mpi_type(c.dtype);
     // MPI counts are ints: larger buffers go in pieces (all_gather's cannot be split that way).
     constexpr int64_t kPiece = int64_t{1} << 30;
+    auto complete = [&](MPI_Request request, const char* call) {
+      int done = 0;
+      for (int64_t polls = 0;; ++polls) {
+        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), c, call);
+        if (done) return;
+        if (polls > 1000) std::this_thread::yield();
+        if (deadline_ns && (polls & 255) == 0 && now_ns() > deadline_ns) throw timed_out(c);
+      }
+    };
+    MPI_Request r = MPI_REQUEST_NULL;
     switch (c.kind) {
       case Collective::Kind::AllReduce:
-        for (int64_t at = 0; at < c.count; at += kPiece) {
+        for (int64_t at = 0; at < c.count || at == 0; at += kPiece) {
           const int n = static_cast<int>(std::min(kPiece, c.count - at));
           // In place (a gradient bucket): MPI_IN_PLACE, the standard's way to say so.
           const void* in = c.in == c.out ? MPI_IN_PLACE : static_cast<const char*>(c.in) + at * item;
-          check(MPI_Allreduce(in, static_cast<char*>(c.out) + at * item, n,
-                              mpi_type(c.dtype), c.op == ReduceOp::Max ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD),
-                c, "MPI_Allreduce");
+          check(MPI_Iallreduce(in, static_cast<char*>(c.out) + at * item, n, type,
+                               c.op == ReduceOp::Max ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD, &r),
+                c, "MPI_Iallreduce");
+          complete(r, "MPI_Iallreduce");
         }
         if (c.op == ReduceOp::Mean) {
           if (c.dtype == DType::Float32) divide<float>(c.out, c.count, size_);
@@ -198,23 +258,36 @@ class MpiEngine final : public Engine {
         break;
       case Collective::Kind::Broadcast:
         if (rank_ == c.root && c.in != c.out) std::memcpy(c.out, c.in, c.count * item);
-        for (int64_t at = 0; at < c.count; at += kPiece) {
+        for (int64_t at = 0; at < c.count || at == 0; at += kPiece) {
           const int n = static_cast<int>(std::min(kPiece, c.count - at));
-          check(MPI_Bcast(static_cast<char*>(c.out) + at * item, n, mpi_type(c.dtype), c.root, MPI_COMM_WORLD), c,
-                "MPI_Bcast");
+          check(MPI_Ibcast(static_cast<char*>(c.out) + at * item, n, type, c.root, MPI_COMM_WORLD, &r), c, "MPI_Ibcast");
+          complete(r, "MPI_Ibcast");
         }
         break;
       case Collective::Kind::AllGather:
         ENCORE_CHECK(c.count <= kPiece, ValueError, "[", kind_name(c), "] at most 2^30 elements per rank, got ",
                      c.count);
-        check(MPI_Allgather(c.in, static_cast<int>(c.count), mpi_type(c.dtype), c.out, static_cast<int>(c.count),
-                            mpi_type(c.dtype), MPI_COMM_WORLD),
-              c, "MPI_Allgather");
+        check(MPI_Iallgather(c.in, static_cast<int>(c.count), type, c.out, static_cast<int>(c.count), type,
+                             MPI_COMM_WORLD, &r),
+              c, "MPI_Iallgather");
+        complete(r, "MPI_Iallgather");
         break;
       case Collective::Kind::Barrier:
-        check(MPI_Barrier(MPI_COMM_WORLD), c, "MPI_Barrier");
+        check(MPI_Ibarrier(MPI_COMM_WORLD, &r), c, "MPI_Ibarrier");
+        complete(r, "MPI_Ibarrier");
         break;
     }
+  }
+
+  DistributedError timed_out(const Collective& c) {
+    {
+      std::lock_guard lock(mutex_);
+      broken_ = detail::cat(kind_name(c), " timed out");
+    }
+    return DistributedError(detail::cat(
+        "[", kind_name(c), "] rank ", rank_, " of ", size_, ": the collective did not finish within ", timeout(),
+        " s: another rank raised an error, exited, or is running different collectives "
+        "(dist.set_timeout / ENCORE_DIST_TIMEOUT sets the limit)"));
   }
 
   // At normal exit: MPI_Finalize on the communication thread (a launcher reports a process
@@ -225,7 +298,9 @@ class MpiEngine final : public Engine {
     if (!connected_ || !broken_.empty()) return;
     finalizing_ = true;
     cv_.notify_all();
-    cv_.wait_for(lock, std::chrono::duration<double>(timeout()), [&] { return finalized_; });
+    // MPI_Finalize waits for the peers. Longer than a collective's timeout, so that a peer stuck
+    // in a collective this rank skipped reports its own timeout before the launcher ends it.
+    cv_.wait_for(lock, std::chrono::duration<double>(2 * timeout() + 5), [&] { return finalized_; });
   }
 
   std::mutex mutex_;
@@ -233,7 +308,10 @@ class MpiEngine final : public Engine {
   std::thread thread_;
   std::deque<std::shared_ptr<Job>> queue_;
   std::unordered_map<const void*, std::shared_ptr<Job>> jobs_;
+  std::atomic<int> queued_{0};
   bool connected_ = false, finalizing_ = false, finalized_ = false;
+  bool running_ = false;  // the thread runs a job
+  bool direct_ = false;   // a caller runs a collective itself (run_now)
   std::string connect_error_, broken_, library_;
   int rank_ = 0, size_ = 1;
 };
