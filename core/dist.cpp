@@ -118,7 +118,7 @@ Group init() {
     s.group = {mpi->rank(), mpi->size(), mpi->backend()};
   }
   s.initialized = true;  // before NCCL connects: it bootstraps over the world
-  if (s.group.size > 1) load_nccl(s);
+  if (s.group.backend != "none") load_nccl(s);
   return s.group;
 }
 
@@ -150,8 +150,8 @@ std::string unavailable_reason() {
 }
 
 Engine* engine(Device device, const char* op) {
-  const Group g = world();
-  if (g.size == 1) return nullptr;
+  // A launched world of one still runs its engines (mpirun -np 1: the GPU check runs NCCL so).
+  if (world().backend == "none") return nullptr;
   Engine* e = state().engines[static_cast<int>(device.type)];
   ENCORE_CHECK(e, UnsupportedError, "[", op, "] no engine runs collectives on ", device.str(),
                device.is_cuda() ? " tensors: NCCL is not available (libencore_nccl.so was not built or did not load)"

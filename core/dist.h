@@ -101,7 +101,8 @@ std::string unavailable_reason();
 /// libencore's folder (empty in a build without MPI).
 std::string mpi_plugin_path();
 
-/// The engine that runs collectives on `device`'s tensors; null in a group of one. Throws
+/// The engine that runs collectives on `device`'s tensors; null in a group of one that no
+/// launcher started (a launched world of one runs its engines). Throws
 /// UnsupportedError for a device type no loaded engine serves (CUDA without NCCL).
 Engine* engine(Device device, const char* op);
 
