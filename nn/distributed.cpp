@@ -60,10 +60,16 @@ class GradientBuckets {
   // A gradient is final: its bucket starts when it was the bucket's last.
   void on_ready(size_t k) {
     Bucket& b = state_[bucket_of_[k]];
-    if (b.stage == Stage::Reduced) b = Bucket{};  // a new step
     if (b.stage == Stage::Started) reduce(bucket_of_[k], false);  // accumulation: start over
     if (b.stage == Stage::Reduced) b = Bucket{};
     if (++b.ready == static_cast<int>(parts_[bucket_of_[k]].size())) start(bucket_of_[k]);
+  }
+
+  // The step's updates are queued: the next backward pass (or step) starts every bucket anew.
+  void after_step() {
+    for (size_t i = 0; i < state_.size(); ++i)
+      if (state_[i].stage == Stage::Started) reduce(i, false);  // a bucket no update waited for
+    for (Bucket& b : state_) b = Bucket{};
   }
 
   // Before the update of bucket `index`: its averaged gradients are in .grad.
@@ -152,6 +158,9 @@ std::shared_ptr<nn::Optimizer> DistributedOptimizer(std::shared_ptr<nn::Optimize
       buckets->parts(),
       [weak](size_t part) {
         if (const auto b = weak.lock()) b->before_update(part);
+      },
+      [weak] {
+        if (const auto b = weak.lock()) b->after_step();
       },
       buckets);
   registry()[optimizer.get()] = buckets;

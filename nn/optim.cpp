@@ -244,8 +244,12 @@ void Optimizer::enter(const Group& g) {
   if (parts_.before) parts_.before(g.part);
 }
 
+void Optimizer::finish_step() {
+  if (parts_.after) parts_.after();
+}
+
 void Optimizer::set_update_parts(std::vector<std::vector<size_t>> parts, std::function<void(size_t)> before,
-                                 std::shared_ptr<void> owner) {
+                                 std::function<void()> after, std::shared_ptr<void> owner) {
   std::vector<int> seen(params_.size(), 0);
   for (const auto& part : parts)
     for (size_t i : part) {
@@ -254,7 +258,7 @@ void Optimizer::set_update_parts(std::vector<std::vector<size_t>> parts, std::fu
     }
   for (size_t i = 0; i < params_.size(); ++i)
     ENCORE_CHECK(parts.empty() || seen[i], ValueError, "[", name_, "] parameter ", i, " is in no update part");
-  parts_ = {std::move(parts), std::move(before), std::move(owner)};
+  parts_ = {std::move(parts), std::move(before), std::move(after), std::move(owner)};
 }
 
 void check_covers(const Optimizer& optimizer, const Module& module, const char* op) {
@@ -308,6 +312,7 @@ void SGD::step() {
     sgd_update(params, buffers, grads, lr_tensor(device),
                SgdAttrs{options_.momentum, options_.weight_decay, options_.nesterov});
   }
+  finish_step();
 }
 
 Optimizer::StateRefs SGD::state_refs() {
@@ -366,6 +371,7 @@ void Adam::step() {
                 AdamAttrs{options_.beta1, options_.beta2, options_.epsilon, options_.weight_decay, decoupled_,
                           options_.epsilon_hat});
   }
+  finish_step();
 }
 
 Optimizer::StateRefs Adam::state_refs() { return {{{"m", &m_}, {"v", &v_}}, &step_}; }
@@ -408,6 +414,7 @@ void RMSprop::step() {
     rmsprop_update(params, v, buf, mean_grad, grads, lr_tensor(params_[idx[0]].device()),
                    RmspropAttrs{options_.rho, options_.momentum, options_.epsilon, options_.centered});
   }
+  finish_step();
 }
 
 Optimizer::StateRefs RMSprop::state_refs() {

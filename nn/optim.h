@@ -68,8 +68,9 @@ class Optimizer {
   /// optimizer waits there for bucket k's all-reduce alone (dist::DistributedOptimizer, which
   /// owns the hook through `owner`). Results are those of one update per device: the update ops
   /// are elementwise. With clipping, every part's hook runs before the gradients are clipped.
+  /// `after` runs when the step's last update is queued (the buckets start over).
   void set_update_parts(std::vector<std::vector<size_t>> parts, std::function<void(size_t)> before,
-                        std::shared_ptr<void> owner);
+                        std::function<void()> after, std::shared_ptr<void> owner);
   /// Whether set_update_parts made this optimizer data-parallel.
   bool distributed() const { return parts_.owner != nullptr; }
 
@@ -97,6 +98,8 @@ class Optimizer {
   /// then by device. Each step() calls enter(group) before the group's update.
   std::vector<Group> groups() const;
   void enter(const Group& g);
+  /// Every step() ends with it.
+  void finish_step();
   /// A float64 scalar holding the learning rate on `device`.
   const Tensor& lr_tensor(Device device);
 
@@ -112,6 +115,7 @@ class Optimizer {
   struct UpdateParts {
     std::vector<std::vector<size_t>> parts;
     std::function<void(size_t)> before;
+    std::function<void()> after;
     std::shared_ptr<void> owner;
   } parts_;
 };

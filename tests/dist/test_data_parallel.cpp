@@ -124,6 +124,9 @@ void check_exactness(std::shared_ptr<nn::Sequential> (*make)(), const Shape& x_s
   // Small buckets (one per parameter): the same bits as one big bucket.
   const std::vector<Tensor> small = train(make(), d, begin, begin + rows, true, true, {.bucket_bytes = 0});
   EXPECT_TRUE(bitwise(small, traced)) << "bucket size changed the result";
+  // Without overlap every step still averages (it did only the first: the buckets stayed reduced).
+  const std::vector<Tensor> serial = train(make(), d, begin, begin + rows, true, true, {.overlap = false});
+  EXPECT_TRUE(bitwise(serial, traced)) << "overlap changed the result";
 }
 
 TEST(DataParallel, Conv1DMatchesOneProcessOnTheWholeBatch) { check_exactness(conv_model, {kBatch, 10, 3}); }
