@@ -30,7 +30,7 @@ void init_distributed(py::module_& m) {
       [](std::shared_ptr<nn::Optimizer> optimizer, int64_t bucket_bytes, bool overlap) {
         return dist::DistributedOptimizer(std::move(optimizer), {bucket_bytes, overlap});
       },
-      py::arg("optimizer"), py::arg("bucket_bytes") = int64_t{25} << 20, py::arg("overlap") = true);
+      py::arg("optimizer"), py::arg("bucket_bytes") = int64_t{1} << 20, py::arg("overlap") = true);
   m.def("dist_buckets", &dist::buckets, py::arg("optimizer"));
   m.def("broadcast_parameters",
         py::overload_cast<const std::vector<Tensor>&, int>(&dist::broadcast_parameters), py::arg("tensors"),

@@ -47,7 +47,7 @@ int worker(const examples::Args& args) {
   model->build({batch / world.size, length, features});
   dist::broadcast_parameters(*model);
   auto opt = dist::DistributedOptimizer(std::make_shared<nn::Adam>(model->parameters()),
-                                        {.bucket_bytes = args.num("bucket-kib", 4096) * 1024,
+                                        {.bucket_bytes = args.num("bucket-kib", 1024) * 1024,
                                          .overlap = args.num("overlap", 1) != 0});
   // Every rank draws the whole global batch from one seed and keeps its rows.
   const examples::FrequencyTask task = examples::make_frequency_task(batch, length, features, 7);

@@ -4,7 +4,7 @@ examples/data_parallel.cpp): time per step, samples per second, scaling efficien
 step communicates. The global batch is the same for every rank count (strong scaling).
 
   python examples/data_parallel.py [--model small] [--ranks 1,2,4] [--threads 1] [--batch 32]
-                                   [--steps 10] [--length 1000] [--bucket-kib 4096]
+                                   [--steps 10] [--length 1000] [--bucket-kib 1024]
       run alone: launches itself under mpirun once per rank count and prints the table
   mpirun -np 2 python examples/data_parallel.py ...
       one configuration; rank 0 prints one result line
@@ -109,7 +109,7 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--length", type=int, default=1000)
-    p.add_argument("--bucket-kib", type=int, default=4096)
+    p.add_argument("--bucket-kib", type=int, default=1024)
     args = p.parse_args()
     if args.worker or dist.launched():
         args.threads = int(args.threads_list.split(",")[0])

@@ -63,6 +63,12 @@ def check(world):
         before = encore.ledger.as_dict()["collectives"]
         step(xb, yb)
         assert encore.ledger.as_dict()["collectives"] - before == 1
+    # compare_modes under mpirun reports each mode's communication: one all-reduce per step.
+    report = encore.compare_modes(model=model, loss=nn.mean_squared_error, optimizer=opt, data=(xb, yb), steps=3,
+                                  warmup=1, profile_steps=0)
+    for mode in ("eager", "traced"):
+        assert report[mode]["comm_calls"] == 1.0 and report[mode]["comm_bytes"] == 4 * 65, report[mode]
+    assert "communication per step" in report.table()
     # Every rank holds the same parameters.
     for p in model.parameters():
         all_p = dist.all_gather(p.reshape((1, -1))).numpy()

@@ -83,7 +83,7 @@ def check_agreement(hash: int, description: str) -> None:
     _C.dist_check_agreement(hash, description)
 
 
-def DistributedOptimizer(optimizer: _C.Optimizer, bucket_bytes: int = 25 << 20,
+def DistributedOptimizer(optimizer: _C.Optimizer, bucket_bytes: int = 1 << 20,
                          overlap: bool = True) -> _C.Optimizer:
     """Makes ``optimizer`` data-parallel and returns it: each step first averages the gradients
     over the ranks, packed into buckets of at most ``bucket_bytes`` (one fused all-reduce per
