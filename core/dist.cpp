@@ -42,13 +42,17 @@ std::string library_path(const char* env, const char* file) {
 
 // Loads a plugin once; returns why it did not load (empty when it did).
 std::string load(const std::string& path, const char* what) {
-  if (path.empty()) return detail::cat("this build has no ", what, " plugin (", what, " was not found when it was configured)");
-  if (!std::filesystem::exists(path)) return detail::cat("no ", what, " plugin: ", path, " not found");
+  if (path.empty())
+    return detail::cat("this build has no ", what, " plugin (", what,
+                       " was not found when it was configured)");
+  if (!std::filesystem::exists(path))
+    return detail::cat("no ", what, " plugin: ", path, " not found");
   // Never closed: its engine serves until the process exits. RTLD_GLOBAL: MPI libraries load
   // components of their own that expect libmpi's symbols to be global.
   if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
     const char* error = dlerror();
-    return detail::cat("the ", what, " plugin ", path, " failed to load: ", error ? error : "unknown error");
+    return detail::cat("the ", what, " plugin ", path,
+                       " failed to load: ", error ? error : "unknown error");
   }
   return {};
 }
@@ -78,9 +82,12 @@ void load_nccl(State& s) {
 
 const char* name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Mean: return "mean";
-    case ReduceOp::Max: return "max";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Mean:
+      return "mean";
+    case ReduceOp::Max:
+      return "max";
   }
   return "?";
 }
@@ -99,7 +106,8 @@ bool register_engine(DeviceType type, Engine& engine) {
 }
 
 bool launched() {
-  if (const char* forced = std::getenv("ENCORE_DIST"); forced && *forced) return std::strcmp(forced, "mpi") == 0;
+  if (const char* forced = std::getenv("ENCORE_DIST"); forced && *forced)
+    return std::strcmp(forced, "mpi") == 0;
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
     if (const char* v = std::getenv(var); v && *v) return true;
   return false;
@@ -112,7 +120,8 @@ Group init() {
   if (launched()) {
     Engine* mpi = load_mpi(s);
     ENCORE_CHECK(mpi, UnsupportedError,
-                 "[dist.init] this process was started by a launcher (mpirun, srun) but MPI is unavailable: ",
+                 "[dist.init] this process was started by a launcher (mpirun, srun) but MPI is "
+                 "unavailable: ",
                  s.mpi_status);
     mpi->connect();
     s.group = {mpi->rank(), mpi->size(), mpi->backend()};
@@ -153,15 +162,17 @@ Engine* engine(Device device, const char* op) {
   // A launched world of one still runs its engines (mpirun -np 1: the GPU check runs NCCL so).
   if (world().backend == "none") return nullptr;
   Engine* e = state().engines[static_cast<int>(device.type)];
-  ENCORE_CHECK(e, UnsupportedError, "[", op, "] no engine runs collectives on ", device.str(),
-               device.is_cuda() ? " tensors: NCCL is not available (libencore_nccl.so was not built or did not load)"
-                                : " tensors");
+  ENCORE_CHECK(
+      e, UnsupportedError, "[", op, "] no engine runs collectives on ", device.str(),
+      device.is_cuda()
+          ? " tensors: NCCL is not available (libencore_nccl.so was not built or did not load)"
+          : " tensors");
   return e;
 }
 
 void set_timeout(double seconds) {
-  ENCORE_CHECK(seconds > 0 && seconds < 1e9, ValueError, "[dist.set_timeout] the timeout must be > 0 seconds, got ",
-               seconds);
+  ENCORE_CHECK(seconds > 0 && seconds < 1e9, ValueError,
+               "[dist.set_timeout] the timeout must be > 0 seconds, got ", seconds);
   state().timeout.store(seconds);
 }
 
@@ -213,17 +224,20 @@ void check_agreement(uint64_t hash, std::string_view description) {
   if (!e) return;
   const std::vector<char> hashes = gather_bytes(*e, &hash, sizeof hash, "trace");
   bool same = true;
-  for (int r = 1; r < e->size(); ++r) same &= std::memcmp(&hashes[0], &hashes[r * sizeof hash], sizeof hash) == 0;
+  for (int r = 1; r < e->size(); ++r)
+    same &= std::memcmp(&hashes[0], &hashes[r * sizeof hash], sizeof hash) == 0;
   if (same) return;
   // Every rank learns every description (cut to a fixed size), so each error names all sides.
   constexpr int64_t kText = 2048;
   std::vector<char> text(kText, '\0');
   std::memcpy(text.data(), description.data(), std::min<size_t>(description.size(), kText - 1));
   const std::vector<char> all = gather_bytes(*e, text.data(), kText, "trace");
-  std::string msg = detail::cat("[trace] rank ", e->rank(), " of ", e->size(),
-                                ": the ranks traced different collectives for this step, and replaying would "
-                                "deadlock (another input length, or another branch taken on some rank):");
-  for (int r = 0; r < e->size(); ++r) msg += detail::cat("\n  rank ", r, ": ", std::string(&all[r * kText]));
+  std::string msg =
+      detail::cat("[trace] rank ", e->rank(), " of ", e->size(),
+                  ": the ranks traced different collectives for this step, and replaying would "
+                  "deadlock (another input length, or another branch taken on some rank):");
+  for (int r = 0; r < e->size(); ++r)
+    msg += detail::cat("\n  rank ", r, ": ", std::string(&all[r * kText]));
   throw DistributedError(msg);
 }
 

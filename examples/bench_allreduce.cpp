@@ -25,8 +25,8 @@ int main(int argc, char** argv) {
     const dist::Group world = dist::init();
     const int64_t rounds = args.num("rounds", 20), max_bytes = args.num("max-mib", 64) << 20;
     if (world.rank == 0) {
-      std::printf("all_reduce (sum, float32) between %d ranks: medians of %lld rounds; load %s", world.size,
-                  static_cast<long long>(rounds), [] {
+      std::printf("all_reduce (sum, float32) between %d ranks: medians of %lld rounds; load %s",
+                  world.size, static_cast<long long>(rounds), [] {
                     static char load[128] = "?\n";
                     if (FILE* f = std::fopen("/proc/loadavg", "r")) {
                       if (!std::fgets(load, sizeof load, f)) load[0] = '\0';
@@ -50,17 +50,21 @@ int main(int argc, char** argv) {
       auto time_mpi = [&] {
         MPI_Barrier(MPI_COMM_WORLD);
         const int64_t t = now_ns();
-        MPI_Allreduce(x.data_ptr(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(x.data_ptr(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
         theirs.push_back((now_ns() - t) / 1e6);
       };
       for (int64_t r = 0; r < rounds + 2; ++r) {  // the first two rounds warm up
-        if (r % 2) time_encore(), time_mpi();
-        else time_mpi(), time_encore();
+        if (r % 2)
+          time_encore(), time_mpi();
+        else
+          time_mpi(), time_encore();
         if (r < 2) mine.clear(), theirs.clear();
       }
       if (world.rank == 0)
-        std::printf("%10lld %12.4f %12.4f %7.2fx\n", static_cast<long long>(bytes), examples::median(mine),
-                    examples::median(theirs), examples::median(mine) / examples::median(theirs));
+        std::printf("%10lld %12.4f %12.4f %7.2fx\n", static_cast<long long>(bytes),
+                    examples::median(mine), examples::median(theirs),
+                    examples::median(mine) / examples::median(theirs));
     }
     return 0;
   });

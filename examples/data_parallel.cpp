@@ -36,10 +36,12 @@ struct Result {
 // One configuration, on the ranks mpirun started (or alone).
 int worker(const examples::Args& args) {
   const dist::Group world = dist::init();
-  const int64_t batch = args.num("batch", 32), steps = args.num("steps", 10), length = args.num("length", 1000);
+  const int64_t batch = args.num("batch", 32), steps = args.num("steps", 10),
+                length = args.num("length", 1000);
   const int threads = static_cast<int>(args.num("threads", 1));
   set_num_threads(threads);
-  if (batch % world.size != 0) examples::usage_error(args.program(), "--batch must be a multiple of the rank count");
+  if (batch % world.size != 0)
+    examples::usage_error(args.program(), "--batch must be a multiple of the rank count");
   const std::string name = args.get("model", "small");
   auto model = examples::benchmark_model(name);
   const int64_t features = examples::benchmark_features(name);
@@ -70,7 +72,8 @@ int worker(const examples::Args& args) {
   int64_t calls = 0, bytes = 0, comm_ns = 0, wait_ns = 0;  // the steps' own, barriers left out
   for (int64_t i = 0; i < steps; ++i) {
     dist::barrier();  // every rank starts the step together: the time is the slowest rank's
-    const int64_t calls0 = ledger.get(Counter::Collectives), bytes0 = ledger.get(Counter::CollectiveBytes);
+    const int64_t calls0 = ledger.get(Counter::Collectives),
+                  bytes0 = ledger.get(Counter::CollectiveBytes);
     const int64_t comm0 = ledger.get(Counter::CommNs), wait0 = ledger.get(Counter::CommWaitNs);
     const int64_t start = now_ns();
     run();
@@ -86,11 +89,12 @@ int worker(const examples::Args& args) {
   const double n = static_cast<double>(steps);
   const double comm_ms = comm_ns / 1e6 / n, wait_ms = wait_ns / 1e6 / n;
   if (world.rank == 0) {
-    std::printf("result ranks=%d threads=%d step_ms=%.3f samples_s=%.1f comm_calls=%.1f comm_kib=%.1f comm_ms=%.3f "
-                "hidden_pct=%.1f\n",
-                world.size, threads, step_ms, batch / (step_ms / 1e3),
-                calls / n, bytes / 1024.0 / n,
-                comm_ms, comm_ms > 0 ? 100.0 * std::max(0.0, comm_ms - wait_ms) / comm_ms : 0.0);
+    std::printf(
+        "result ranks=%d threads=%d step_ms=%.3f samples_s=%.1f comm_calls=%.1f comm_kib=%.1f "
+        "comm_ms=%.3f "
+        "hidden_pct=%.1f\n",
+        world.size, threads, step_ms, batch / (step_ms / 1e3), calls / n, bytes / 1024.0 / n,
+        comm_ms, comm_ms > 0 ? 100.0 * std::max(0.0, comm_ms - wait_ms) / comm_ms : 0.0);
   }
   return 0;
 }
@@ -98,8 +102,10 @@ int worker(const examples::Args& args) {
 Result parse(const std::string& line) {
   Result r;
   std::sscanf(line.c_str(),
-              "result ranks=%d threads=%d step_ms=%lf samples_s=%lf comm_calls=%lf comm_kib=%lf comm_ms=%lf hidden_pct=%lf",
-              &r.ranks, &r.threads, &r.step_ms, &r.samples_s, &r.comm_calls, &r.comm_kib, &r.comm_ms, &r.hidden_pct);
+              "result ranks=%d threads=%d step_ms=%lf samples_s=%lf comm_calls=%lf comm_kib=%lf "
+              "comm_ms=%lf hidden_pct=%lf",
+              &r.ranks, &r.threads, &r.step_ms, &r.samples_s, &r.comm_calls, &r.comm_kib,
+              &r.comm_ms, &r.hidden_pct);
   return r;
 }
 
@@ -111,13 +117,15 @@ std::vector<int64_t> list(const std::string& s) {
 }
 
 // Runs this program under mpirun for each rank count and thread count; prints the table.
-int driver(const examples::Args& args, const std::string& self, const std::vector<std::string>& forwarded) {
+int driver(const examples::Args& args, const std::string& self,
+           const std::vector<std::string>& forwarded) {
   std::vector<Result> results;
   for (int64_t threads : list(args.get("threads", "1"))) {
     for (int64_t ranks : list(args.get("ranks", "1,2,4"))) {
-      std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + args.get("mpirun", "mpirun") +
-                        " --oversubscribe --bind-to none -np " + std::to_string(ranks) + " " + self + " --worker" +
-                        " --threads " + std::to_string(threads);
+      std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
+                        args.get("mpirun", "mpirun") + " --oversubscribe --bind-to none -np " +
+                        std::to_string(ranks) + " " + self + " --worker" + " --threads " +
+                        std::to_string(threads);
       for (const std::string& a : forwarded) cmd += " " + a;
       FILE* pipe = popen(cmd.c_str(), "r");
       if (!pipe) examples::usage_error(args.program(), "cannot run " + cmd);
@@ -133,15 +141,15 @@ int driver(const examples::Args& args, const std::string& self, const std::vecto
       results.push_back(r);
     }
   }
-  std::printf("%-6s %-8s %10s %10s %11s %8s %10s %9s %8s\n", "ranks", "threads", "step_ms", "samples/s",
-              "efficiency", "allreds", "KiB/step", "comm_ms", "hidden");
+  std::printf("%-6s %-8s %10s %10s %11s %8s %10s %9s %8s\n", "ranks", "threads", "step_ms",
+              "samples/s", "efficiency", "allreds", "KiB/step", "comm_ms", "hidden");
   for (const Result& r : results) {
     double base = 0;
     for (const Result& b : results)
       if (b.ranks == 1 && b.threads == r.threads) base = b.step_ms;
-    std::printf("%-6d %-8d %10.2f %10.1f %10.0f%% %8.1f %10.1f %9.2f %7.0f%%\n", r.ranks, r.threads, r.step_ms,
-                r.samples_s, base > 0 ? 100.0 * base / (r.ranks * r.step_ms) : 0.0, r.comm_calls,
-                r.comm_kib, r.comm_ms, r.hidden_pct);
+    std::printf("%-6d %-8d %10.2f %10.1f %10.0f%% %8.1f %10.1f %9.2f %7.0f%%\n", r.ranks, r.threads,
+                r.step_ms, r.samples_s, base > 0 ? 100.0 * base / (r.ranks * r.step_ms) : 0.0,
+                r.comm_calls, r.comm_kib, r.comm_ms, r.hidden_pct);
   }
   return 0;
 }
@@ -149,8 +157,9 @@ int driver(const examples::Args& args, const std::string& self, const std::vecto
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> flags = {"worker", "model", "ranks", "threads", "batch", "steps", "length",
-                                          "bucket-kib", "overlap", "mode", "mpirun"};
+  const std::vector<std::string> flags = {"worker",  "model", "ranks",  "threads",
+                                          "batch",   "steps", "length", "bucket-kib",
+                                          "overlap", "mode",  "mpirun"};
   const examples::Args args(argc, argv, flags);
   return examples::guarded(args, [&] {
     if (!args.get("worker").empty() || dist::launched()) return worker(args);

@@ -16,7 +16,8 @@ namespace {
 // averages written back into .grad), and back to idle when the next backward pass reaches it.
 class GradientBuckets {
  public:
-  GradientBuckets(nn::Optimizer& optimizer, DistributedOptions options) : optimizer_(optimizer), options_(options) {
+  GradientBuckets(nn::Optimizer& optimizer, DistributedOptions options)
+      : optimizer_(optimizer), options_(options) {
     const std::vector<Tensor>& params = optimizer.params();
     std::vector<size_t> current;
     int64_t bytes = 0;
@@ -25,7 +26,8 @@ class GradientBuckets {
       const Tensor& p = params[k];
       const int64_t n = p.numel() * static_cast<int64_t>(itemsize(p.dtype()));
       const bool fits = !current.empty() && params[current[0]].dtype() == p.dtype() &&
-                        params[current[0]].device() == p.device() && bytes + n <= options.bucket_bytes;
+                        params[current[0]].device() == p.device() &&
+                        bytes + n <= options.bucket_bytes;
       if (!current.empty() && !fits) {
         parts_.push_back(std::move(current));
         current.clear();
@@ -88,7 +90,7 @@ class GradientBuckets {
   struct Bucket {
     Stage stage = Stage::Idle;
     int ready = 0;
-    Tensor packed;  // one fused buffer of the bucket's gradients, averaged in place
+    Tensor packed;                // one fused buffer of the bucket's gradients, averaged in place
     std::vector<size_t> members;  // the parameters whose gradients it holds
   };
 
@@ -146,10 +148,10 @@ std::map<const nn::Optimizer*, std::weak_ptr<GradientBuckets>>& registry() {
 std::shared_ptr<nn::Optimizer> DistributedOptimizer(std::shared_ptr<nn::Optimizer> optimizer,
                                                     DistributedOptions options) {
   ENCORE_CHECK(optimizer, ValueError, "[DistributedOptimizer] got no optimizer");
-  ENCORE_CHECK(!optimizer->distributed(), ValueError, "[DistributedOptimizer] the ", optimizer->kind(),
-               " optimizer is distributed already");
-  ENCORE_CHECK(options.bucket_bytes >= 0, ValueError, "[DistributedOptimizer] bucket_bytes must be >= 0, got ",
-               options.bucket_bytes);
+  ENCORE_CHECK(!optimizer->distributed(), ValueError, "[DistributedOptimizer] the ",
+               optimizer->kind(), " optimizer is distributed already");
+  ENCORE_CHECK(options.bucket_bytes >= 0, ValueError,
+               "[DistributedOptimizer] bucket_bytes must be >= 0, got ", options.bucket_bytes);
   init();
   auto buckets = std::make_shared<GradientBuckets>(*optimizer, options);
   buckets->install_hooks(buckets);
@@ -185,7 +187,8 @@ void broadcast_parameters(const std::vector<Tensor>& tensors, int root) {
 void broadcast_parameters(const nn::Module& module, int root) {
   std::vector<Tensor> all;
   for (const auto& [name, t] : module.named_weights()) all.push_back(t);
-  ENCORE_CHECK(!all.empty(), ValueError, "[broadcast_parameters] the module has no parameters yet: build it first");
+  ENCORE_CHECK(!all.empty(), ValueError,
+               "[broadcast_parameters] the module has no parameters yet: build it first");
   broadcast_parameters(all, root);
 }
 

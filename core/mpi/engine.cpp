@@ -33,20 +33,28 @@ namespace {
 const char* kind_name(const Collective& c) {
   if (c.op_name && *c.op_name) return c.op_name;
   switch (c.kind) {
-    case Collective::Kind::AllReduce: return "all_reduce";
-    case Collective::Kind::Broadcast: return "broadcast";
-    case Collective::Kind::AllGather: return "all_gather";
-    case Collective::Kind::Barrier: return "barrier";
+    case Collective::Kind::AllReduce:
+      return "all_reduce";
+    case Collective::Kind::Broadcast:
+      return "broadcast";
+    case Collective::Kind::AllGather:
+      return "all_gather";
+    case Collective::Kind::Barrier:
+      return "barrier";
   }
   return "collective";
 }
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::Float32: return MPI_FLOAT;
-    case DType::Float64: return MPI_DOUBLE;
-    case DType::Int32: return MPI_INT32_T;
-    case DType::Int64: return MPI_INT64_T;
+    case DType::Float32:
+      return MPI_FLOAT;
+    case DType::Float64:
+      return MPI_DOUBLE;
+    case DType::Int32:
+      return MPI_INT32_T;
+    case DType::Int64:
+      return MPI_INT64_T;
   }
   return MPI_BYTE;
 }
@@ -56,12 +64,14 @@ void check(int status, const Collective& c, const char* call) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(status, text, &len);
-  throw DistributedError(detail::cat("[", kind_name(c), "] ", call, " failed: ", std::string(text, len)));
+  throw DistributedError(
+      detail::cat("[", kind_name(c), "] ", call, " failed: ", std::string(text, len)));
 }
 
 // The mean divides the sum by the group size (correctly rounded, as a one-process mean over the
 // whole batch divides by its size).
-template <class T> void divide(void* data, int64_t n, int size) {
+template <class T>
+void divide(void* data, int64_t n, int size) {
   T* p = static_cast<T*>(data);
   for (int64_t i = 0; i < n; ++i) p[i] /= static_cast<T>(size);
 }
@@ -98,15 +108,18 @@ class MpiEngine final : public Engine {
     const int64_t begin = now_ns();
     std::unique_lock lock(mutex_);
     const auto it = jobs_.find(out);
-    ENCORE_CHECK(it != jobs_.end(), ValueError, "[collective] no collective was started into this buffer");
+    ENCORE_CHECK(it != jobs_.end(), ValueError,
+                 "[collective] no collective was started into this buffer");
     const std::shared_ptr<Job> job = it->second;
     // A short collective finishes within microseconds: waiting for it by spinning (and yielding
     // the core) first costs far less than a sleep and a wake-up through the condition variable.
     lock.unlock();
-    while (!job->done.load(std::memory_order_acquire) && now_ns() - begin < kSpinNs) std::this_thread::yield();
+    while (!job->done.load(std::memory_order_acquire) && now_ns() - begin < kSpinNs)
+      std::this_thread::yield();
     lock.lock();
     const double seconds = timeout();
-    const bool finished = cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return job->done.load(); });
+    const bool finished = cv_.wait_for(lock, std::chrono::duration<double>(seconds),
+                                       [&] { return job->done.load(); });
     Ledger::global().add(Counter::CommWaitNs, now_ns() - begin);
     if (!finished) {
       lock.unlock();
@@ -162,7 +175,8 @@ class MpiEngine final : public Engine {
   void loop() {
     int provided = 0;
     // SERIALIZED, though this thread makes every call of encore: a program may then call MPI
-    // itself between encore's collectives (examples/bench_allreduce.cpp compares with MPI_Allreduce).
+    // itself between encore's collectives (examples/bench_allreduce.cpp compares with
+    // MPI_Allreduce).
     int status = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     {
       std::lock_guard lock(mutex_);
@@ -176,7 +190,8 @@ class MpiEngine final : public Engine {
         int len = 0;
         MPI_Get_library_version(version, &len);
         library_ = std::string(version, strnlen(version, len));
-        if (const size_t nl = library_.find_first_of(",\n"); nl != std::string::npos) library_.resize(nl);
+        if (const size_t nl = library_.find_first_of(",\n"); nl != std::string::npos)
+          library_.resize(nl);
         connected_ = true;
       }
     }
@@ -186,7 +201,8 @@ class MpiEngine final : public Engine {
       std::shared_ptr<Job> job;
       // The next collective often follows at once (a step's buckets, a blocking call after its
       // start): look for it a little before sleeping.
-      for (const int64_t idle = now_ns(); queued_.load(std::memory_order_acquire) == 0 && now_ns() - idle < kSpinNs;)
+      for (const int64_t idle = now_ns();
+           queued_.load(std::memory_order_acquire) == 0 && now_ns() - idle < kSpinNs;)
         std::this_thread::yield();
       {
         std::unique_lock lock(mutex_);
@@ -243,32 +259,39 @@ class MpiEngine final : public Engine {
         for (int64_t at = 0; at < c.count || at == 0; at += kPiece) {
           const int n = static_cast<int>(std::min(kPiece, c.count - at));
           // In place (a gradient bucket): MPI_IN_PLACE, the standard's way to say so.
-          const void* in = c.in == c.out ? MPI_IN_PLACE : static_cast<const char*>(c.in) + at * item;
+          const void* in =
+              c.in == c.out ? MPI_IN_PLACE : static_cast<const char*>(c.in) + at * item;
           check(MPI_Iallreduce(in, static_cast<char*>(c.out) + at * item, n, type,
                                c.op == ReduceOp::Max ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD, &r),
                 c, "MPI_Iallreduce");
           complete(r, "MPI_Iallreduce");
         }
         if (c.op == ReduceOp::Mean) {
-          if (c.dtype == DType::Float32) divide<float>(c.out, c.count, size_);
-          else if (c.dtype == DType::Float64) divide<double>(c.out, c.count, size_);
-          else if (c.dtype == DType::Int32) divide<int32_t>(c.out, c.count, size_);
-          else divide<int64_t>(c.out, c.count, size_);
+          if (c.dtype == DType::Float32)
+            divide<float>(c.out, c.count, size_);
+          else if (c.dtype == DType::Float64)
+            divide<double>(c.out, c.count, size_);
+          else if (c.dtype == DType::Int32)
+            divide<int32_t>(c.out, c.count, size_);
+          else
+            divide<int64_t>(c.out, c.count, size_);
         }
         break;
       case Collective::Kind::Broadcast:
         if (rank_ == c.root && c.in != c.out) std::memcpy(c.out, c.in, c.count * item);
         for (int64_t at = 0; at < c.count || at == 0; at += kPiece) {
           const int n = static_cast<int>(std::min(kPiece, c.count - at));
-          check(MPI_Ibcast(static_cast<char*>(c.out) + at * item, n, type, c.root, MPI_COMM_WORLD, &r), c, "MPI_Ibcast");
+          check(MPI_Ibcast(static_cast<char*>(c.out) + at * item, n, type, c.root, MPI_COMM_WORLD,
+                           &r),
+                c, "MPI_Ibcast");
           complete(r, "MPI_Ibcast");
         }
         break;
       case Collective::Kind::AllGather:
-        ENCORE_CHECK(c.count <= kPiece, ValueError, "[", kind_name(c), "] at most 2^30 elements per rank, got ",
-                     c.count);
-        check(MPI_Iallgather(c.in, static_cast<int>(c.count), type, c.out, static_cast<int>(c.count), type,
-                             MPI_COMM_WORLD, &r),
+        ENCORE_CHECK(c.count <= kPiece, ValueError, "[", kind_name(c),
+                     "] at most 2^30 elements per rank, got ", c.count);
+        check(MPI_Iallgather(c.in, static_cast<int>(c.count), type, c.out,
+                             static_cast<int>(c.count), type, MPI_COMM_WORLD, &r),
               c, "MPI_Iallgather");
         complete(r, "MPI_Iallgather");
         break;
@@ -284,10 +307,11 @@ class MpiEngine final : public Engine {
       std::lock_guard lock(mutex_);
       broken_ = detail::cat(kind_name(c), " timed out");
     }
-    return DistributedError(detail::cat(
-        "[", kind_name(c), "] rank ", rank_, " of ", size_, ": the collective did not finish within ", timeout(),
-        " s: another rank raised an error, exited, or is running different collectives "
-        "(dist.set_timeout / ENCORE_DIST_TIMEOUT sets the limit)"));
+    return DistributedError(
+        detail::cat("[", kind_name(c), "] rank ", rank_, " of ", size_,
+                    ": the collective did not finish within ", timeout(),
+                    " s: another rank raised an error, exited, or is running different collectives "
+                    "(dist.set_timeout / ENCORE_DIST_TIMEOUT sets the limit)"));
   }
 
   // At normal exit: MPI_Finalize on the communication thread (a launcher reports a process
@@ -300,7 +324,8 @@ class MpiEngine final : public Engine {
     cv_.notify_all();
     // MPI_Finalize waits for the peers. Longer than a collective's timeout, so that a peer stuck
     // in a collective this rank skipped reports its own timeout before the launcher ends it.
-    cv_.wait_for(lock, std::chrono::duration<double>(2 * timeout() + 5), [&] { return finalized_; });
+    cv_.wait_for(lock, std::chrono::duration<double>(2 * timeout() + 5),
+                 [&] { return finalized_; });
   }
 
   std::mutex mutex_;

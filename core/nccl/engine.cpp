@@ -34,26 +34,34 @@ void nccl_check(ncclResult_t status, const char* op, const char* call) {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::Float32: return ncclFloat32;
-    case DType::Float64: return ncclFloat64;
-    case DType::Int32: return ncclInt32;
-    case DType::Int64: return ncclInt64;
+    case DType::Float32:
+      return ncclFloat32;
+    case DType::Float64:
+      return ncclFloat64;
+    case DType::Int32:
+      return ncclInt32;
+    case DType::Int64:
+      return ncclInt64;
   }
   return ncclChar;
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Mean: return ncclAvg;
-    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Mean:
+      return ncclAvg;
+    case ReduceOp::Max:
+      return ncclMax;
   }
   return ncclSum;
 }
 
 // The GPU of this rank among those of its machine: the launcher's local rank.
 int local_rank(int rank) {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "PMI_LOCAL_RANK"})
+  for (const char* var :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "PMI_LOCAL_RANK"})
     if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
   return rank;
 }
@@ -94,9 +102,11 @@ class NcclEngine final : public Engine {
 
   void start(const Collective& c) override {
     ENCORE_CHECK(comm_, UnsupportedError, "[", c.op_name, "] NCCL found no GPU on this rank");
-    ENCORE_CHECK(c.device.index == device_, DeviceError, "[", c.op_name, "] rank ", rank_, " runs collectives on cuda:",
-                 device_, " (its local rank), got a tensor on ", c.device.str());
-    ENCORE_CHECK(c.kind != Collective::Kind::Barrier, UnsupportedError, "[barrier] runs on the CPU engine");
+    ENCORE_CHECK(c.device.index == device_, DeviceError, "[", c.op_name, "] rank ", rank_,
+                 " runs collectives on cuda:", device_, " (its local rank), got a tensor on ",
+                 c.device.str());
+    ENCORE_CHECK(c.kind != Collective::Kind::Barrier, UnsupportedError,
+                 "[barrier] runs on the CPU engine");
     std::lock_guard lock(mutex_);
     ENCORE_CHECK(!pending_.contains(c.out), ValueError, "[", c.op_name,
                  "] a collective into this buffer is still running");
@@ -116,15 +126,19 @@ class NcclEngine final : public Engine {
     const size_t n = static_cast<size_t>(c.count);
     switch (c.kind) {
       case Collective::Kind::AllReduce:
-        nccl_check(ncclAllReduce(c.in, c.out, n, t, nccl_op(c.op), comm_, comm_stream_), c.op_name, "ncclAllReduce");
+        nccl_check(ncclAllReduce(c.in, c.out, n, t, nccl_op(c.op), comm_, comm_stream_), c.op_name,
+                   "ncclAllReduce");
         break;
       case Collective::Kind::Broadcast:
-        nccl_check(ncclBroadcast(c.in, c.out, n, t, c.root, comm_, comm_stream_), c.op_name, "ncclBroadcast");
+        nccl_check(ncclBroadcast(c.in, c.out, n, t, c.root, comm_, comm_stream_), c.op_name,
+                   "ncclBroadcast");
         break;
       case Collective::Kind::AllGather:
-        nccl_check(ncclAllGather(c.in, c.out, n, t, comm_, comm_stream_), c.op_name, "ncclAllGather");
+        nccl_check(ncclAllGather(c.in, c.out, n, t, comm_, comm_stream_), c.op_name,
+                   "ncclAllGather");
         break;
-      case Collective::Kind::Barrier: break;
+      case Collective::Kind::Barrier:
+        break;
     }
     ENCORE_CUDA_CHECK(c.op_name, cudaEventRecord(p.done, comm_stream_));
   }
@@ -133,7 +147,8 @@ class NcclEngine final : public Engine {
   void wait(const void* out) override {
     std::lock_guard lock(mutex_);
     const auto it = pending_.find(out);
-    ENCORE_CHECK(it != pending_.end(), ValueError, "[collective] no collective was started into this buffer");
+    ENCORE_CHECK(it != pending_.end(), ValueError,
+                 "[collective] no collective was started into this buffer");
     const Pending p = it->second;
     pending_.erase(it);
     free_.push_back(p);  // recorded again only by a later start, after this wait was queued

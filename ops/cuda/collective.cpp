@@ -2,10 +2,11 @@
 // CUDA engine (NCCL, core/nccl/) on the calling thread's stream, which is the capture stream
 // inside a CUDA Graph capture, so a traced step's graph holds the NCCL calls. In a group of one
 // they copy on the stream.
-#include "core/dist.h"
-#include "core/cuda/check.h"
-#include "core/ledger.h"
 #include "ops/collective.h"
+
+#include "core/cuda/check.h"
+#include "core/dist.h"
+#include "core/ledger.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 
@@ -35,12 +36,14 @@ Collective describe_call(Collective::Kind kind, const KernelCtx& k, cudaStream_t
 void copy_on_stream(const Collective& c, cudaStream_t stream) {
   const size_t bytes = static_cast<size_t>(c.count) * itemsize(c.dtype);
   if (bytes && c.out != c.in)
-    ENCORE_CUDA_CHECK(c.op_name, cudaMemcpyAsync(c.out, c.in, bytes, cudaMemcpyDeviceToDevice, stream));
+    ENCORE_CUDA_CHECK(c.op_name,
+                      cudaMemcpyAsync(c.out, c.in, bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
 // start: the engine orders the collective after the stream's work on its own stream; wait:
 // the stream waits for it. A synchronous collective is both.
-template <Collective::Kind Kind, bool Start, bool Wait> void collective_cuda(const KernelCtx& k) {
+template <Collective::Kind Kind, bool Start, bool Wait>
+void collective_cuda(const KernelCtx& k) {
   const OnDevice dev(k);
   const Collective c = describe_call(Kind, k, dev.stream());
   dist::Engine* e = dist::engine(c.device, k.op);

@@ -86,7 +86,8 @@ void copy_locally(const Collective& c) {
   if (c.out != c.in) std::memcpy(c.out, c.in, c.count * itemsize(c.dtype));
 }
 
-template <Collective::Kind Kind> void collective_cpu(const KernelCtx& k) {
+template <Collective::Kind Kind>
+void collective_cpu(const KernelCtx& k) {
   const Collective c = describe_call(Kind, k);
   count(c);
   dist::Engine* e = dist::engine(c.device, k.op);
@@ -121,7 +122,8 @@ OpDef& all_reduce_op = define_op({
     .cpu = {collective_cpu<Collective::Kind::AllReduce>},
     .signature = "all_reduce(x: Tensor, op: str = 'sum') -> Tensor",
     .invoke = [](const CallArgs& a) { return one(dist::all_reduce(a.tensor(0), a.string(1))); },
-    .doc = "The elementwise sum, mean or max of x over the ranks of the world, on every rank (the identity "
+    .doc = "The elementwise sum, mean or max of x over the ranks of the world, on every rank (the "
+           "identity "
            "in a group of one). Its gradient is the all-reduce of the incoming gradient",
     .example = {.inputs = {{{3, 4}}}, .args = "op='mean'"},
 });
@@ -133,8 +135,12 @@ OpDef& broadcast_op = define_op({
     .infer = infer_same,
     .cpu = {collective_cpu<Collective::Kind::Broadcast>},
     .signature = "broadcast(x: Tensor, root: int = 0) -> Tensor",
-    .invoke = [](const CallArgs& a) { return one(dist::broadcast(a.tensor(0), static_cast<int>(a.integer(1)))); },
-    .doc = "The root rank's x on every rank (same shape and dtype on all ranks). Not differentiable",
+    .invoke =
+        [](const CallArgs& a) {
+          return one(dist::broadcast(a.tensor(0), static_cast<int>(a.integer(1))));
+        },
+    .doc =
+        "The root rank's x on every rank (same shape and dtype on all ranks). Not differentiable",
     .example = {.inputs = {{{2, 3}}}, .args = "root=0"},
 });
 OpDef& all_gather_op = define_op({
@@ -184,11 +190,19 @@ OpDef& all_reduce_wait_op = define_op({
 
 namespace dist {
 
-Tensor all_reduce(const Tensor& x, ReduceOp op) { return call(all_reduce_op, {x}, CollectiveAttrs{op, 0}); }
-Tensor all_reduce(const Tensor& x, const std::string& op) { return all_reduce(x, parse_reduce_op(op, "all_reduce")); }
-Tensor broadcast(const Tensor& x, int root) { return call(broadcast_op, {x}, CollectiveAttrs{ReduceOp::Sum, root}); }
+Tensor all_reduce(const Tensor& x, ReduceOp op) {
+  return call(all_reduce_op, {x}, CollectiveAttrs{op, 0});
+}
+Tensor all_reduce(const Tensor& x, const std::string& op) {
+  return all_reduce(x, parse_reduce_op(op, "all_reduce"));
+}
+Tensor broadcast(const Tensor& x, int root) {
+  return call(broadcast_op, {x}, CollectiveAttrs{ReduceOp::Sum, root});
+}
 Tensor all_gather(const Tensor& x) { return call(all_gather_op, {x}, CollectiveAttrs{}); }
-void all_reduce_start_(const Tensor& x, ReduceOp op) { dispatch(all_reduce_start_op, {&x, 1}, CollectiveAttrs{op, 0}); }
+void all_reduce_start_(const Tensor& x, ReduceOp op) {
+  dispatch(all_reduce_start_op, {&x, 1}, CollectiveAttrs{op, 0});
+}
 void all_reduce_wait_(const Tensor& x) { dispatch(all_reduce_wait_op, {&x, 1}); }
 
 }  // namespace dist

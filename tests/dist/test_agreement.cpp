@@ -15,14 +15,15 @@
 namespace encore {
 namespace {
 
-#define REQUIRE_AGREEMENT_HOOK()                                                       \
-  if (!graph::agreement_check_installed())                                            \
+#define REQUIRE_AGREEMENT_HOOK()           \
+  if (!graph::agreement_check_installed()) \
   GTEST_SKIP() << "needs the effects rule's hook (graph/effects.h, the bucket branch)"
 
 TEST(Agreement, RanksThatTracedDifferentLengthsFailBeforeReplaying) {
   REQUIRE_AGREEMENT_HOOK();
   if (dist::size() == 1) GTEST_SKIP() << "one rank always agrees";
-  auto step = trace([](const Tensor& x) { return dist::all_reduce(sum(x)); }, {.name = "mismatched"});
+  auto step =
+      trace([](const Tensor& x) { return dist::all_reduce(sum(x)); }, {.name = "mismatched"});
   const Tensor x = ones({4 + dist::rank()});  // compatible collectives, different graphs
   step(x);                                    // eager: a scalar all-reduce on every rank
   try {
@@ -40,7 +41,8 @@ TEST(Agreement, AgreeingRanksReplayAfterOneCheck) {
   auto step = trace([](const Tensor& x) { return dist::all_reduce(x * 2.0); });
   const Tensor x = ones({3});
   const int64_t before = Ledger::global().get(Counter::Collectives);
-  for (int i = 0; i < 4; ++i) test::expect_values(step(x), std::vector<double>(3, 2.0 * dist::size()), 0);
+  for (int i = 0; i < 4; ++i)
+    test::expect_values(step(x), std::vector<double>(3, 2.0 * dist::size()), 0);
   // One all-reduce per call; the check itself is not an op.
   EXPECT_EQ(Ledger::global().get(Counter::Collectives) - before, 4);
 }
@@ -57,8 +59,9 @@ TEST(Agreement, BucketProbesRunNoCollective) {
 TEST(Agreement, RetraceWarningProbesRunNoCollective) {
   REQUIRE_AGREEMENT_HOOK();
   std::vector<std::string> warnings;
-  auto step = trace([](const Tensor& x) { return dist::all_reduce(sum(x, {1})); },
-                    {.retrace_warning = 2, .on_warning = [&](const std::string& w) { warnings.push_back(w); }});
+  auto step = trace(
+      [](const Tensor& x) { return dist::all_reduce(sum(x, {1})); },
+      {.retrace_warning = 2, .on_warning = [&](const std::string& w) { warnings.push_back(w); }});
   const int64_t before = Ledger::global().get(Counter::Collectives);
   for (int64_t n : {3, 4, 5, 6}) step(ones({2, n}));
   EXPECT_EQ(warnings.size(), 1u);

@@ -64,7 +64,8 @@ TEST(Collectives, BroadcastFromTheLastRankAndAllGatherInRankOrder) {
 TEST(Collectives, StridedEmptyAndLargeInputs) {
   const Tensor m = (arange(0, 12, 1, DType::Float32) + static_cast<double>(R())).reshape({3, 4});
   const Tensor t = m.transpose(0, 1);  // strided: the dispatcher hands the kernel a dense copy
-  EXPECT_EQ(test::max_abs_diff(dist::all_reduce(t, "max"), t + static_cast<double>(N() - 1 - R())), 0.0);
+  EXPECT_EQ(test::max_abs_diff(dist::all_reduce(t, "max"), t + static_cast<double>(N() - 1 - R())),
+            0.0);
   EXPECT_EQ(dist::all_reduce(zeros({0, 3})).shape(), (Shape{0, 3}));
   EXPECT_EQ(dist::all_gather(zeros({0, 3})).shape(), (Shape{0, 3}));
   const Tensor big = ones({1 << 20}, DType::Float32);
@@ -72,8 +73,10 @@ TEST(Collectives, StridedEmptyAndLargeInputs) {
 }
 
 TEST(Collectives, ErrorsNameTheOp) {
-  test::expect_throw_message<DTypeError>([] { dist::all_reduce(ones({2}, DType::Int32), "mean"); }, "[all_reduce]");
-  test::expect_throw_message<ValueError>([] { dist::all_reduce(ones({2}), "prod"); }, "'sum', 'mean' or 'max'");
+  test::expect_throw_message<DTypeError>([] { dist::all_reduce(ones({2}, DType::Int32), "mean"); },
+                                         "[all_reduce]");
+  test::expect_throw_message<ValueError>([] { dist::all_reduce(ones({2}), "prod"); },
+                                         "'sum', 'mean' or 'max'");
   test::expect_throw_message<ValueError>([] { dist::broadcast(ones({2}), N()); }, "is not a rank");
   test::expect_throw_message<ValueError>([] { dist::broadcast(ones({2}), -1); }, "is not a rank");
 }

@@ -17,10 +17,10 @@
 #include "nn/lstm.h"
 #include "nn/optim.h"
 #include "nn/recurrent.h"
-#include "train/model.h"
 #include "ops/collective.h"
 #include "ops/ops.h"
 #include "ops/random.h"
+#include "train/model.h"
 
 namespace encore {
 namespace {
@@ -60,8 +60,9 @@ Data data(const Shape& x_shape) {
 }
 
 // Trains `model` for kSteps on rows [begin, end) of every batch; traced or eager.
-std::vector<Tensor> train(const std::shared_ptr<nn::Sequential>& model, const Data& d, int64_t begin, int64_t end,
-                          bool distributed, bool traced, dist::DistributedOptions options = {}) {
+std::vector<Tensor> train(const std::shared_ptr<nn::Sequential>& model, const Data& d,
+                          int64_t begin, int64_t end, bool distributed, bool traced,
+                          dist::DistributedOptions options = {}) {
   std::shared_ptr<nn::Optimizer> opt = std::make_shared<nn::Adam>(model->parameters(), 0.01);
   if (distributed) opt = dist::DistributedOptimizer(opt, options);
   const Tensor x = d.x.slice(0, begin, end).contiguous(), y = d.y.slice(0, begin, end).contiguous();
@@ -74,8 +75,10 @@ std::vector<Tensor> train(const std::shared_ptr<nn::Sequential>& model, const Da
   };
   auto step = trace(body);
   for (int s = 0; s < kSteps; ++s) {
-    if (traced) step(x, y);
-    else body(x, y);
+    if (traced)
+      step(x, y);
+    else
+      body(x, y);
   }
   if (traced) {
     EXPECT_EQ(step.stats().traces, 1);
@@ -122,16 +125,22 @@ void check_exactness(std::shared_ptr<nn::Sequential> (*make)(), const Shape& x_s
   EXPECT_TRUE(bitwise(traced, traced_again)) << "two runs differ";
   expect_same_on_every_rank(traced);
   // Small buckets (one per parameter): the same bits as one big bucket.
-  const std::vector<Tensor> small = train(make(), d, begin, begin + rows, true, true, {.bucket_bytes = 0});
+  const std::vector<Tensor> small =
+      train(make(), d, begin, begin + rows, true, true, {.bucket_bytes = 0});
   EXPECT_TRUE(bitwise(small, traced)) << "bucket size changed the result";
   // Without overlap every step still averages (it did only the first: the buckets stayed reduced).
-  const std::vector<Tensor> serial = train(make(), d, begin, begin + rows, true, true, {.overlap = false});
+  const std::vector<Tensor> serial =
+      train(make(), d, begin, begin + rows, true, true, {.overlap = false});
   EXPECT_TRUE(bitwise(serial, traced)) << "overlap changed the result";
 }
 
-TEST(DataParallel, Conv1DMatchesOneProcessOnTheWholeBatch) { check_exactness(conv_model, {kBatch, 10, 3}); }
+TEST(DataParallel, Conv1DMatchesOneProcessOnTheWholeBatch) {
+  check_exactness(conv_model, {kBatch, 10, 3});
+}
 
-TEST(DataParallel, BiLSTMMatchesOneProcessOnTheWholeBatch) { check_exactness(bilstm_model, {kBatch, 6, 3}); }
+TEST(DataParallel, BiLSTMMatchesOneProcessOnTheWholeBatch) {
+  check_exactness(bilstm_model, {kBatch, 6, 3});
+}
 
 TEST(DataParallel, TinyDenseStepMakesExactlyOneAllReduce) {
   manual_seed(1);
@@ -164,7 +173,8 @@ TEST(DataParallel, BucketsStartInTheBackwardAndUpdateOneByOne) {
   const auto model = conv_model();
   // Small buckets: the Dense layer's two parameters, then each of the convolution's.
   const int64_t dense_bytes = (4 * 1 + 1) * 8;
-  auto opt = dist::DistributedOptimizer(std::make_shared<nn::Adam>(model->parameters()), {.bucket_bytes = dense_bytes});
+  auto opt = dist::DistributedOptimizer(std::make_shared<nn::Adam>(model->parameters()),
+                                        {.bucket_bytes = dense_bytes});
   const std::vector<std::vector<size_t>> b = dist::buckets(*opt);
   ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[0], (std::vector<size_t>{3, 2}));  // reverse order: the last layer first
@@ -188,12 +198,14 @@ TEST(DataParallel, BucketsStartInTheBackwardAndUpdateOneByOne) {
     if (name == "all_reduce_start_") starts.push_back(i);
     if (name == "all_reduce_wait_") waits.push_back(i);
     if (name == "adam_update") updates.push_back(i);
-    if (name.starts_with("conv1d") && name.find("backward") != std::string::npos) last_conv_gradient = i;
+    if (name.starts_with("conv1d") && name.find("backward") != std::string::npos)
+      last_conv_gradient = i;
   }
   ASSERT_EQ(starts.size(), 3u);
   ASSERT_EQ(waits.size(), 3u);
   ASSERT_EQ(updates.size(), 3u);
-  EXPECT_LT(starts[0], last_conv_gradient) << "the Dense bucket waited for the convolution's gradients";
+  EXPECT_LT(starts[0], last_conv_gradient)
+      << "the Dense bucket waited for the convolution's gradients";
   EXPECT_LT(updates[0], waits[1]) << "the first bucket's update waited for the second bucket";
 }
 
@@ -217,7 +229,8 @@ TEST(DataParallel, FitMatchesOneProcessAndLogsAllRows) {
     std::shared_ptr<nn::Optimizer> opt = std::make_shared<nn::Adam>(module->parameters(), 0.01);
     if (distributed) opt = dist::DistributedOptimizer(opt);
     model.compile(opt, "mse");
-    const nn::History h = model.fit(d.x, d.y, {.batch_size = kBatch, .epochs = 3, .seed = 5, .verbose = 0});
+    const nn::History h =
+        model.fit(d.x, d.y, {.batch_size = kBatch, .epochs = 3, .seed = 5, .verbose = 0});
     const nn::Logs eval = model.evaluate(d.x, d.y, 8);
     std::vector<Tensor> params;
     for (const Tensor& p : module->parameters()) params.push_back(p.clone());
@@ -226,7 +239,8 @@ TEST(DataParallel, FitMatchesOneProcessAndLogsAllRows) {
   const auto [ref_params, ref_loss, ref_eval] = fit(false);
   const auto [params, loss, eval] = fit(true);
   EXPECT_LE(max_relative(params, ref_params), 1e-12);
-  for (size_t e = 0; e < loss.size(); ++e) EXPECT_NEAR(loss[e], ref_loss[e], 1e-12 * std::fabs(ref_loss[e])) << e;
+  for (size_t e = 0; e < loss.size(); ++e)
+    EXPECT_NEAR(loss[e], ref_loss[e], 1e-12 * std::fabs(ref_loss[e])) << e;
   EXPECT_NEAR(eval, ref_eval, 1e-12 * std::fabs(ref_eval));
   expect_same_on_every_rank(params);
 }
@@ -240,10 +254,13 @@ Tensor param() {
 TEST(DataParallel, ErrorsNameTheCall) {
   auto opt = std::make_shared<nn::SGD>(std::vector<Tensor>{param()});
   dist::DistributedOptimizer(opt);
-  test::expect_throw_message<ValueError>([&] { dist::DistributedOptimizer(opt); }, "distributed already");
+  test::expect_throw_message<ValueError>([&] { dist::DistributedOptimizer(opt); },
+                                         "distributed already");
   test::expect_throw_message<ValueError>(
-      [] { dist::DistributedOptimizer(std::make_shared<nn::SGD>(std::vector<Tensor>{param()}),
-                                      {.bucket_bytes = -1}); },
+      [] {
+        dist::DistributedOptimizer(std::make_shared<nn::SGD>(std::vector<Tensor>{param()}),
+                                   {.bucket_bytes = -1});
+      },
       "bucket_bytes");
   test::expect_throw_message<ValueError>([] { dist::buckets(nn::SGD({param()})); },
                                          "not distributed");

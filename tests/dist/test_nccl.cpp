@@ -18,9 +18,10 @@
 namespace encore {
 namespace {
 
-#define REQUIRE_NCCL()                                                                               \
-  if (!cuda_available()) GTEST_SKIP() << "no GPU: " << cuda::unavailable_reason();                   \
-  if (!dist::launched()) GTEST_SKIP() << "needs a launched world (mpirun -np 1): NCCL bootstraps over MPI"
+#define REQUIRE_NCCL()                                                             \
+  if (!cuda_available()) GTEST_SKIP() << "no GPU: " << cuda::unavailable_reason(); \
+  if (!dist::launched())                                                           \
+  GTEST_SKIP() << "needs a launched world (mpirun -np 1): NCCL bootstraps over MPI"
 
 Device gpu() { return Device::cuda(dist::rank() % cuda_device_count()); }
 
@@ -28,9 +29,13 @@ TEST(Nccl, CollectivesOnTheGpuMatchTheCpu) {
   REQUIRE_NCCL();
   const Tensor x = arange(0, 8, 1, DType::Float32) + (dist::rank() + 1.0);
   for (const char* op : {"sum", "mean", "max"})
-    EXPECT_TRUE(test::bitwise_equal(dist::all_reduce(x.to(gpu()), op).to(Device::cpu()), dist::all_reduce(x, op))) << op;
-  EXPECT_TRUE(test::bitwise_equal(dist::all_gather(x.to(gpu())).to(Device::cpu()), dist::all_gather(x)));
-  EXPECT_TRUE(test::bitwise_equal(dist::broadcast(x.to(gpu()), 0).to(Device::cpu()), dist::broadcast(x, 0)));
+    EXPECT_TRUE(test::bitwise_equal(dist::all_reduce(x.to(gpu()), op).to(Device::cpu()),
+                                    dist::all_reduce(x, op)))
+        << op;
+  EXPECT_TRUE(
+      test::bitwise_equal(dist::all_gather(x.to(gpu())).to(Device::cpu()), dist::all_gather(x)));
+  EXPECT_TRUE(test::bitwise_equal(dist::broadcast(x.to(gpu()), 0).to(Device::cpu()),
+                                  dist::broadcast(x, 0)));
 }
 
 TEST(Nccl, CapturedStepHoldsTheNcclCall) {
@@ -39,7 +44,8 @@ TEST(Nccl, CapturedStepHoldsTheNcclCall) {
   auto step = trace([&](const Tensor& x) { return dist::all_reduce(x * w, "sum"); });
   const Tensor x = full({64}, dist::rank() + 1.0, DType::Float32, gpu());
   const Tensor eager = dist::all_reduce(x * w, "sum").to(Device::cpu());
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(test::bitwise_equal(step(x).to(Device::cpu()), eager)) << "call " << i;
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(test::bitwise_equal(step(x).to(Device::cpu()), eager)) << "call " << i;
   const graph::Plan* plan = step.function().last_plan();
   ASSERT_TRUE(plan && plan->captured());
   const std::vector<std::string> names = plan->device_graph()->kernel_names();
@@ -59,7 +65,8 @@ TEST(Nccl, DistributedOptimizerTracedOnTheGpuEqualsEager) {
     model.add<nn::Dense>(1);
     model.build({4, 6});
     model.to(gpu());
-    auto opt = dist::DistributedOptimizer(std::make_shared<nn::Adam>(model.parameters()), {.bucket_bytes = 64});
+    auto opt = dist::DistributedOptimizer(std::make_shared<nn::Adam>(model.parameters()),
+                                          {.bucket_bytes = 64});
     const Tensor x = test::rand32({4, 6}).to(gpu()), y = test::rand32({4, 1}, 2).to(gpu());
     auto body = [&](const Tensor& xb, const Tensor& yb) {
       opt->zero_grad();
@@ -75,7 +82,8 @@ TEST(Nccl, DistributedOptimizerTracedOnTheGpuEqualsEager) {
     return out;
   };
   const std::vector<Tensor> eager = run(false), traced = run(true);
-  for (size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(test::bitwise_equal(eager[i], traced[i])) << i;
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_TRUE(test::bitwise_equal(eager[i], traced[i])) << i;
 }
 
 }  // namespace

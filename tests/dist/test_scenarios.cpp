@@ -3,10 +3,10 @@
 // exits, while rank 0 waits in an all-reduce. Rank 0 must fail with a clear error (or be ended
 // by the launcher), never hang.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
 
 #include "core/dist.h"
 #include "ops/collective.h"
