@@ -166,7 +166,7 @@ OpDef& all_reduce_start_op = define_op({
     .cpu = {all_reduce_start_cpu},
     .example = {.inputs = {{{5}}},
                 .call = [](std::span<const Tensor> x) -> Outputs {
-                  const Tensor y = x[0].clone();
+                  const Tensor y = x[0].detach().clone();  // written in place: no history
                   dist::all_reduce_start_(y, ReduceOp::Mean);
                   dist::all_reduce_wait_(y);
                   return {y};
@@ -181,7 +181,7 @@ OpDef& all_reduce_wait_op = define_op({
     .cpu = {all_reduce_wait_cpu},
     .example = {.inputs = {{{5}}},
                 .call = [](std::span<const Tensor> x) -> Outputs {
-                  const Tensor y = x[0].clone();
+                  const Tensor y = x[0].detach().clone();  // written in place: no history
                   dist::all_reduce_start_(y, ReduceOp::Sum);
                   dist::all_reduce_wait_(y);
                   return {y};
