@@ -20,6 +20,7 @@ PyObject* g_unsupported_error = nullptr;
 PyObject* g_backend_error = nullptr;
 PyObject* g_oom_error = nullptr;
 PyObject* g_file_error = nullptr;
+PyObject* g_distributed_error = nullptr;
 
 PyObject* make_exception(py::module_& m, const char* name, std::initializer_list<PyObject*> bases,
                          const char* doc) {
@@ -105,6 +106,8 @@ void init_errors(py::module_& m) {
   // Shown as encore's message, which names the path, rather than "[Errno 2] ...: 'path'".
   py::setattr(py::handle(g_file_error), "__str__",
               py::module_::import("builtins").attr("eval")("lambda self: str(self.strerror)"));
+  g_distributed_error = make_exception(m, "DistributedError", {g_error, PyExc_RuntimeError},
+                                       "A collective that failed or timed out, or ranks that traced different steps.");
 
   // Most derived first: every kind is an encore::Error.
   py::register_exception_translator([](std::exception_ptr p) {
@@ -124,6 +127,8 @@ void init_errors(py::module_& m) {
       set_error(g_oom_error, e.what());
     } catch (const FileError& e) {
       set_file_error(e);
+    } catch (const DistributedError& e) {
+      set_error(g_distributed_error, e.what());
     } catch (const encore::ValueError& e) {
       set_error(g_value_error, e.what());
     } catch (const Error& e) {

@@ -46,6 +46,9 @@ class FileError : public Error {
   std::string path_;
   int code_;
 };
+/// A collective that failed or did not finish in time, or ranks that disagree on what they run
+/// (Python: encore.DistributedError, a RuntimeError).
+class DistributedError : public Error { using Error::Error; };
 
 namespace detail {
 template <class... Args> std::string cat(const Args&... args) {

@@ -20,7 +20,8 @@ constexpr std::string_view kNames[] = {
     "traces",         "trace_ns",    "optimize_ns",   "plan_ns",       "capture_ns",
     "instantiate_ns", "autotunes",   "autotune_ns",   "autotune_hits", "prepared_evictions", "replays",
     "replay_ns",      "allocations", "bytes_allocated", "copy_in_ns", "allocations_reused",
-    "layout_reorders", "layout_reorder_ns"};
+    "layout_reorders", "layout_reorder_ns", "collectives", "collective_bytes", "comm_ns",
+    "comm_wait_ns"};
 static_assert(std::size(kNames) == static_cast<size_t>(Counter::Count));
 constexpr std::string_view kGaugeNames[] = {"prepared_bytes", "prepared_entries"};
 static_assert(std::size(kGaugeNames) == static_cast<size_t>(Gauge::Count));

@@ -37,6 +37,10 @@ enum class Counter : int {
   AllocationsReused,  // host blocks handed out again from the CPU allocator's cache
   LayoutReorders,     // to_blocked / from_blocked nodes run (conv1d 'blocked' layout)
   LayoutReorderNs,
+  Collectives,        // collectives run (core/dist.h), a group of one's identities included
+  CollectiveBytes,    // bytes they sent from this rank (their inputs)
+  CommNs,             // time the engine spent running them (its own thread on the CPU)
+  CommWaitNs,         // time callers waited for them: the part of CommNs compute did not hide
   Count
 };
 

@@ -58,6 +58,8 @@ class Plan {
   const PlanTimes& times() const { return times_; }
   Device device() const { return device_; }
   bool captured() const { return device_graph_ != nullptr; }
+  /// The captured graph (null on the CPU).
+  const DeviceGraph* device_graph() const { return device_graph_.get(); }
 
  private:
   TensorRef resolve(const Value& v) const;

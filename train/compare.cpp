@@ -31,6 +31,26 @@ const ModeReport& CompareReport::operator[](const std::string& mode) const {
 
 namespace {
 
+// The ledger's communication counters around one step (core/dist.h), added to a mode's means.
+struct CommMark {
+  int64_t calls, bytes, comm_ns, wait_ns;
+  explicit CommMark(const Ledger& l)
+      : calls(l.get(Counter::Collectives)), bytes(l.get(Counter::CollectiveBytes)), comm_ns(l.get(Counter::CommNs)),
+        wait_ns(l.get(Counter::CommWaitNs)) {}
+  void add_to(ModeReport& r, const Ledger& l, int steps) const {
+    const double n = steps;
+    const int64_t comm = l.get(Counter::CommNs) - comm_ns, wait = l.get(Counter::CommWaitNs) - wait_ns;
+    r.comm_calls += (l.get(Counter::Collectives) - calls) / n;
+    r.comm_bytes += (l.get(Counter::CollectiveBytes) - bytes) / n;
+    r.comm_ms += comm / 1e6 / n;
+    r.comm_hidden_ms += std::max<int64_t>(0, comm - wait) / 1e6 / n;
+  }
+};
+
+}  // namespace
+
+namespace {
+
 const std::vector<std::string>& known_modes() {
   static const std::vector<std::string> m = {
       "eager",  "traced",        "eager_new_length", "traced_new_length",
@@ -300,11 +320,13 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
       const size_t k = (j + static_cast<size_t>(round)) % runners.size();
       if (failed[k]) continue;
       const int64_t live = ledger.live_bytes();
+      const CommMark comm(ledger);
       ledger.reset_peak();
       run(k, round);
       ModeReport& r = report.modes[k];
-      if (!failed[k] && round > options.warmup)
-        r.peak_bytes = std::max(r.peak_bytes, ledger.peak_live_bytes() - live);
+      if (failed[k] || round <= options.warmup) continue;
+      comm.add_to(r, ledger, options.steps);
+      r.peak_bytes = std::max(r.peak_bytes, ledger.peak_live_bytes() - live);
     }
   }
   // Kernel time against the rest, and copy-in, from a profiled pass: both measured in that
@@ -515,6 +537,15 @@ std::string CompareReport::table() const {
   };
   line(head);
   for (const auto& r : rows) line(r);
+  // Data-parallel steps: what each mode communicates (a table of its own: most steps have none).
+  if (std::any_of(modes.begin(), modes.end(), [](const ModeReport& m) { return m.comm_calls > 0; })) {
+    s += "communication per step (this rank): mode, collectives, KiB sent, engine ms, hidden by compute\n";
+    for (const ModeReport& m : modes)
+      if (m.error.empty())
+        s += detail::cat("  ", m.mode, "  ", fmt(m.comm_calls, "%.1f"), "  ", fmt(m.comm_bytes / 1024.0, "%.1f"), "  ",
+                         fmt(m.comm_ms), "  ",
+                         m.comm_ms > 0 ? fmt(100.0 * m.comm_hidden_ms / m.comm_ms, "%.0f%%") : "-", "\n");
+  }
   for (const ModeReport& m : modes) {
     if (!m.error.empty()) s += m.mode + ": " + m.error + "\n";
     if (m.traces > 1 && !m.records.empty())
@@ -598,7 +629,11 @@ std::string CompareReport::json() const {
                           {"retraces_saved", m.retraces_saved},
                           {"one_off_ms", number(m.one_off_ms)},
                           {"break_even_step", m.break_even_step},
-                          {"speedup", number(m.speedup)}});
+                          {"speedup", number(m.speedup)},
+                          {"comm_calls", number(m.comm_calls)},
+                          {"comm_bytes", number(m.comm_bytes)},
+                          {"comm_ms", number(m.comm_ms)},
+                          {"comm_hidden_ms", number(m.comm_hidden_ms)}});
   }
   // step_ms may hold NaN (a refused mode's first call): written as null.
   for (json& m : modes_json)

@@ -113,6 +113,10 @@ struct ModeReport {
   /// baseline's: 1 when it is after one call, -1 never, 0 for eager modes.
   int64_t break_even_step = 0;
   double speedup = 0;  // baseline median / this median
+  /// Communication per timed step (means after warm-up; zero without collectives): collectives
+  /// run and bytes sent from this rank, time the engine spent in them, and the part of it the
+  /// step's compute hid (the engine's time minus the time the step waited for it).
+  double comm_calls = 0, comm_bytes = 0, comm_ms = 0, comm_hidden_ms = 0;
 };
 
 struct CompareReport {
