@@ -1,5 +1,6 @@
 #include "ops/prepared.h"
 
+#include <atomic>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -26,13 +27,14 @@ struct Key {
   Device device;
   bool tf32;            // cuBLAS/cuDNN math mode chosen at setup
   int threads;          // CPU: a oneDNN primitive runs on the thread count it was created for
+  uint64_t user;        // CUDA: 0 for the graphs, else the eager calling thread (StateUser)
   uint64_t generation;  // bumped by autotune policy changes, loads and clears
   std::vector<Geometry> tensors;  // inputs, then outputs
   Attrs attrs;
   size_t hash;
   bool operator==(const Key& o) const {
-    return hash == o.hash && op == o.op && device == o.device && tf32 == o.tf32 && threads == o.threads &&
-           generation == o.generation &&
+    return hash == o.hash && op == o.op && device == o.device && tf32 == o.tf32 &&
+           threads == o.threads && user == o.user && generation == o.generation &&
            tensors == o.tensors && attrs == o.attrs;
   }
 };
@@ -43,10 +45,20 @@ struct KeyHash {
 
 // The hash covers the op and the geometry; calls that differ only in attributes share a bucket
 // and are told apart by equality.
-Key key_of(const OpDef& def, Device device, const KernelCtx& ctx) {
-  Key k{&def, device, allow_tf32(), device.type == DeviceType::CPU ? num_threads() : 0,
-        autotune::detail::generation(), {}, ctx.attrs, 0};
+// A number for the calling thread, never 0 and never reused.
+uint64_t thread_number() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t number = next.fetch_add(1, std::memory_order_relaxed);
+  return number;
+}
+
+Key key_of(const OpDef& def, Device device, const KernelCtx& ctx, StateUser user) {
+  const bool cpu = device.type == DeviceType::CPU;
+  const uint64_t owner = cpu || user == StateUser::Graph ? 0 : thread_number();
+  Key k{&def, device, allow_tf32(), cpu ? num_threads() : 0, owner, autotune::detail::generation(), {},
+        ctx.attrs, 0};
   size_t h = std::hash<const void*>()(&def) ^ (static_cast<size_t>(device.type) << 8 | static_cast<size_t>(device.index));
+  h ^= static_cast<size_t>(k.user) * 0x9e3779b97f4a7c15ull;
   auto mix = [&h](int64_t v) { h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull; };
   k.tensors.reserve(ctx.in.size() + ctx.out.size());
   for (const auto* refs : {&ctx.in, &ctx.out}) {
@@ -63,8 +75,9 @@ Key key_of(const OpDef& def, Device device, const KernelCtx& ctx) {
 
 class Cache {
  public:
-  std::shared_ptr<void> get(const OpDef& def, Device device, const KernelCtx& ctx, PrepareFn prepare) {
-    Key key = key_of(def, device, ctx);
+  std::shared_ptr<void> get(const OpDef& def, Device device, const KernelCtx& ctx,
+                            PrepareFn prepare, StateUser user) {
+    Key key = key_of(def, device, ctx, user);
     Ledger& ledger = Ledger::global();
     std::lock_guard lock(mutex_);
     // A shape that needs no state (a small Dense on the BLAS path) is neither searched nor
@@ -131,10 +144,11 @@ Cache& cache() {
 
 }  // namespace
 
-std::shared_ptr<void> prepared_state(const OpDef& def, Device device, const KernelCtx& ctx) {
+std::shared_ptr<void> prepared_state(const OpDef& def, Device device, const KernelCtx& ctx,
+                                     StateUser user) {
   const PrepareFn prepare = def.kernels[static_cast<int>(device.type)].prepare;
   if (!prepare) return nullptr;
-  return cache().get(def, device, ctx, prepare);
+  return cache().get(def, device, ctx, prepare, user);
 }
 
 void set_prepared_capacity(size_t entries) { cache().set_capacity(entries); }
