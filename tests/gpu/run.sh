@@ -6,13 +6,15 @@
 # Built here, carried there: the lent machine then spends no device time compiling, and the
 # build (with the oneDNN and OpenBLAS it lacks) packs into ~20 MiB of the 64 MiB that travel.
 #
-#   Here:   tests/gpu/run.sh pack
+#   Here:   tests/gpu/run.sh pack [BUILD_DIR]
 #             builds what the check runs for sm_90 into build-gpu/ (the C++ tests, the CUDA
 #             tests, the examples, the Python module for the lent machine's Python 3.12: from
 #             $ENCORE_GPU_PYTHON, python3.12 or pyenv's 3.12), stages it with the shared
 #             libraries the lent machine lacks, writes .gpu/encore-gpu.tar.xz, checks that the
 #             working tree and .gpu fit the 64 MiB the device tool carries, and dry-runs the
-#             pack here. Needs .venv (scripts/python_env.sh) for pybind11.
+#             pack here. Needs .venv (scripts/python_env.sh) for pybind11. With BUILD_DIR it
+#             packs that sm_90 build as it is instead (no Python 3.12 module: the python and
+#             bench stages fail there).
 #           tests/gpu/run.sh --dry-run [BUILD_DIR]
 #             the check against an unpacked pack, or a build folder (staged by links), stopping
 #             after the device stage: without a GPU it stops at "no CUDA device" (exit 3) within
@@ -108,23 +110,21 @@ stage_build() {
 }
 
 pack() {
-  local py312 pybind build=$root/build-gpu launcher=() stage_dir size tree
-  py312=$(find_python312) || die "no Python 3.12 here for the lent machine's python3 (set ENCORE_GPU_PYTHON)"
-  pybind=${ENCORE_PYBIND11_DIR:-$("$root"/.venv/bin/python -m pybind11 --cmakedir 2>/dev/null)} ||
-    die "no pybind11: run scripts/python_env.sh (or set ENCORE_PYBIND11_DIR)"
-  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-  say "configure $build (sm_90, Python module for $py312)"
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DENCORE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DENCORE_PYTHON=ON -DENCORE_EXAMPLES=ON -DPython_EXECUTABLE="$py312" -Dpybind11_DIR="$pybind" "${launcher[@]}" \
-    >"$build.configure.log" 2>&1 || { tail -30 "$build.configure.log"; die "configure failed"; }
-  say "build (slow on a loaded machine; ccache helps)"
-  cmake --build "$build" --target encore encore_cuda _C "${BINARIES[@]}" || die "build failed"
+  local build=$root/build-gpu stage_dir size tree module
+  if [ -n "${1:-}" ]; then  # a build folder as it is (sm_90; its Python module must be for 3.12)
+    build=$(readlink -f "$1")
+    ls "$build"/bindings/python/encore/_C.cpython-312-*.so >/dev/null 2>&1 ||
+      echo "warning: $build has no Python module for Python 3.12: the python and bench stages will fail there" >&2
+  else
+    build_for_pack "$build"
+  fi
   stage_dir=$(mktemp -d)
   stage_build "$build" "$stage_dir/encore-gpu" copy
   {
     echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!.gpu' || echo ' (with uncommitted changes)')"
     echo "built $(date -u +%FT%TZ) on $(uname -n): $(g++ --version | head -1); $(nvcc --version | tail -1)"
-    echo "python module for $("$py312" --version)"
+    module=$(ls "$stage_dir"/encore-gpu/python/encore/_C.*.so 2>/dev/null)
+    echo "python module: ${module##*/}"
     (cd "$stage_dir/encore-gpu" && find . -type f ! -name MANIFEST -printf '%s\t%p\n' | sort -k2)
   } >"$stage_dir/encore-gpu/MANIFEST"
   mkdir -p "$root/.gpu"
@@ -141,6 +141,22 @@ pack() {
   "$0" --dry-run || rc=$?
   ((rc == 0 || rc == 3)) || die "the dry run of the pack failed (exit $rc)"
   say "ready: on a lent GPU machine, the device tool's run with command \"tests/gpu/run.sh\", carry [\".gpu\"], timeout_s 570"
+}
+
+# Configures and builds what the check runs into $1: sm_90, the examples, the Python module for
+# the lent machine's Python 3.12.
+build_for_pack() {
+  local build=$1 py312 pybind launcher=()
+  py312=$(find_python312) || die "no Python 3.12 here for the lent machine's python3 (set ENCORE_GPU_PYTHON)"
+  pybind=${ENCORE_PYBIND11_DIR:-$("$root"/.venv/bin/python -m pybind11 --cmakedir 2>/dev/null)} ||
+    die "no pybind11: run scripts/python_env.sh (or set ENCORE_PYBIND11_DIR)"
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  say "configure $build (sm_90, Python module for $py312)"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DENCORE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DENCORE_PYTHON=ON -DENCORE_EXAMPLES=ON -DPython_EXECUTABLE="$py312" -Dpybind11_DIR="$pybind" "${launcher[@]}" \
+    >"$build.configure.log" 2>&1 || { tail -30 "$build.configure.log"; die "configure failed"; }
+  say "build (slow on a loaded machine; ccache helps)"
+  cmake --build "$build" --target encore encore_cuda _C "${BINARIES[@]}" || die "build failed"
 }
 
 # ---- the check ------------------------------------------------------------------------------
@@ -393,7 +409,7 @@ stage_bench() {
 # ---- main -----------------------------------------------------------------------------------
 
 if [ "${1:-}" = pack ]; then
-  pack
+  pack "${2:-}"
   exit
 fi
 if [ "${1:-}" = --dry-run ]; then
