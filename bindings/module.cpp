@@ -15,5 +15,4 @@ PYBIND11_MODULE(_C, m) {
   init_compare(m);
   init_model(m);
   init_argument_errors(m);
-  m.attr("cuda_built") = encore::cuda_built();
 }
