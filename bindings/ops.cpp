@@ -26,11 +26,15 @@ const char* type_name(py::handle v) { return v.is_none() ? "None" : Py_TYPE(v.pt
                                    v.is_none() ? "" : " (convert with encore.tensor(...))"));
 }
 
-bool is_tensor_like(py::handle v) { return py::isinstance<Tensor>(v) || py::isinstance<py::array>(v); }
+// Another library's tensor (torch, CuPy, JAX) is taken through DLPack, zero-copy.
+bool is_tensor_like(py::handle v) {
+  return py::isinstance<Tensor>(v) || py::isinstance<py::array>(v) || is_dlpack_producer(v);
+}
 
 // Arrays share their memory where they can, as everywhere in the bindings.
 Tensor as_tensor_arg(py::handle v) {
   if (py::isinstance<Tensor>(v)) return v.cast<Tensor>();
+  if (is_dlpack_producer(v)) return tensor_from_dlpack(v);
   return tensor_from_data(v, py::none(), py::none(), false, /*share=*/true);
 }
 
@@ -266,7 +270,9 @@ void init_ops(py::module_& m) {
   init_generators(m);
   py::object tensor_class = m.attr("Tensor");
   py::list names, methods;
-  for (const OpDef* def : all_ops()) {
+  // defined_ops, not all_ops: listing the functions must not load the CUDA plugin (and with it
+  // the CUDA libraries, ~0.9 s) on every import.
+  for (const OpDef* def : defined_ops()) {
     if (!def->signature) continue;
     const Signature& s = signature_of(*def);
     const InvokeFn invoke = def->invoke;
