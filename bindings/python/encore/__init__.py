@@ -98,7 +98,7 @@ __all__ = [
     "UnsupportedError",
 ]
 __all__ += [
-    "activation", "add", "arange", "avg_pool1d", "batch_norm", "clip", "concat", "conv1d", "conv1d_fused",
+    "activation", "add", "all_gather", "all_reduce", "arange", "avg_pool1d", "batch_norm", "broadcast", "clip", "concat", "conv1d", "conv1d_fused",
     "dense", "div", "dropout", "embedding", "empty", "eq", "erf", "exp", "flip", "from_blocked", "full",
     "full_like", "gather_last", "ge", "gelu", "gru_cell", "gru_sequence", "gt", "layer_norm", "le",
     "leaky_relu", "log", "log_softmax", "lstm_cell", "lstm_sequence", "lt", "mask_sequence", "matmul",
