@@ -7,6 +7,7 @@
 #include "core/modes.h"
 
 #include "ops/ops.h"
+#include "ops/optim.h"
 
 namespace encore::nn {
 
@@ -213,16 +214,8 @@ void Module::set_weights(const std::vector<Tensor>& values) {
 }
 
 void Module::zero_grad(bool set_to_none) {
-  for (Tensor& p : parameters()) {
-    if (set_to_none) {
-      p.set_grad(Tensor());
-      continue;
-    }
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    NoGradGuard no_grad;
-    g.zero_();
-  }
+  std::vector<Tensor> params = parameters();
+  zero_grads(params, set_to_none);
 }
 
 namespace {

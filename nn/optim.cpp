@@ -33,20 +33,7 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
   }
 }
 
-void Optimizer::zero_grad(bool set_to_none) {
-  for (Tensor& p : params_) {
-    // Setting to None never reads the old gradient: a traced step that starts with
-    // zero_grad() does not depend on (or retrace for) whether a gradient existed before.
-    if (set_to_none) {
-      p.set_grad(Tensor());
-      continue;
-    }
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    NoGradGuard no_grad;
-    g.zero_();
-  }
-}
+void Optimizer::zero_grad(bool set_to_none) { zero_grads(params_, set_to_none); }
 
 double Optimizer::lr() const {
   if (lr_tensors_.empty()) return lr_;

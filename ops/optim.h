@@ -9,6 +9,11 @@
 
 namespace encore {
 
+/// zero_grad of an optimizer or a module: each gradient set to None (the old one never read, so a
+/// traced step that starts with it does not depend on whether a gradient existed), or zeroed in
+/// place.
+void zero_grads(std::span<Tensor> params, bool set_to_none);
+
 /// params -= lr * (grad + weight_decay * param), with (Nesterov) momentum when
 /// options.momentum > 0 (`momentum` holds one buffer per parameter then; empty otherwise).
 /// `lr` is a float64 scalar tensor on the parameters' device.

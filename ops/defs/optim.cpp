@@ -11,6 +11,7 @@
 // step sees learning-rate changes and the advancing bias correction without retracing.
 #include <cmath>
 
+#include "core/modes.h"
 #include "core/parallel.h"
 #include "ops/defs/common.h"
 #include "ops/optim.h"
@@ -250,6 +251,19 @@ void rmsprop_update(std::span<const Tensor> params, std::span<const Tensor> v, s
   std::vector<Tensor> in = joined({params, v, momentum, mean_grads, grads});
   in.push_back(lr);
   dispatch(rmsprop_update_op, in, options);
+}
+
+void zero_grads(std::span<Tensor> params, bool set_to_none) {
+  for (Tensor& p : params) {
+    if (set_to_none) {
+      p.set_grad(Tensor());
+      continue;
+    }
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    NoGradGuard no_grad;
+    g.zero_();
+  }
 }
 
 }  // namespace encore
