@@ -222,9 +222,11 @@ unpack() {
 # The library path: the carried libraries; the fallbacks the system lacks; the CUDA libraries
 # from the system, the toolkit or the Python wheels (PyTorch's nvidia-* packages).
 library_path() {
-  local path=$stage_dir/lib lib d
+  # Outputs are read whole: under pipefail, `grep -q` closing a pipe early fails the writer (SIGPIPE).
+  local path=$stage_dir/lib lib d cache
+  cache=$(ldconfig -p 2>/dev/null)
   for lib in "${FALLBACK_LIBS[@]}"; do
-    if [ -e "$stage_dir/lib-fallback/$lib" ] && ! ldconfig -p 2>/dev/null | grep -q "^\s*$lib "; then
+    if [ -e "$stage_dir/lib-fallback/$lib" ] && ! grep -q "^\s*$lib " <<<"$cache"; then
       path=$path:$stage_dir/lib-fallback
       break
     fi
@@ -232,7 +234,7 @@ library_path() {
   local cuda_root
   cuda_root=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")")
   for lib in libcudart.so.13 libcublas.so.13 libcudnn.so.9; do
-    ldconfig -p 2>/dev/null | grep -q "^\s*$lib " && continue
+    grep -q "^\s*$lib " <<<"$cache" && continue
     d=$(find "$cuda_root/lib64" "$cuda_root/lib" /usr/local/cuda/lib64 -maxdepth 1 -name "$lib" 2>/dev/null | head -1)
     if [ -z "$d" ]; then
       d=$(python3 -c "import nvidia, os; print('\n'.join(nvidia.__path__))" 2>/dev/null |
@@ -293,10 +295,11 @@ stage_device() {
     return 3
   fi
   # Every carried library resolves to the carried copy.
-  local lib wrong=""
+  local lib wrong="" resolved
+  resolved=$(ldd "$stage_dir/lib/libencore.so")
   for lib in "${CARRIED_LIBS[@]}"; do
     [ -e "$stage_dir/lib/$lib" ] || continue
-    ldd "$stage_dir/lib/libencore.so" | grep -q "$lib => $stage_dir/lib/" || wrong="$wrong $lib"
+    grep -qF "$lib => $stage_dir/lib/" <<<"$resolved" || wrong="$wrong $lib"
   done
   [ -z "$wrong" ] || { record device FAIL $((SECONDS - start)) "not the carried copy:$wrong"; return 3; }
   config=$(timeout 60 "$stage_dir/bin/encore_show_config" 2>&1)
