@@ -7,7 +7,7 @@
 
 #include <map>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 #include "nn/module.h"
 
 namespace encore::nn {

@@ -88,6 +88,12 @@ const Signature& signature_of(const OpDef& def) {
   return *it->second;
 }
 
+const OpDef* fused_recurrence_op(RecurrentCell cell, DeviceType type) {
+  for (const OpDef* def : all_ops())
+    if (def->fused_cell == cell && def->backends && def->runs_on(type)) return def;
+  return nullptr;
+}
+
 std::vector<std::string> orphan_kernels() {
   (void)backend(DeviceType::CUDA);
   Registry& r = registry();
