@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/modes.h"
+#include "autograd/hooks.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -88,6 +89,22 @@ void take_sole_owned(Node& node, std::vector<std::shared_ptr<Node>>& out) {
   }
 }
 
+// Leaves with grad-ready hooks (autograd/hooks.h): how many edges into each are still to run. A
+// leaf fires when its count reaches zero, or at the end of the pass when parts of it
+// (OpDef::accumulate) go into its .grad only then.
+struct ReadyLeaves {
+  std::unordered_map<TensorImpl*, int> deps;
+  void count(const Edge& e) {
+    if (e.leaf && detail::has_grad_ready_hooks(e.leaf.get())) ++deps[e.leaf.get()];
+  }
+  void done(const Edge& e, const LeafParts& parts) {
+    if (deps.empty() || !e.leaf) return;
+    const auto it = deps.find(e.leaf.get());
+    if (it == deps.end() || --it->second > 0 || parts.index.contains(e.leaf.get())) return;
+    detail::run_grad_ready_hooks(e.leaf.get());
+  }
+};
+
 }  // namespace
 
 Node::~Node() {
@@ -159,8 +176,11 @@ void backward(const Tensor& root, const Tensor& grad) {
   NoGradGuard no_grad;
   if (!root.impl()->grad_fn) {
     accumulate_leaf(root.impl_ptr(), grad);
+    if (detail::any_grad_ready_hooks()) detail::run_grad_ready_hooks(root.impl());
     return;
   }
+  ReadyLeaves ready_leaves;
+  const bool hooks = detail::any_grad_ready_hooks();
   // Every reachable node with how many edges lead into it; one table, so each edge costs one
   // lookup (eager dispatch overhead matters).
   std::unordered_map<Node*, Pending> pending;
@@ -170,6 +190,7 @@ void backward(const Tensor& root, const Tensor& grad) {
     Node* n = stack.back();
     stack.pop_back();
     for (const Edge& e : n->next) {
+      if (hooks) ready_leaves.count(e);
       if (!e.node) continue;
       auto [it, first] = pending.try_emplace(e.node.get());
       ++it->second.deps;
@@ -235,6 +256,7 @@ void backward(const Tensor& root, const Tensor& grad) {
       }
       if (e.leaf) {
         if (g.defined()) accumulate_leaf(e.leaf, std::move(g));
+        ready_leaves.done(e, leaf_parts);
         continue;
       }
       Pending& target = pending.find(e.node.get())->second;
@@ -251,7 +273,10 @@ void backward(const Tensor& root, const Tensor& grad) {
       }
     }
   }
-  for (auto& [leaf, g] : leaf_parts.parts) accumulate_leaf(leaf, std::move(g));
+  for (auto& [leaf, g] : leaf_parts.parts) {
+    accumulate_leaf(leaf, std::move(g));
+    if (ready_leaves.deps.contains(leaf.get())) detail::run_grad_ready_hooks(leaf.get());
+  }
 }
 
 }  // namespace encore::autograd

@@ -26,6 +26,7 @@ void init_optim(py::module_& m);
 void init_trace(py::module_& m);
 void init_compare(py::module_& m);  // compare_modes
 void init_model(py::module_& m);  // nn::Model, callbacks, schedules, datasets
+void init_distributed(py::module_& m);  // encore.distributed
 /// Last: routes every function of the module through a wrapper that shortens pybind11's
 /// "incompatible function arguments" TypeError (argument_errors.cpp).
 void init_argument_errors(py::module_& m);

@@ -2,6 +2,7 @@
 // every encore error, and each kind also derives from the natural builtin, so
 // `except encore.Error`, `except encore.ShapeError` and `except ValueError` all work.
 #include <cstring>
+#include <map>
 
 #include "bindings.h"
 
@@ -18,6 +19,8 @@ PyObject* g_device_error = nullptr;
 PyObject* g_unsupported_error = nullptr;
 PyObject* g_backend_error = nullptr;
 PyObject* g_oom_error = nullptr;
+PyObject* g_file_error = nullptr;
+PyObject* g_distributed_error = nullptr;
 
 PyObject* make_exception(py::module_& m, const char* name, std::initializer_list<PyObject*> bases,
                          const char* doc) {
@@ -41,6 +44,41 @@ void set_error(PyObject* type, const char* what) {
   Py_DECREF(message);
 }
 
+// Per errno, encore's class that is both a FileError and the builtin OSError subclass errno
+// selects (FileNotFoundError, PermissionError, ...), made on first use; FileError itself for an
+// errno without a subclass (ENOSPC, EFBIG) or none (0: not a regular file).
+PyObject* file_error_type(int code) {
+  static std::map<PyObject*, PyObject*> made;  // builtin subclass -> ours; never freed
+  if (code == 0) return g_file_error;
+  const py::object probe = py::reinterpret_borrow<py::object>(PyExc_OSError)(code, "");
+  PyObject* builtin = reinterpret_cast<PyObject*>(Py_TYPE(probe.ptr()));
+  if (builtin == PyExc_OSError) return g_file_error;
+  PyObject*& type = made[builtin];
+  if (!type) {
+    const std::string name =
+        std::string("encore.") + reinterpret_cast<PyTypeObject*>(builtin)->tp_name;
+    const py::tuple bases = py::make_tuple(py::handle(g_file_error), py::handle(builtin));
+    type = PyErr_NewException(name.c_str(), bases.ptr(), nullptr);
+    if (!type) throw py::error_already_set();
+  }
+  return type;
+}
+
+// The exception's errno, strerror (the whole message, which str() shows) and filename (the
+// path as the file system encodes it).
+void set_file_error(const FileError& e) {
+  PyObject* type = file_error_type(e.code());
+  const char* what = e.what();
+  py::object message = py::reinterpret_steal<py::object>(
+      PyUnicode_DecodeUTF8(what, static_cast<Py_ssize_t>(std::strlen(what)), "backslashreplace"));
+  py::object path = py::reinterpret_steal<py::object>(
+      PyUnicode_DecodeFSDefaultAndSize(e.path().data(), static_cast<Py_ssize_t>(e.path().size())));
+  if (!message || !path) return;  // the decoding error is set
+  const py::object code = e.code() ? py::object(py::int_(e.code())) : py::object(py::none());
+  const py::object error = py::reinterpret_borrow<py::object>(type)(code, message, path);
+  PyErr_SetObject(type, error.ptr());
+}
+
 }  // namespace
 
 void init_errors(py::module_& m) {
@@ -61,6 +99,15 @@ void init_errors(py::module_& m) {
                                    "A failure inside a backend library call (BLAS, oneDNN, CUDA).");
   g_oom_error = make_exception(m, "OutOfMemoryError", {g_error, PyExc_MemoryError},
                                "An allocation failed; encore stays usable.");
+  g_file_error =
+      make_exception(m, "FileError", {g_error, PyExc_OSError},
+                     "A file could not be written or read: errno (its OSError subclass too, e.g. "
+                     "FileNotFoundError), the message as strerror, the path as filename.");
+  // Shown as encore's message, which names the path, rather than "[Errno 2] ...: 'path'".
+  py::setattr(py::handle(g_file_error), "__str__",
+              py::module_::import("builtins").attr("eval")("lambda self: str(self.strerror)"));
+  g_distributed_error = make_exception(m, "DistributedError", {g_error, PyExc_RuntimeError},
+                                       "A collective that failed or timed out, or ranks that traced different steps.");
 
   // Most derived first: every kind is an encore::Error.
   py::register_exception_translator([](std::exception_ptr p) {
@@ -78,6 +125,10 @@ void init_errors(py::module_& m) {
       set_error(g_backend_error, e.what());
     } catch (const OutOfMemoryError& e) {
       set_error(g_oom_error, e.what());
+    } catch (const FileError& e) {
+      set_file_error(e);
+    } catch (const DistributedError& e) {
+      set_error(g_distributed_error, e.what());
     } catch (const encore::ValueError& e) {
       set_error(g_value_error, e.what());
     } catch (const Error& e) {

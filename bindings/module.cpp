@@ -14,6 +14,7 @@ PYBIND11_MODULE(_C, m) {
   init_trace(m);
   init_compare(m);
   init_model(m);
+  init_distributed(m);
   init_argument_errors(m);
   m.attr("cuda_built") = encore::cuda_built();
 }

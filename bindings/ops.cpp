@@ -100,17 +100,26 @@ void init_ops(py::module_& m) {
   m.attr("_op_functions") = py::tuple(names);
   m.attr("_op_methods") = py::tuple(methods);
 
-  // The op's test case for tests/python/test_op_table.py: its inputs (float32, on the CPU, the
-  // same values as the C++ table), its keyword arguments as written, whether the inputs go
-  // into one list argument, and the result of the C++ call.
-  m.def("_op_example", [](const std::string& name) {
+  // The op's test cases for tests/python/test_op_table.py (its example, then its edge cases):
+  // each one's inputs (float32, on the CPU, the same values as the C++ table), its keyword
+  // arguments as written, whether the inputs go into one list argument; and the result of the
+  // C++ call of case `index`.
+  m.def("_op_examples", [](const std::string& name) {
     const OpDef& def = op(name);
     const Signature& s = signature_of(def);
     const bool as_list = !s.params.empty() && s.params[0].type == ParamType::Tensors;
-    return py::make_tuple(example_inputs(def, DType::Float32, Device::cpu()), def.example.args, as_list);
+    py::list cases;
+    for (const Example& e : def.examples)
+      cases.append(
+          py::make_tuple(example_inputs(e, DType::Float32, Device::cpu()), e.args, as_list));
+    return cases;
   });
-  m.def("_run_op_example", [](const std::string& name, const std::vector<Tensor>& inputs) {
-    return run_example(op(name), inputs);
+  m.def("_run_op_example", [](const std::string& name, size_t index,
+                              const std::vector<Tensor>& inputs) {
+    const OpDef& def = op(name);
+    ENCORE_CHECK(index < def.examples.size(), ValueError, "[", name, "] has ", def.examples.size(),
+                 " examples, not ", index + 1);
+    return run_example(def, def.examples[index], inputs);
   });
 }
 

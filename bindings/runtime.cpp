@@ -3,8 +3,10 @@
 
 #include "bindings.h"
 #include "core/allocator.h"
+#include "core/cpu_info.h"
 #include "ops/autotune.h"
 #include "ops/conv.h"
+#include "ops/prepared.h"
 
 namespace encore::python {
 
@@ -102,6 +104,8 @@ py::dict ledger_dict() {
     d[py::str(std::string(counter_name(static_cast<Counter>(i))))] = l.get(static_cast<Counter>(i));
   d["cpu_threads"] = num_threads();
   d["host_cached_bytes"] = cpu_cached_bytes();
+  for (int i = 0; i < static_cast<int>(Gauge::Count); ++i)
+    d[py::str(std::string(gauge_name(static_cast<Gauge>(i))))] = l.get(static_cast<Gauge>(i));
   return d;
 }
 
@@ -185,14 +189,44 @@ void init_runtime(py::module_& m) {
   m.def("version", &encore::version, "encore's version: that of the C++ library.");
   m.def("show_config", &encore::show_config,
         "encore's version and build, its libraries' versions, thread counts and backends.");
+  m.def(
+      "cpu_info",
+      [] {
+        const CpuInfo& c = cpu_info();
+        py::dict d;
+        d["model"] = c.model;
+        d["vendor"] = c.vendor;
+        d["isa"] = name(c.isa);
+        d["ghz"] = c.ghz;
+        d["flops_per_cycle"] = c.flops_per_cycle;
+        d["peak_basis"] = c.peak_basis;
+        return d;
+      },
+      "The CPU as encore reads it (cpuid, /proc/cpuinfo): model, vendor, vector ISA, clock in GHz, "
+      "float32 FMA flops per cycle and core, and how that was derived. The theoretical peak of n "
+      "cores is ghz * flops_per_cycle * n GFLOP/s.");
   m.def("set_num_threads", &set_num_threads, py::arg("n"),
         "Threads of the CPU kernels: oneDNN and BLAS share one OpenMP pool of this size.");
   m.def("num_threads", &num_threads,
         "Threads of the CPU kernels (initially ENCORE_NUM_THREADS, else OpenMP's default).");
   m.def("release_cached_memory", &release_cached_memory, py::call_guard<py::gil_scoped_release>(),
         "Hands the memory encore keeps for reuse back to the system: the host allocator's cached "
-        "blocks (ledger 'host_cached_bytes') and the unused part of each CUDA device's pool. Tensors "
-        "and traced graphs keep theirs; the next steps allocate afresh.");
+        "blocks (ledger 'host_cached_bytes'), the per-shape kernel states (ledger "
+        "'prepared_bytes') and the unused part of each CUDA device's pool. Tensors and traced "
+        "graphs keep theirs; the next steps allocate and prepare afresh.");
+  m.def(
+      "set_prepared_limit",
+      [](int64_t bytes) {
+        ENCORE_CHECK(bytes >= 0, ValueError, "[set_prepared_limit] bytes must be >= 0, got ",
+                     bytes);
+        set_prepared_limit(static_cast<size_t>(bytes));
+      },
+      py::arg("bytes"),
+      "The most bytes the per-shape kernel states (oneDNN primitives, cuDNN algorithms and "
+      "workspaces, RNN setups) may hold; least recently used ones are evicted past it "
+      "(default 256 MiB; 0 keeps none).");
+  m.def("prepared_limit", &prepared_limit,
+        "The byte limit of the per-shape kernel states (set_prepared_limit).");
 
   // ---- CUDA -----------------------------------------------------------------------------
   m.def("cuda_device_count", &cuda_device_count,

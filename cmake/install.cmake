@@ -24,6 +24,13 @@ if(TARGET encore_cuda)
   set_target_properties(encore_cuda PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS encore_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
+# The distributed engines too (core/dist.h), loaded from libencore's folder under a launcher.
+foreach(plugin encore_mpi encore_nccl)
+  if(TARGET ${plugin})
+    set_target_properties(${plugin} PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH TRUE)
+    install(TARGETS ${plugin} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  endif()
+endforeach()
 
 # The public headers are those a training program includes (encore.h, graph/trace.h,
 # ops/autotune.h, train/compare.h) and every project header they include, followed at install time: a header

@@ -25,8 +25,12 @@ Allocator& allocator_for(Device device);
 /// Bytes of freed host blocks the CPU allocator keeps for reuse (in no tensor).
 size_t cpu_cached_bytes();
 /// Hands the memory encore keeps for reuse back to the system: the host allocator's cached
-/// blocks and the unused part of each CUDA device's pool (after its pending frees). Memory in
-/// tensors and in traced graphs' arenas stays; the next steps allocate afresh.
+/// blocks, the per-shape kernel states (ops/prepared.h) and the unused part of each CUDA
+/// device's pool (after its pending frees). Memory in tensors and in traced graphs (their
+/// arenas and states) stays; the next steps allocate and prepare afresh.
 void release_cached_memory();
+/// For the caches of higher layers (the dispatcher's per-shape states): `release` runs first
+/// in every release_cached_memory().
+void on_release_cached_memory(void (*release)());
 
 }  // namespace encore

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -146,7 +148,25 @@ namespace {
 
 size_t cpu_cached_bytes() { return cpu_allocator().cached_bytes(); }
 
+namespace {
+std::mutex g_releasers_mutex;
+std::vector<void (*)()>& releasers() {
+  static auto* r = new std::vector<void (*)()>();  // registered while libraries load
+  return *r;
+}
+}  // namespace
+
+void on_release_cached_memory(void (*release)()) {
+  std::lock_guard<std::mutex> lock(g_releasers_mutex);
+  releasers().push_back(release);
+}
+
 void release_cached_memory() {
+  {
+    std::lock_guard<std::mutex> lock(g_releasers_mutex);
+    for (void (*release)() : releasers()) release();
+  }
+  // The states first: the workspaces they held go back to the pools trimmed below.
   cpu_allocator().release_cached();
   // Not loading the CUDA plugin (hundreds of MB of libraries) when it has cached nothing.
   if (Backend* cuda = loaded_backend(DeviceType::CUDA)) cuda->release_cached_memory();

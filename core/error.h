@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace encore {
 
@@ -29,6 +30,25 @@ class UnsupportedError : public Error { using Error::Error; };
 class OutOfMemoryError : public Error { using Error::Error; };
 /// A failure inside a backend library call (Python: RuntimeError).
 class BackendError : public Error { using Error::Error; };
+/// A file that could not be written or read (Python: encore.FileError, an OSError; with an
+/// errno, the subclass it selects: FileNotFoundError, PermissionError, IsADirectoryError...).
+/// What a file holds is a value: a corrupt or truncated file is a ValueError.
+class FileError : public Error {
+ public:
+  FileError(const std::string& message, std::string path, int code)
+      : Error(message), path_(std::move(path)), code_(code) {}
+  const std::string& path() const { return path_; }
+  /// errno of the call that failed; 0 when the path names something that is not a regular
+  /// file (a device, a FIFO, a socket).
+  int code() const { return code_; }
+
+ private:
+  std::string path_;
+  int code_;
+};
+/// A collective that failed or did not finish in time, or ranks that disagree on what they run
+/// (Python: encore.DistributedError, a RuntimeError).
+class DistributedError : public Error { using Error::Error; };
 
 namespace detail {
 template <class... Args> std::string cat(const Args&... args) {

@@ -3,12 +3,13 @@
 #include <pthread.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "core/allocator.h"
+#include "core/cpu_info.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/threads.h"
 
 namespace encore {
@@ -19,11 +20,15 @@ constexpr std::string_view kNames[] = {
     "traces",         "trace_ns",    "optimize_ns",   "plan_ns",       "capture_ns",
     "instantiate_ns", "autotunes",   "autotune_ns",   "autotune_hits", "prepared_evictions", "replays",
     "replay_ns",      "allocations", "bytes_allocated", "copy_in_ns", "allocations_reused",
-    "layout_reorders", "layout_reorder_ns"};
+    "layout_reorders", "layout_reorder_ns", "collectives", "collective_bytes", "comm_ns",
+    "comm_wait_ns"};
 static_assert(std::size(kNames) == static_cast<size_t>(Counter::Count));
+constexpr std::string_view kGaugeNames[] = {"prepared_bytes", "prepared_entries"};
+static_assert(std::size(kGaugeNames) == static_cast<size_t>(Gauge::Count));
 }  // namespace
 
 std::string_view counter_name(Counter c) { return kNames[static_cast<int>(c)]; }
+std::string_view gauge_name(Gauge g) { return kGaugeNames[static_cast<int>(g)]; }
 
 namespace {
 
@@ -162,10 +167,17 @@ std::string Ledger::table() const {
   char line[128];
   std::snprintf(line, sizeof line, "%-18s %16s\n%-18s %16d\n", "counter", "value", "cpu_threads",
                 num_threads());
-  s << line;
+  s << line << "gemm_kernels       " << cpu::kernels_summary() << "\n";
   if (const size_t cached = cpu_cached_bytes()) {
     std::snprintf(line, sizeof line, "%-18s %16zu\n", "host_cached_bytes", cached);
     s << line;
+  }
+  for (int i = 0; i < static_cast<int>(Gauge::Count); ++i) {
+    if (const int64_t v = get(static_cast<Gauge>(i))) {
+      std::snprintf(line, sizeof line, "%-18s %16lld\n", kGaugeNames[i].data(),
+                    static_cast<long long>(v));
+      s << line;
+    }
   }
   for (int i = 0; i < static_cast<int>(Counter::Count); ++i) {
     const int64_t v = get(static_cast<Counter>(i));
@@ -218,10 +230,7 @@ std::string Ledger::chrome_trace_json() const {
 }
 
 void Ledger::write_chrome_trace(const std::string& path) const {
-  check_path(path, "write_chrome_trace");
-  std::ofstream f(path);
-  ENCORE_CHECK(f, ValueError, "[ledger] cannot open ", path, " for writing");
-  f << chrome_trace_json();
+  write_file(path, chrome_trace_json(), "write_chrome_trace");
 }
 
 int64_t ScopedTimer::stop() {

@@ -37,10 +37,23 @@ enum class Counter : int {
   AllocationsReused,  // host blocks handed out again from the CPU allocator's cache
   LayoutReorders,     // to_blocked / from_blocked nodes run (conv1d 'blocked' layout)
   LayoutReorderNs,
+  Collectives,        // collectives run (core/dist.h), a group of one's identities included
+  CollectiveBytes,    // bytes they sent from this rank (their inputs)
+  CommNs,             // time the engine spent running them (its own thread on the CPU)
+  CommWaitNs,         // time callers waited for them: the part of CommNs compute did not hide
   Count
 };
 
 std::string_view counter_name(Counter c);
+
+/// Levels rather than counts: what a cache holds now (reset() leaves them).
+enum class Gauge : int {
+  PreparedBytes,    // bytes the per-shape kernel states hold (ops/prepared.h)
+  PreparedEntries,  // states held
+  Count
+};
+
+std::string_view gauge_name(Gauge g);
 
 /// Monotonic clock in nanoseconds.
 inline int64_t now_ns() {
@@ -65,6 +78,10 @@ class Ledger {
   void add(Counter c, int64_t v);
   int64_t get(Counter c) const;
   void reset();
+  void set(Gauge g, int64_t v) { gauges_[static_cast<int>(g)].store(v, std::memory_order_relaxed); }
+  int64_t get(Gauge g) const {
+    return gauges_[static_cast<int>(g)].load(std::memory_order_relaxed);
+  }
 
   /// Bytes of device and host memory encore holds now, and the most it held at once since
   /// the last reset_peak(): an eager step's peak, against a traced step's arena.
@@ -84,11 +101,13 @@ class Ledger {
   std::string table() const;
   /// Chrome trace JSON ("traceEvents" with complete events) of everything recorded so far.
   std::string chrome_trace_json() const;
+  /// Writes it to `path`, atomically (core/file.h; FileError when it cannot be written).
   void write_chrome_trace(const std::string& path) const;
 
  private:
   std::atomic<bool> profiling_{false};
   std::atomic<int64_t> live_{0}, peak_{0};
+  std::array<std::atomic<int64_t>, static_cast<size_t>(Gauge::Count)> gauges_{};
   mutable std::mutex events_mutex_;
   std::vector<TraceEvent> events_;
 };

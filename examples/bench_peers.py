@@ -3,8 +3,10 @@
 is installed, in PyTorch (eager and torch.compile): same initial weights, the same batches,
 steps of all runners taken in turn (machine drift hits every runner alike) in an order that
 rotates each round, 2 threads each by default. Prints per-model step medians, ratios to
-encore traced and GFLOP/s against a 2048^3 SGEMM timed in turn with the steps; --json writes
-the rows.
+encore traced and GFLOP/s as a percentage of the machine's SGEMM, measured by NumPy's matmul on
+2048^3 in turn with the steps (encore's matmul beside it), and of the theoretical FMA peak from
+the ISA and clock (encore.cpu_info()); the oneDNN implementation of each convolution direction
+per model; --json writes the rows.
 
   models  tiny, small, medium, large, flatten, bilstm: the layers are in
           examples/puzzles/benchmark_models.py (Adam(1e-4), binary cross-entropy, batch 32,
@@ -17,8 +19,10 @@ the rows.
                                                       # a step per runner)
   options: --threads 2 --steps 10 --warmup 2 --no-torch --no-compile --json out.json
 
-PyTorch is no dependency of encore: without it (or with --no-torch) only encore runs. Its
-models are written the way PyTorch runs them fastest: channels-first convolutions on data
+PyTorch and JAX are no dependencies of encore: each runs where it is installed (--no-torch,
+--no-jax leave them out; e.g. a venv with the PyPI wheels and encore on PYTHONPATH). JAX's step
+is one jax.jit of forward, gradients and Adam; XLA's CPU pool has one thread per core (2 here:
+--threads does not reach it). PyTorch's models are written the way PyTorch runs them fastest: channels-first convolutions on data
 transposed once outside the step, the LSTM with one input GEMM and `unbind` over the steps.
 """
 
@@ -49,6 +53,11 @@ try:
     import torch.nn.functional as F
 except ImportError:  # PyTorch is optional
     torch = None
+try:
+    import jax
+    import jax.numpy as jnp
+except ImportError:  # JAX is optional
+    jax = None
 
 ALL_RUNS = ["tiny@4", "small@140", "small@1400", "small@14000", "medium@140", "medium@1400", "large@1400",
             "flatten@400", "bilstm@400"]
@@ -218,21 +227,135 @@ if torch is not None:
             return float(self.step(x, y).item())
 
 
+class JaxRunner:
+    """The same model in JAX, one `jax.jit` of the whole step (forward, gradients and Adam, the
+    parameters donated), channels-last like encore's: convolutions in NWC/WIO, the LSTM a
+    `lax.scan` over the steps with one input GEMM before it."""
+
+    def __init__(self, spec, shape, weights):
+        values = iter(weights.values())
+        self.params, plan = [], []
+        length = shape[1]
+        for layer in spec:
+            kind = layer[0]
+            if kind == "conv":
+                _, f, k, s, p = layer
+                pad = same_padding(length, k, s) if p == "same" else (0, 0)
+                plan.append(("conv", len(self.params), s, pad))
+                self.params += [jnp.asarray(next(values)), jnp.asarray(next(values))]
+                length = (length + pad[0] + pad[1] - k) // s + 1
+            elif kind == "dense":
+                plan.append(("dense", len(self.params), layer[2]))
+                self.params += [jnp.asarray(next(values)), jnp.asarray(next(values))]
+            elif kind in ("lstm", "bilstm"):
+                dirs = (False, True) if kind == "bilstm" else (False,)
+                plan.append(("lstm", len(self.params), dirs))
+                for _ in dirs:
+                    self.params += [jnp.asarray(next(values)) for _ in range(3)]
+            else:
+                plan.append((kind,))
+                if kind == "flatten":
+                    length = 1
+        lax = jax.lax
+
+        def lstm(x, w, r, b, reverse):
+            proj = jnp.einsum("ntc,cg->tng", x, w) + b
+            units = r.shape[0]
+
+            def cell(carry, p):
+                h, c = carry
+                i, f, g, o = jnp.split(p + h @ r, 4, axis=1)
+                c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jax.nn.relu(g)
+                h = jax.nn.sigmoid(o) * jax.nn.relu(c)
+                return (h, c), h
+
+            zero = jnp.zeros((x.shape[0], units), x.dtype)
+            _, hs = lax.scan(cell, (zero, zero), proj, reverse=reverse)
+            return jnp.swapaxes(hs, 0, 1)
+
+        def forward(params, x, key, training):
+            for p in plan:
+                kind = p[0]
+                if kind == "conv":
+                    w, b = params[p[1]], params[p[1] + 1]
+                    x = lax.conv_general_dilated(x, w, (p[2],), [p[3]], dimension_numbers=("NWC", "WIO", "NWC")) + b
+                elif kind == "dense":
+                    x = x @ params[p[1]] + params[p[1] + 1]
+                    x = jax.nn.relu(x) if p[2] == "relu" else jax.nn.sigmoid(x) if p[2] == "sigmoid" else x
+                elif kind == "lstm":
+                    outs = [lstm(x, *params[p[1] + 3 * d:p[1] + 3 * d + 3], rev) for d, rev in enumerate(p[2])]
+                    x = outs[0] if len(outs) == 1 else jnp.concatenate(outs, 2)
+                elif kind == "gap":
+                    x = x.mean(1)
+                elif kind == "flatten":
+                    x = x.reshape(x.shape[0], -1)
+                elif kind == "dropout" and training:
+                    keep = jax.random.bernoulli(key, 0.5, x.shape)
+                    x = jnp.where(keep, x * 2.0, 0.0)
+            return x
+
+        def loss_fn(params, x, y, key):
+            p = jnp.clip(forward(params, x, key, True), 1e-7, 1 - 1e-7)
+            return -jnp.mean(y * jnp.log(p) + (1 - y) * jnp.log(1 - p))
+
+        def step(params, m, v, t, key, x, y):
+            key, sub = jax.random.split(key)
+            loss, grads = jax.value_and_grad(loss_fn)(params, x, y, sub)
+            t = t + 1
+            lr = 1e-4 * jnp.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+            m = [0.9 * a + 0.1 * g for a, g in zip(m, grads)]
+            v = [0.999 * a + 0.001 * g * g for a, g in zip(v, grads)]
+            params = [p - lr * a / (jnp.sqrt(b) + 1e-7) for p, a, b in zip(params, m, v)]
+            return params, m, v, t, key, loss
+
+        self.step_fn = jax.jit(step, donate_argnums=(0, 1, 2))
+        self.predict_fn = jax.jit(lambda params, x: forward(params, x, None, False))
+        self.m = [jnp.zeros_like(p) for p in self.params]
+        self.v = [jnp.zeros_like(p) for p in self.params]
+        self.t = jnp.zeros((), jnp.float32)
+        self.key = jax.random.PRNGKey(0)
+
+    def predict(self, x):
+        return np.asarray(self.predict_fn(self.params, x))
+
+    def prepare(self, x, y):
+        return jnp.asarray(x), jnp.asarray(y)
+
+    def __call__(self, x, y):
+        self.params, self.m, self.v, self.t, self.key, loss = self.step_fn(
+            self.params, self.m, self.v, self.t, self.key, x, y)
+        return float(loss)
+
+
 class Sgemm:
-    """The machine's practical peak: a large SGEMM through encore's matmul (the BLAS), timed
-    in turn with the steps so that it sees the same machine they do."""
+    """The machine's SGEMM measured by an implementation encore did not produce: NumPy's matmul
+    (its own OpenBLAS) on 2048^3 float32, timed in turn with the steps so that it sees the same
+    machine they do. encore's matmul on the same operands is timed beside it."""
 
     n = 2048
 
-    def __init__(self):
-        self.a, self.b = encore.ones((self.n, self.n)), encore.ones((self.n, self.n))
+    def __init__(self, ours=False):
+        rng = np.random.default_rng(1)
+        a, b = (rng.standard_normal((self.n, self.n)).astype(np.float32) for _ in range(2))
+        if ours:
+            self.a, self.b = encore.from_numpy(a), encore.from_numpy(b)
+            self.f = encore.matmul
+        else:
+            self.a, self.b, self.out = a, b, np.empty_like(a)
+            self.f = lambda x, y: np.matmul(x, y, out=self.out)
 
     def __call__(self):
-        encore.matmul(self.a, self.b)
+        self.f(self.a, self.b)
 
     @classmethod
     def gflops(cls, ms):
         return 2 * cls.n ** 3 / ms / 1e6
+
+
+def fma_peak(threads):
+    """The theoretical float32 FMA peak of `threads` cores (encore.cpu_info: ISA, clock)."""
+    c = encore.cpu_info()
+    return c["ghz"] * c["flops_per_cycle"] * threads, c
 
 
 def bench(run, args):
@@ -245,6 +368,7 @@ def bench(run, args):
     rng = np.random.default_rng(0)
     batches = [(rng.standard_normal(shape).astype(np.float32),
                 (rng.random((shape[0], 1)) > 0.5).astype(np.float32)) for _ in range(2)]
+    seen = {(e["op"], e["key"]) for e in encore.autotune.entries()}
     runners = {"encore_eager": EncoreRunner(spec, shape, False),
                "encore_traced": EncoreRunner(spec, shape, True)}
     feeds = {name: [(encore.from_numpy(x), encore.from_numpy(y)) for x, y in batches] for name in runners}
@@ -261,18 +385,27 @@ def bench(run, args):
         if not np.allclose(ours, theirs, rtol=1e-3, atol=1e-5):
             raise SystemExit(f"{run}: PyTorch's model differs from encore's (max difference "
                              f"{np.abs(ours - theirs).max():.3g}): not the same weights or layers")
+    if jax is not None and not args.no_jax:
+        r = JaxRunner(spec, shape, runners["encore_eager"].weights())
+        runners["jax_jit"], feeds["jax_jit"] = r, [r.prepare(x, y) for x, y in batches]
+        ours = runners["encore_eager"].predict(feeds["encore_eager"][0][0])
+        theirs = r.predict(feeds["jax_jit"][0][0])
+        if not np.allclose(ours, theirs, rtol=1e-3, atol=1e-5):
+            raise SystemExit(f"{run}: JAX's model differs from encore's (max difference "
+                             f"{np.abs(ours - theirs).max():.3g})")
     runners["sgemm"], feeds["sgemm"] = Sgemm(), [(), ()]
+    runners["encore_sgemm"], feeds["encore_sgemm"] = Sgemm(ours=True), [(), ()]
     times = {name: [] for name in runners}
     first = {}
     calls = CALLS_PER_SAMPLE.get(model, 1)
-    models = [name for name in runners if name != "sgemm"]
+    models = [name for name in runners if not name.endswith("sgemm")]
     for i in range(args.warmup + args.steps):
         # The runner right after the SGEMM meets caches it flushed: the order rotates each
         # round so that no runner always comes first.
         k = i % len(models)
-        for name in models[k:] + models[:k] + ["sgemm"]:
+        for name in models[k:] + models[:k] + ["sgemm", "encore_sgemm"]:
             r = runners[name]
-            n = 1 if name == "sgemm" or i == 0 else calls
+            n = 1 if name.endswith("sgemm") or i == 0 else calls
             t0 = time.perf_counter()
             for _ in range(n):
                 r(*feeds[name][i % 2])
@@ -284,15 +417,32 @@ def bench(run, args):
     flops = step_flops(spec, shape)
     med = {name: statistics.median(t) for name, t in times.items()}
     peak = Sgemm.gflops(med.pop("sgemm"))
+    ours = Sgemm.gflops(med.pop("encore_sgemm"))
+    fma, _ = fma_peak(args.threads)
     rows = []
     for name, ms in med.items():
         rows.append({"model": model, "input": "x".join(map(str, shape)), "runner": name,
                      "step_ms": round(ms, 3), "first_ms": round(first[name], 1),
                      "vs_encore_traced": round(ms / med["encore_traced"], 3),
-                     "gflops": round(flops / ms / 1e6, 1), "sgemm_gflops": round(peak, 1),
-                     "pct_of_sgemm": round(100 * flops / ms / 1e6 / peak, 1),
+                     "gflops": round(flops / ms / 1e6, 1), "numpy_sgemm_gflops": round(peak, 1),
+                     "pct_of_numpy_sgemm": round(100 * flops / ms / 1e6 / peak, 1),
+                     "pct_of_fma_peak": round(100 * flops / ms / 1e6 / fma, 1) if fma else None,
+                     "encore_sgemm_gflops": round(ours, 1),
                      "load1": round(os.getloadavg()[0], 1)})
-    return rows
+    return rows, implementations(seen)
+
+
+def implementations(seen):
+    """The oneDNN implementation each convolution direction of the model runs (the autotune
+    cache's choices its steps made, those in `seen` before it excluded), e.g.
+    {"conv1d_backward_filter": ["gemm:jit"]}."""
+    picked = {}
+    for e in encore.autotune.entries():
+        if e["backend"] == "onednn" and (e["op"], e["key"]) not in seen:
+            names = picked.setdefault(e["op"], [])
+            if e["algorithm"] not in names:
+                names.append(e["algorithm"])
+    return picked
 
 
 def main():
@@ -305,6 +455,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow to compile)")
+    parser.add_argument("--no-jax", action="store_true", help="skip JAX even where it is installed")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     runs = ALL_RUNS if args.all else (args.runs.split(",") if args.runs else DEFAULT_RUNS)
@@ -314,23 +465,32 @@ def main():
     peers = "none (PyTorch not installed)" if torch is None else f"PyTorch {torch.__version__}"
     if args.no_torch:
         peers = "none (--no-torch)"
+    if jax is not None and not args.no_jax:
+        peers += f", JAX {jax.__version__}"
     print(f"# encore {encore.__version__}, threads {encore.num_threads()}, peers: {peers}, "
           f"{args.steps} steps after {args.warmup} warm-up, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, load average "
           + " ".join(f"{v:.1f}" for v in os.getloadavg()))
     rows = []
+    fma, cpu = fma_peak(args.threads)
+    print(f"# CPU {cpu['model']} ({cpu['isa']}): theoretical float32 FMA peak of {args.threads} "
+          f"cores {fma:.0f} GFLOP/s ({cpu['peak_basis']}); NumPy {np.__version__}")
+    impls = {}
     for run in runs:
-        for r in bench(run, args):
+        model_rows, impls[run] = bench(run, args)
+        for r in model_rows:
             rows.append(r)
             print("  ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+        for op, names in impls[run].items():
+            print(f"  {run} {op}: {', '.join(names)}", flush=True)
     cols = list(rows[0].keys())
     print("\n| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(str(r[c]) for c in cols) + " |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"threads": encore.num_threads(), "peers": peers,
-                       "rows": rows}, f, indent=1)
+            json.dump({"threads": encore.num_threads(), "peers": peers, "cpu": cpu,
+                       "fma_peak_gflops": fma, "rows": rows, "implementations": impls}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -3,14 +3,12 @@
 // masking: the call's true length enters the graph as one more input (graph/lengths.h), and
 // the layers that read across the padded axis (global pooling, recurrences, 'same'
 // convolutions, losses) use it to leave the padding out, exactly as the unpadded eager call
-// never sees it. Outputs that carry the padded axis (a layer registered them) are trimmed back
-// to the call's length. The probe stays as the safety net: when a bucket's graph is built, it
-// is run on probes whose padded positions hold different values (64, -64, 0.5) from the state
-// the call started in, and every result (outputs, parameter updates, gradients, optimizer and
-// generator state) must be bitwise the same on the real positions. A function whose results
-// still depend on the padding (user code without a rule) is refused with an error naming the
-// results it spoils; a built-in layer that cannot be made exact (Flatten over the padded axis)
-// refuses while tracing, naming itself.
+// never sees it. Outputs that carry the padded axis are trimmed back to the call's length. The
+// bucket probe (graph/probe.h) is the safety net: a function whose results still depend on the
+// padding (user code without a rule) is refused with an error naming the results it spoils; a
+// built-in layer that cannot be made exact (Flatten over the padded axis) refuses while tracing,
+// naming itself. Lengths a bucket cannot serve (eager refuses them: a window longer than the
+// valid steps, length 0) are traced exactly, so they do what eager does.
 #pragma once
 
 #include <cstdint>
@@ -71,15 +69,6 @@ struct Trim {
 /// function in errors.
 BucketedCall bucket_call(const ShapePolicy& policy, const std::vector<Arg>& call,
                          const std::string& name);
-
-/// Checks that `plan`, traced for `b.args`, gives results independent of the padding of every
-/// length its bucket serves: outputs with a `known` trim (registered by a layer) on their
-/// valid part, the others whole or on the axis whose trailing positions alone change. Returns
-/// how to trim each output. Leaves every buffer the plan writes as it found it. Throws
-/// ValueError naming the spoiled results.
-std::vector<Trim> check_bucket_exact(Plan& plan, const ShapePolicy& policy, const BucketedCall& b,
-                                     const std::string& name, const std::vector<std::string>& arg_names,
-                                     std::vector<Trim> known);
 
 /// Trims each output back to its valid size for a call of `length` padded by `pad`.
 void trim_outputs(std::vector<Tensor>& out, const std::vector<Trim>& trims, int64_t length, int64_t pad);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "graph/plan.h"
@@ -15,6 +16,9 @@ class DeviceGraph {
   virtual ~DeviceGraph() = default;
   /// One replay of the captured steps, queued on the device's compute stream (asynchronous).
   virtual void launch() = 0;
+  /// The names of the kernels the captured graph launches, in the graph's node order (what a
+  /// test reads to see that a library's call, NCCL's all-reduce, was captured).
+  virtual std::vector<std::string> kernel_names() const { return {}; }
 };
 
 /// Captures `steps` for `device` and instantiates the graph. CUDA: on the device's capture

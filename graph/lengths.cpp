@@ -14,13 +14,17 @@ struct LengthScope::State {
   };
   std::unordered_map<const TensorImpl*, Entry> known;
   std::vector<std::string> inexact;
+  OnRegister on_register;
 };
 
 namespace {
 thread_local LengthScope::State* g_state = nullptr;
 }  // namespace
 
-LengthScope::LengthScope() : previous_(g_state), state_(new State) { g_state = state_; }
+LengthScope::LengthScope(OnRegister on_register) : previous_(g_state), state_(new State) {
+  state_->on_register = std::move(on_register);
+  g_state = state_;
+}
 LengthScope::~LengthScope() {
   g_state = previous_;
   delete state_;
@@ -33,8 +37,9 @@ std::optional<Lengths> lengths_of(const Tensor& t) {
   return it->second.lengths;
 }
 
-void set_lengths(const Tensor& t, Lengths lengths) {
+void set_lengths(const Tensor& t, Lengths lengths, bool masked) {
   if (!g_state || !t.defined()) return;
+  if (g_state->on_register) g_state->on_register(t, lengths, masked);
   g_state->known[t.impl()] = {t.impl_ptr(), std::move(lengths)};
 }
 
@@ -53,11 +58,16 @@ std::optional<Lengths> same_lengths(const Lengths& in, const Tensor& x, const Te
 
 Lengths window_lengths(const Lengths& in, int64_t size, int64_t stride, int64_t dilation,
                        int64_t left) {
-  // Windows that lie inside the valid entries: (length + left - span) / stride + 1.
+  // Windows that lie inside the valid entries: (length + left - span) / stride + 1, none when
+  // the valid entries are shorter than one window (the graph's value is then unused: such calls
+  // are not served by the bucket).
   const int64_t shift = left - (size - 1) * dilation - 1;
   Lengths out = in;
   out.length = (in.length + shift) / stride + 1;
-  out.of_call = [f = in.of_call, shift, stride](int64_t n) { return (f(n) + shift) / stride + 1; };
+  out.of_call = [f = in.of_call, shift, stride](int64_t n) {
+    const int64_t fits = f(n) + shift;
+    return fits < 0 ? 0 : fits / stride + 1;
+  };
   return out;
 }
 
@@ -65,7 +75,7 @@ Tensor mask_padding(const Tensor& x, int axis, double value) {
   const std::optional<Lengths> l = lengths_of(x);
   if (!l || l->axis != axis) return x;
   Tensor y = mask_sequence(x, l->length, axis, value);
-  set_lengths(y, *l);
+  set_lengths(y, *l, /*masked=*/true);
   return y;
 }
 

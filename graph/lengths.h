@@ -31,7 +31,11 @@ struct Lengths {
 /// Active while a bucketed function traces (one per thread; nested scopes restore the outer).
 class LengthScope {
  public:
-  LengthScope();
+  /// Told of every registration in this scope: the tensor, its lengths, and whether a mask wrote
+  /// its padded entries (mask_padding) rather than leaving them undefined. The trace records
+  /// these for the bucket probe (graph/probe.h).
+  using OnRegister = std::function<void(const Tensor& t, const Lengths& lengths, bool masked)>;
+  explicit LengthScope(OnRegister on_register = {});
   ~LengthScope();
   LengthScope(const LengthScope&) = delete;
   LengthScope& operator=(const LengthScope&) = delete;
@@ -45,8 +49,12 @@ class LengthScope {
 /// The valid lengths of `t` along the padded axis; nullopt outside a bucketed trace or when
 /// nothing registered `t` (it may not carry the axis: a layer without a rule, user code).
 std::optional<Lengths> lengths_of(const Tensor& t);
-/// Registers `t` as carrying the padded axis with `lengths` (no effect outside a scope).
-void set_lengths(const Tensor& t, Lengths lengths);
+/// Registers `t` as carrying the padded axis with `lengths` (no effect outside a scope). Its
+/// entries past the valid length are padding that no result may depend on: the bucket probe
+/// overwrites them with other values and refuses the bucket if a result changes. `masked`: a mask
+/// wrote them (mask_padding), and a reader may use them (a 'same' convolution reads its zeros
+/// as eager's implicit padding).
+void set_lengths(const Tensor& t, Lengths lengths, bool masked = false);
 
 /// Records that the bucketed function is exact only in distribution, not bitwise, and why (a
 /// training-mode dropout draws its mask over the padded shape, so the real entries get other
@@ -60,7 +68,9 @@ std::vector<std::string> inexact_notes();
 std::optional<Lengths> same_lengths(const Lengths& in, const Tensor& x, const Tensor& y);
 
 /// `lengths` for a tensor whose axis shrank by a window: `size` entries `dilation` apart,
-/// `stride` apart, with `left` fixed padding ('valid': 0, 'causal': (size - 1) * dilation).
+/// `stride` apart, with `left` fixed padding ('valid': 0, 'causal': (size - 1) * dilation). Its
+/// `of_call` is 0 at a call length where no window fits (eager refuses or returns nothing there;
+/// the bucket serves only longer calls).
 Lengths window_lengths(const Lengths& in, int64_t size, int64_t stride, int64_t dilation,
                        int64_t left);
 

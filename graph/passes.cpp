@@ -1,8 +1,9 @@
 #include "graph/passes.h"
 
-#include "ops/dispatch.h"
-
+#include <algorithm>
 #include <vector>
+
+#include "ops/dispatch.h"
 
 namespace encore::graph {
 
@@ -31,7 +32,7 @@ int eliminate_dead_code(Graph& g) {
   std::vector<bool> keep(g.nodes.size(), false);
   for (size_t i = g.nodes.size(); i-- > 0;) {
     const Node& n = g.nodes[i];
-    bool needed = false;
+    bool needed = n.op->external_effect;  // its effect is observable (graph/effects.h)
     for (const Value& v : n.out) needed |= live[v.buffer];
     for (size_t k = 0; k < n.in.size(); ++k)
       if (writes(n, k)) needed |= live[n.in[k].buffer];
@@ -130,6 +131,35 @@ int remove_layout_round_trips(Graph& g) {
     ++removed;
   }
   return removed;
+}
+
+void restore_written_constants(Graph& g) {
+  std::vector<Node> restores;
+  const size_t n = g.buffers.size();
+  for (uint32_t b = 0; b < n; ++b) {
+    Buffer& buf = g.buffers[b];
+    if (buf.kind != BufferKind::External || !buf.written) continue;
+    const bool owned = std::any_of(buf.owners.begin(), buf.owners.end(),
+                                   [](const Owner& o) { return !o.tensor.expired(); });
+    if (owned || buf.nbytes == 0) continue;
+    // Byte-for-byte: a view of whole 4-byte words (every dtype's size is a multiple of 4).
+    const Shape words{static_cast<int64_t>(buf.nbytes / 4)};
+    const Tensor live =
+        Tensor::make_view(buf.storage, words, contiguous_strides(words), 0, DType::Int32);
+    const Tensor snapshot = live.clone();
+    Buffer snap;
+    snap.kind = BufferKind::External;
+    snap.nbytes = buf.nbytes;
+    snap.device = buf.device;
+    snap.storage = snapshot.storage();
+    snap.label = buf.label + ".initial";
+    const Value dst{b, 0, words, contiguous_strides(words), DType::Int32};
+    const Value src{static_cast<uint32_t>(g.buffers.size()), 0, words, contiguous_strides(words),
+                    DType::Int32};
+    g.buffers.push_back(std::move(snap));
+    restores.push_back({&copy_inplace_op_def(), {}, {dst, src}, {}});
+  }
+  g.nodes.insert(g.nodes.begin(), restores.begin(), restores.end());
 }
 
 PassStats run_passes(Graph& g) {

@@ -31,4 +31,10 @@ int remove_layout_round_trips(Graph& g);
 
 PassStats run_passes(Graph& g);
 
+/// Not an optimization: what every recorded graph needs before it runs. A tensor made while
+/// tracing without an op (a constant from host data) belongs to the graph; if the graph writes
+/// it, each run must start from its value at trace time, as each eager call starts from a fresh
+/// constant: this puts a restore from a snapshot at the front.
+void restore_written_constants(Graph& g);
+
 }  // namespace encore::graph

@@ -192,7 +192,30 @@ void Plan::write_back(const std::vector<Tensor>& args) const {
   }
 }
 
+std::optional<std::vector<Tensor>> Plan::copies_of_own_memory(
+    const std::vector<Tensor>& args) const {
+  std::optional<std::vector<Tensor>> copies;
+  for (size_t k = 0; k < args.size(); ++k) {
+    const Storage* s = args[k].storage().get();
+    if (std::none_of(arenas_.begin(), arenas_.end(), [&](const auto& a) { return a.get() == s; }))
+      continue;
+    const bool written = std::find(written_inputs_.begin(), written_inputs_.end(),
+                                   static_cast<int>(k)) != written_inputs_.end();
+    ENCORE_CHECK(
+        !written, ValueError, "[trace] argument ", k, " '",
+        graph_.buffers[graph_.inputs[k].buffer].label,
+        "' is an output of this traced function's previous replay (alias_outputs), which the "
+        "function writes "
+        "in place: the replay overwrites that memory while it runs. Pass a copy (clone()) instead");
+    if (!copies) copies = args;
+    (*copies)[k] = copy_with_layout(args[k]);
+  }
+  return copies;
+}
+
 void Plan::run(const std::vector<Tensor>& args) {
+  // An aliased output fed back as an argument: the steps would overwrite it while reading it.
+  if (std::optional<std::vector<Tensor>> copies = copies_of_own_memory(args)) return run(*copies);
   check_aliasing(args);
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
@@ -243,6 +266,16 @@ std::vector<Tensor> Plan::outputs(bool alias) const {
     out.push_back(copy);
   }
   return out;
+}
+
+Tensor copy_with_layout(const Tensor& t) {
+  int64_t extent = t.numel() > 0 ? 1 : 0;  // the elements the view reaches (strides are >= 0)
+  for (int d = 0; d < t.dim() && extent; ++d) extent += (t.shape()[d] - 1) * t.strides()[d];
+  const Tensor base = Tensor::empty({extent}, t.dtype(), t.device());
+  Tensor copy = Tensor::make_view(base.storage(), t.shape(), t.strides(), 0, t.dtype());
+  const NoGradGuard no_grad;
+  copy.copy_(t);
+  return copy;
 }
 
 }  // namespace encore::graph

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "graph/graph.h"
@@ -39,7 +40,10 @@ class Plan {
   /// Runs one replay on the caller's tensor arguments (any strides; shapes, dtypes and devices
   /// as traced). In-place writes the function made to an argument reach the caller's tensor,
   /// as in eager mode; an argument sharing memory with another argument or a captured tensor
-  /// where either is written is an error (a replay could not keep that aliasing exact).
+  /// where either is written is an error (a replay could not keep that aliasing exact). An
+  /// argument that is a view of this Plan's own memory (an aliased output of the previous replay
+  /// fed back, h = f(x, h)) is read from a copy, since the replay overwrites that memory; one the
+  /// function writes in place is an error.
   void run(const std::vector<Tensor>& args);
   /// The traced function's results after run(): fresh copies, or views of the Plan's
   /// buffers that the next replay overwrites (`alias`).
@@ -54,11 +58,15 @@ class Plan {
   const PlanTimes& times() const { return times_; }
   Device device() const { return device_; }
   bool captured() const { return device_graph_ != nullptr; }
+  /// The captured graph (null on the CPU).
+  const DeviceGraph* device_graph() const { return device_graph_.get(); }
 
  private:
   TensorRef resolve(const Value& v) const;
   std::shared_ptr<Storage> storage_of(uint32_t buffer) const;
   void check_aliasing(const std::vector<Tensor>& args) const;
+  /// `args`, with those that live in this Plan's arenas replaced by copies (null: none does).
+  std::optional<std::vector<Tensor>> copies_of_own_memory(const std::vector<Tensor>& args) const;
   void bind_inputs(const std::vector<Tensor>& args);
   void write_back(const std::vector<Tensor>& args) const;
   /// Where input `k` lives during a replay: the caller's tensor, a contiguous copy of it, or
@@ -84,5 +92,9 @@ class Plan {
   std::unique_ptr<DeviceGraph> device_graph_;
   PlanTimes times_;
 };
+
+/// A copy of `t` with its shape and strides (its storage spans what the view reaches): what a
+/// Plan bound to `t`'s layout can read in its place.
+Tensor copy_with_layout(const Tensor& t);
 
 }  // namespace encore::graph

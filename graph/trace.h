@@ -61,10 +61,14 @@
 #include "core/modes.h"
 #include "graph/bucket.h"
 #include "graph/plan.h"
+#include "graph/probe.h"
 #include "graph/signature.h"
 
 namespace encore {
 
+namespace graph {
+class Tracer;
+}
 using graph::Arg;
 
 struct TraceOptions {
@@ -196,23 +200,72 @@ class TracedFunction {
     std::vector<GradGuard> grad_guards;
     std::vector<GradWrite> grad_writes;
     std::vector<graph::Trim> trim;  // bucketing: how each output is trimmed back
+    int64_t shortest_served = 0;    // bucketing: shorter calls are traced exactly
     int64_t calls = 1;      // calls with this signature (the first ran eagerly)
     size_t bytes = 0;       // arena plus graph-owned buffers
+    bool agreed = true;     // false: has external effects, the ranks' agreement not yet checked
     std::vector<FlagGuard> flag_guards;
     std::vector<GenerationGuard> generation_guards;
   };
+  // One call on its way through the phases: what the graph takes (the caller's arguments, or
+  // the padded ones and the true length) and, on a miss, why.
+  struct Call {
+    explicit Call(const std::vector<Arg>& args) : caller(args) {}
+    const std::vector<Arg>& caller;
+    graph::BucketedCall bucketed;
+    bool bucketing = false;   // false: the caller's arguments as they are
+    bool new_length = false;  // bucketing: a length not called before
+    std::string note;         // bucketing: appended to the reason of a trace
+    std::vector<graph::RetraceCause> causes;
+    std::string reason;  // the causes as text
+    const std::vector<Arg>& args() const { return bucketing ? bucketed.args : caller; }
+  };
+  // What one recording produced besides its graph.
+  struct Recording {
+    std::vector<graph::Registered> registered;  // bucketing: tensors carrying the padded axis
+    bool inexact = false;  // bucketing: a layer noted it is exact in distribution only
+  };
   using AxisCounts = std::map<std::pair<int, int>, std::map<int64_t, int64_t>>;
-  void retire(const Entry& e);
-  std::string retrace_advice(const std::vector<Arg>& args, const std::vector<RetraceCause>& causes);
-  void count_axis_values(const graph::Signature& s, int64_t calls, AxisCounts& into) const;
 
-  std::optional<graph::RetraceCause> stale_reason(const Entry& e) const;
-  std::optional<graph::RetraceCause> guard_reason(const Entry& e) const;
+  // The phases of a call (graph/trace.cpp).
+  Call signature_of(const std::vector<Arg>& call_args);
+  Entry* lookup(Call& call);
+  void serve_exactly(Call& call, int64_t shortest);
+  void count_bucketed(Call& call, int sign);
+  void explain_miss(Call& call) const;
+  std::vector<Tensor> replay_call(Entry& e, const Call& call);
+  std::vector<Tensor> trace_call(Call& call);
+  // The phases of a trace (graph/trace.cpp).
   Entry& trace(const std::vector<Arg>& args, std::string reason, std::vector<graph::RetraceCause> causes,
                const graph::BucketedCall* bucketed);
-  void check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager, const graph::BucketedCall& b);
-  void record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry, const graph::BucketedCall* bucketed);
+  void optimize(graph::Graph& g, TraceRecord& rec) const;
+  void plan(Entry& entry, graph::Graph g, TraceRecord& rec) const;
+  void probe(Entry& entry, const graph::Graph& recorded, Recording& recording,
+             const graph::BucketedCall& bucketed, TraceRecord& rec);
+  Entry& cache(Entry entry);
+  void agree(Entry& e) const;
+  void check_trimmed_shapes(const Entry& e, const std::vector<Tensor>& eager,
+                            const graph::BucketedCall& b);
   std::vector<Tensor> replay(Entry& e, const std::vector<Arg>& args);
+  std::optional<graph::RetraceCause> stale_reason(const Entry& e) const;
+  std::optional<graph::RetraceCause> guard_reason(const Entry& e) const;
+  std::vector<std::string> signature_names(bool bucketed, size_t args) const;
+  // The trace itself (graph/trace_record.cpp).
+  void record_graph(const std::vector<Arg>& args, graph::Graph& g, Entry& entry,
+                    const graph::BucketedCall* bucketed, Recording* recording = nullptr);
+  void warn_inexact(Recording* recording);
+  void record_grad_slots(graph::Tracer& tracer, Entry& entry);
+  void check_escapes(const graph::Tracer& tracer, const graph::Graph& g) const;
+  graph::Graph record_unpadded(const std::vector<Arg>& args);
+  graph::BucketProbe bucket_probe(const graph::Graph& recorded, Recording& recording,
+                                  std::vector<graph::Trim> known, const ShapePolicy& policy,
+                                  const graph::BucketedCall& b);
+  // Reports (graph/trace_report.cpp).
+  void warn_if_retracing(const std::vector<Arg>& args, const TraceRecord& rec);
+  std::string retrace_advice(const std::vector<Arg>& args, const std::vector<RetraceCause>& causes);
+  void retire(const Entry& e);
+  void count_axis_values(const graph::Signature& s, bool bucket_graph, int64_t calls,
+                         AxisCounts& into) const;
 
   Fn fn_;
   TraceOptions options_;

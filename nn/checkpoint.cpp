@@ -6,18 +6,16 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
-#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <system_error>
 #include <tuple>
 #include <utility>
 
+#include "core/file.h"
 #include "core/modes.h"
 #include "ops/build_info.h"
 
@@ -55,8 +53,6 @@ std::optional<DType> dtype_from_name(const std::string& s) {
   return std::nullopt;
 }
 
-std::string os_error(int err) { return std::generic_category().message(err); }
-
 uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
   // zlib returns the initial value, not an update, for a null buffer (an empty tensor's).
   if (n == 0) return crc;
@@ -91,69 +87,6 @@ std::string header_text(const json& header) {
 
 // ---- writing -------------------------------------------------------------------------------
 
-// A temporary file next to the target, renamed over it by commit() and removed otherwise.
-class TempFile {
- public:
-  explicit TempFile(const std::string& target) : target_(target) {
-    static std::atomic<uint64_t> counter{0};
-    // O_EXCL: a name left by a killed process whose pid is reused is skipped, never shared.
-    for (int attempt = 0;; ++attempt) {
-      path_ = target + "." + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".tmp";
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ >= 0) return;
-      const int err = errno;
-      if (err != EEXIST || attempt == 100)
-        fail("cannot create a temporary file next to it (" + path_ + ")", err);
-    }
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!renamed_) ::unlink(path_.c_str());
-  }
-
-  // Unbuffered: nothing is left to flush before the sync.
-  void write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t{1} << 30));
-      const int err = errno;
-      if (w < 0 && err == EINTR) continue;
-      if (w < 0) fail("write failed", err);
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-
-  void commit() {
-    // errno is read before the message is built: an allocation may change it.
-    int err = ::fsync(fd_) != 0 ? errno : 0;
-    if (err != 0) fail("cannot sync the temporary file", err);
-    err = ::close(std::exchange(fd_, -1)) != 0 ? errno : 0;
-    if (err != 0) fail("cannot close the temporary file", err);
-    err = ::rename(path_.c_str(), target_.c_str()) != 0 ? errno : 0;
-    if (err != 0) fail("cannot rename the temporary file over it", err);
-    renamed_ = true;
-    // The rename is durable only once the folder's entry is.
-    std::filesystem::path folder = std::filesystem::path(target_).parent_path();
-    if (folder.empty()) folder = ".";
-    const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    err = dir < 0 || ::fsync(dir) != 0 ? errno : 0;
-    if (dir >= 0) ::close(dir);
-    if (err != 0) fail("the file was replaced but its folder cannot be synced", err);
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what, int err) const {
-    throw ValueError(detail::cat("[save] cannot write ", target_, ": ", what, ": ", os_error(err)));
-  }
-
-  std::string target_, path_;
-  int fd_ = -1;
-  bool renamed_ = false;
-};
-
 std::string dump(const json& header, const std::string& path) {
   try {
     return header_text(header);
@@ -170,13 +103,15 @@ class ReadFile {
   explicit ReadFile(const std::string& path) : path_(path) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     const int open_err = errno;
-    ENCORE_CHECK(fd_ >= 0, ValueError, "[load] cannot open ", path, ": ", os_error(open_err));
+    if (fd_ < 0) throw_file_error("load", "read", path, "", open_err);
     struct stat st {};
     const int err = ::fstat(fd_, &st) != 0 ? errno : 0;
-    if (err != 0 || !S_ISREG(st.st_mode)) {
+    try {
+      if (err != 0) throw_file_error("load", "read", path, "", err);
+      check_regular_file(st.st_mode, "load", "read", path);
+    } catch (...) {
       ::close(fd_);
-      throw ValueError(detail::cat("[load] cannot read ", path, ": ",
-                                   err != 0 ? os_error(err) : "not a regular file"));
+      throw;
     }
     size_ = static_cast<uint64_t>(st.st_size);
   }
@@ -193,7 +128,7 @@ class ReadFile {
           ::pread(fd_, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(offset));
       const int err = errno;
       if (r < 0 && err == EINTR) continue;
-      ENCORE_CHECK(r >= 0, ValueError, "[load] cannot read ", path_, ": ", os_error(err));
+      if (r < 0) throw_file_error("load", "read", path_, "", err);
       ENCORE_CHECK(r > 0, ValueError, "[load] ", path_, " is truncated: it ended while being read");
       p += r;
       n -= static_cast<size_t>(r);
@@ -373,7 +308,7 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const Me
 
   unsigned char size[8];
   for (int i = 0; i < 8; ++i) size[i] = static_cast<unsigned char>(text.size() >> (8 * i));
-  TempFile file(path);
+  AtomicFile file(path, "save");
   file.write(size, sizeof size);
   file.write(text.data(), text.size());
   for (const Tensor& h : host) file.write(h.data_ptr(), h.nbytes());

@@ -3,9 +3,10 @@
 // range, then the raw little-endian data. Other tools read encore's files and encore reads
 // theirs (F32, F64, I32 and I64 tensors).
 //
-// Writes are atomic: the file is written to `<path>.<pid>-<n>.tmp` in the same folder, synced,
-// and renamed over `path`, so a process killed during a save leaves the previous file (and
-// perhaps such a temporary file, which is never read) rather than a torn one. Loads read and
+// Writes are atomic (core/file.h): the file is written to `<path>.<pid>-<n>.tmp` in the same
+// folder, synced, and renamed over `path`, so a process killed during a save leaves the
+// previous file (and its temporary file, which the next save to `path` removes) rather than a
+// torn one. Loads read and
 // validate the whole file before returning anything. Files encore writes carry, in their
 // metadata, the format version, the encore version and CRC-32 checksums of the header and the
 // data, and are verified on load; files without them load unverified.
@@ -28,13 +29,15 @@ struct TensorFile {
 };
 
 /// Writes `tensors` (any device; names unique and non-empty) and `metadata` (keys starting with
-/// "encore." are reserved) to `path`, atomically. Throws ValueError, leaving the previous file
-/// intact, when the file cannot be written (missing folder, no permission, disk full).
+/// "encore." are reserved) to `path`, atomically. Throws FileError, leaving the previous file
+/// intact, when the file cannot be written (missing folder, no permission, disk full) or `path`
+/// is not a regular file (a device, a FIFO, a directory); ValueError for bad names or metadata.
 void save_tensors(const std::string& path, const NamedTensors& tensors,
                   const Metadata& metadata = {});
 /// Reads and validates the whole safetensors file at `path` (structure, offsets, dtypes, and
-/// the checksums of a file encore wrote). Throws ValueError naming the file, and the tensor
-/// where there is one, for a missing, truncated, corrupt or unsupported file.
+/// the checksums of a file encore wrote). Throws FileError for a file that cannot be read
+/// (missing, no permission, not a regular file), ValueError naming the file, and the tensor
+/// where there is one, for a truncated, corrupt or unsupported one.
 TensorFile load_tensors(const std::string& path);
 
 /// Writes every parameter and buffer (Module::named_weights) of `module` to `path` with

@@ -63,4 +63,21 @@ Tensor ArrayDataset::gather(const Tensor& t, int64_t begin, int64_t end) const {
   return concat(parts, 0);
 }
 
+ShardedDataset::ShardedDataset(Dataset& data, int rank, int size) : data_(data), rank_(rank), size_(size) {
+  ENCORE_CHECK(size >= 1 && rank >= 0 && rank < size, ValueError, "[ShardedDataset] rank ", rank,
+               " is not in a world of ", size);
+}
+
+std::optional<Batch> ShardedDataset::next() {
+  for (;;) {
+    std::optional<Batch> b = data_.next();
+    if (!b) return b;
+    const int64_t rows = b->x.dim() ? b->x.shape()[0] : 0;
+    if (rows < size_) continue;
+    const int64_t begin = rows * rank_ / size_, end = rows * (rank_ + 1) / size_;
+    Batch part{b->x.slice(0, begin, end), b->y.defined() ? b->y.slice(0, begin, end) : Tensor()};
+    return part;
+  }
+}
+
 }  // namespace encore::nn

@@ -53,4 +53,21 @@ class ArrayDataset : public Dataset {
   int64_t at_ = 0;
 };
 
+/// A data-parallel rank's part of another dataset: of every batch of `data`, the rows
+/// [rows * rank / size, rows * (rank + 1) / size). A shuffling ArrayDataset draws the same order
+/// on every rank (it depends on (seed, epoch) only), so each rank trains on its own slice of
+/// every global batch, reshuffled per epoch alike everywhere (as PyTorch's DistributedSampler).
+/// A batch with fewer rows than ranks is skipped on every rank: some rank would get none.
+class ShardedDataset : public Dataset {
+ public:
+  ShardedDataset(Dataset& data, int rank, int size);
+  void start(int epoch) override { data_.start(epoch); }
+  std::optional<Batch> next() override;
+  int64_t size() const override { return data_.size(); }
+
+ private:
+  Dataset& data_;
+  int rank_, size_;
+};
+
 }  // namespace encore::nn

@@ -84,6 +84,9 @@ void Optimizer::set_clipping(Clipping c) {
 
 void Optimizer::clip_gradients() {
   if (clipping_.global_norm == 0 && clipping_.value == 0) return;
+  // Clipping reads every gradient: all parts must be final (reduced) first.
+  if (parts_.before)
+    for (size_t k = 0; k < parts_.parts.size(); ++k) parts_.before(k);
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
   for (const Tensor& p : params_)
@@ -220,11 +223,42 @@ void Optimizer::check_param_dtypes(const char* op) const {
     }
 }
 
-std::map<std::pair<int, int>, std::vector<size_t>> Optimizer::groups() const {
-  std::map<std::pair<int, int>, std::vector<size_t>> g;
+std::vector<Optimizer::Group> Optimizer::groups() const {
+  std::vector<std::vector<size_t>> parts = parts_.parts;
+  if (parts.empty()) {
+    parts.emplace_back(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) parts[0][i] = i;
+  }
+  std::vector<Group> out;
+  std::set<std::pair<int, int>> seen;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    std::map<std::pair<int, int>, std::vector<size_t>> by_device;
+    for (size_t i : parts[k])
+      if (params_[i].grad().defined()) by_device[key(params_[i].device())].push_back(i);
+    for (auto& [dev, idx] : by_device) out.push_back({dev, std::move(idx), k, seen.insert(dev).second});
+  }
+  return out;
+}
+
+void Optimizer::enter(const Group& g) {
+  if (parts_.before) parts_.before(g.part);
+}
+
+void Optimizer::finish_step() {
+  if (parts_.after) parts_.after();
+}
+
+void Optimizer::set_update_parts(std::vector<std::vector<size_t>> parts, std::function<void(size_t)> before,
+                                 std::function<void()> after, std::shared_ptr<void> owner) {
+  std::vector<int> seen(params_.size(), 0);
+  for (const auto& part : parts)
+    for (size_t i : part) {
+      ENCORE_CHECK(i < params_.size() && !seen[i]++, ValueError, "[", name_,
+                   "] update parts must name each parameter once, got index ", i);
+    }
   for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].grad().defined()) g[key(params_[i].device())].push_back(i);
-  return g;
+    ENCORE_CHECK(parts.empty() || seen[i], ValueError, "[", name_, "] parameter ", i, " is in no update part");
+  parts_ = {std::move(parts), std::move(before), std::move(after), std::move(owner)};
 }
 
 void check_covers(const Optimizer& optimizer, const Module& module, const char* op) {
@@ -260,7 +294,9 @@ void SGD::step() {
   clip_gradients();
   NoGradGuard no_grad;
   const bool momentum = options_.momentum > 0;
-  for (auto& [dev, idx] : groups()) {
+  for (const Group& g : groups()) {
+    enter(g);
+    const std::vector<size_t>& idx = g.idx;
     const Device device = params_[idx[0]].device();
     std::vector<Tensor> params, buffers, grads;
     for (size_t i : idx) {
@@ -276,6 +312,7 @@ void SGD::step() {
     sgd_update(params, buffers, grads, lr_tensor(device),
                SgdAttrs{options_.momentum, options_.weight_decay, options_.nesterov});
   }
+  finish_step();
 }
 
 Optimizer::StateRefs SGD::state_refs() {
@@ -303,9 +340,11 @@ void Adam::step() {
   check_param_dtypes(name_);
   clip_gradients();
   NoGradGuard no_grad;
-  for (auto& [dev, idx] : groups()) {
+  for (const Group& g : groups()) {
+    enter(g);
+    const std::vector<size_t>& idx = g.idx;
     const Device device = params_[idx[0]].device();
-    Tensor& step = step_[dev];
+    Tensor& step = step_[g.device];
     if (!step.defined()) {
       step = zeros({}, DType::Int64, device);
       step.set_name("adam.step");
@@ -320,7 +359,7 @@ void Adam::step() {
         v_[i].set_name(params_[i].name() + ".v");
       }
     }
-    step.add_(1);
+    if (g.first_on_device) step.add_(1);
     std::vector<Tensor> params, m, v, grads;
     for (size_t i : idx) {
       params.push_back(params_[i]);
@@ -332,6 +371,7 @@ void Adam::step() {
                 AdamAttrs{options_.beta1, options_.beta2, options_.epsilon, options_.weight_decay, decoupled_,
                           options_.epsilon_hat});
   }
+  finish_step();
 }
 
 Optimizer::StateRefs Adam::state_refs() { return {{{"m", &m_}, {"v", &v_}}, &step_}; }
@@ -360,7 +400,9 @@ void RMSprop::step() {
   clip_gradients();
   NoGradGuard no_grad;
   const bool momentum = options_.momentum > 0;
-  for (auto& [dev, idx] : groups()) {
+  for (const Group& g : groups()) {
+    enter(g);
+    const std::vector<size_t>& idx = g.idx;
     std::vector<Tensor> params, v, buf, mean_grad, grads;
     for (size_t i : idx) {
       params.push_back(params_[i]);
@@ -372,6 +414,7 @@ void RMSprop::step() {
     rmsprop_update(params, v, buf, mean_grad, grads, lr_tensor(params_[idx[0]].device()),
                    RmspropAttrs{options_.rho, options_.momentum, options_.epsilon, options_.centered});
   }
+  finish_step();
 }
 
 Optimizer::StateRefs RMSprop::state_refs() {

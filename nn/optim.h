@@ -5,7 +5,9 @@
 // applied by calling set_lr before each step, outside the traced function.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 
 #include "ops/tensor.h"
 #include "nn/module.h"
@@ -61,6 +63,17 @@ class Optimizer {
   /// parameters were converted after a step made the state, and match_param_dtypes was not called).
   void check_param_dtypes(const char* op) const;
 
+  /// Makes step() update the parameters in parts (indices into params(), each in one part), in
+  /// the order given, calling `before(k)` just before the update of part k: a data-parallel
+  /// optimizer waits there for bucket k's all-reduce alone (dist::DistributedOptimizer, which
+  /// owns the hook through `owner`). Results are those of one update per device: the update ops
+  /// are elementwise. With clipping, every part's hook runs before the gradients are clipped.
+  /// `after` runs when the step's last update is queued (the buckets start over).
+  void set_update_parts(std::vector<std::vector<size_t>> parts, std::function<void(size_t)> before,
+                        std::function<void()> after, std::shared_ptr<void> owner);
+  /// Whether set_update_parts made this optimizer data-parallel.
+  bool distributed() const { return parts_.owner != nullptr; }
+
  protected:
   // What state() and load_state() see: per-parameter slot tensors by slot name (undefined until
   // a step creates them), and the per-device step counters of an optimizer that has them.
@@ -74,8 +87,19 @@ class Optimizer {
   /// Parameter i's tensor of a slot, created as zeros ("<param>.<slot>") on first use.
   Tensor& slot(std::vector<Tensor>& slots, size_t i, const char* slot_name);
 
-  /// Parameters with a gradient, grouped by device (one fused update per group).
-  std::map<std::pair<int, int>, std::vector<size_t>> groups() const;
+  /// One fused update: parameters with a gradient on one device, in one update part.
+  struct Group {
+    std::pair<int, int> device;
+    std::vector<size_t> idx;
+    size_t part = 0;
+    bool first_on_device = true;  // per-device state (Adam's step count) advances here
+  };
+  /// The updates of a step in order: by update part (set_update_parts; one part by default),
+  /// then by device. Each step() calls enter(group) before the group's update.
+  std::vector<Group> groups() const;
+  void enter(const Group& g);
+  /// Every step() ends with it.
+  void finish_step();
   /// A float64 scalar holding the learning rate on `device`.
   const Tensor& lr_tensor(Device device);
 
@@ -88,6 +112,12 @@ class Optimizer {
   double lr_;
   std::map<std::pair<int, int>, Tensor> lr_tensors_;
   Clipping clipping_;
+  struct UpdateParts {
+    std::vector<std::vector<size_t>> parts;
+    std::function<void(size_t)> before;
+    std::function<void()> after;
+    std::shared_ptr<void> owner;
+  } parts_;
 };
 
 /// Throws a ValueError, as `op`, naming the parameters of `module` that require grad but that

@@ -5,21 +5,23 @@
 #include "ops/autotune.h"
 
 #include <atomic>
-#include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <utility>
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/file.h"
 
 namespace encore::autotune {
 
 namespace {
 
+using Choices = std::map<std::pair<std::string, std::string>, Entry>;
 std::mutex g_mutex;
-std::map<std::pair<std::string, std::string>, Entry> g_entries;
+Choices g_entries;
 std::atomic<Policy> g_policy{Policy::Heuristic};
 std::atomic<uint64_t> g_generation{1};
 
@@ -93,28 +95,25 @@ std::vector<Entry> entries() {
 }
 
 void save(const std::string& path) {
-  check_path(path, "autotune.save");
-  std::ofstream f(path);
-  ENCORE_CHECK(f, ValueError, "[autotune] cannot open ", path, " for writing");
+  std::ostringstream f;
   f << kMagic << ' ' << kFormat << '\n';
   f << "cudnn " << detail::backend_version() << '\n';
   f << "# op\tkey\talgorithm\tmath\ttime_ms\tworkspace_bytes\tsource\tbackend\n";
-  std::lock_guard<std::mutex> lock(g_mutex);
-  for (const auto& [k, e] : g_entries) {
-    std::ostringstream t;
-    t.precision(9);
-    t << e.time_ms;
-    f << e.op << '\t' << e.key << '\t' << e.algorithm << '\t' << e.math << '\t' << t.str() << '\t'
-      << e.workspace_bytes << '\t' << e.source << '\t' << e.backend << '\n';
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (const auto& [k, e] : g_entries) {
+      std::ostringstream t;
+      t.precision(9);
+      t << e.time_ms;
+      f << e.op << '\t' << e.key << '\t' << e.algorithm << '\t' << e.math << '\t' << t.str() << '\t'
+        << e.workspace_bytes << '\t' << e.source << '\t' << e.backend << '\n';
+    }
   }
-  f.flush();
-  ENCORE_CHECK(f, ValueError, "[autotune] writing ", path, " failed");
+  write_file(path, f.str(), "autotune.save");
 }
 
 void load(const std::string& path) {
-  check_path(path, "autotune.load");
-  std::ifstream f(path);
-  ENCORE_CHECK(f, ValueError, "[autotune] cannot open ", path);
+  std::istringstream f(read_file(path, "autotune.load"));
   std::string line;
   std::string magic;
   int format = 0;
@@ -189,6 +188,14 @@ void store(Entry e) {
       if (ch == '\t' || ch == '\n') ch = ' ';
   std::lock_guard<std::mutex> lock(g_mutex);
   g_entries[{e.op, e.key}] = std::move(e);
+}
+
+std::shared_ptr<void> swap_choices(std::shared_ptr<void> choices) {
+  auto next = choices ? std::move(*static_cast<Choices*>(choices.get())) : Choices{};
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto previous = std::make_shared<Choices>(std::move(g_entries));
+  g_entries = std::move(next);
+  return previous;
 }
 
 void note_reused() { t_reused = true; }

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,10 +53,11 @@ struct Entry {
 
 /// Every choice made or loaded so far: the GPU's (cuDNN) and the CPU's (oneDNN).
 std::vector<Entry> entries();
-/// Writes the choices to `path` (a small text file, one choice per line).
+/// Writes the choices to `path` (a small text file, one choice per line), atomically
+/// (core/file.h; FileError when it cannot be written).
 void save(const std::string& path);
-/// Adds the choices saved in `path`. Throws ValueError if the file is malformed or was written
-/// with another cuDNN version (algorithm choices do not carry over between versions). A CPU
+/// Adds the choices saved in `path`. Throws FileError if it cannot be read, ValueError if the
+/// file is malformed or was written with another cuDNN version (algorithm choices do not carry over between versions). A CPU
 /// choice naming an implementation this machine's oneDNN does not offer is searched again.
 void load(const std::string& path);
 /// Forgets every choice (the next use of each shape searches again).
@@ -66,6 +68,9 @@ namespace detail {
 /// The stored choice for (op, key) that `policy()` may reuse, if any.
 std::optional<Entry> find(const std::string& op, const std::string& key);
 void store(Entry e);
+/// Installs `choices` (null: none; an object swap_choices returned, moved from) and returns the
+/// choices it replaces (ops/prepared.h: swap_per_shape_state). Not a new generation.
+std::shared_ptr<void> swap_choices(std::shared_ptr<void> choices);
 /// A backend's PrepareFn calls this when a stored choice spared the search: the dispatcher's
 /// cache then counts the setup as a hit (AutotuneHits), not a search (Autotunes).
 void note_reused();

@@ -5,19 +5,29 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <zlib.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
 
+#include "core/allocator.h"
 #include "core/backend.h"
 #include "core/threads.h"
-
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/onednn.h"
+#include "ops/prepared.h"
 
 namespace encore {
 
 const char* version() { return ENCORE_VERSION; }
 
 namespace {
+
+std::string mib(size_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", static_cast<double>(bytes) / (1 << 20));
+  return b;
+}
 
 const char* dnnl_runtime_name(unsigned runtime) {
   switch (runtime) {
@@ -67,7 +77,9 @@ std::string show_config() {
       << dnnl_runtime_name(dnnl->cpu_runtime) << ")\n"
       << "  BLAS: " << openblas_get_config() << " (core " << openblas_get_corename() << ", "
       << openblas_parallel_name(openblas_get_parallel()) << ")\n"
-      << "  zlib " << zlibVersion() << "\n";
+      << "  zlib " << zlibVersion() << "\n"
+      << "kernels:\n"
+      << cpu::describe_gemm();
   Backend* cuda = backend(DeviceType::CUDA);
   if (cuda) out << cuda->describe_libraries();
 
@@ -89,6 +101,17 @@ std::string show_config() {
     out << "1 (sequential)\n";
   else
     out << "set by its " << dnnl_runtime_name(dnnl->cpu_runtime) << " runtime\n";
+
+  cpu::configure_onednn_primitive_cache();
+  const int onednn_cache = dnnl::get_primitive_cache_capacity();
+  out << "caches:\n"
+      << "  per-shape kernel states: " << prepared_size() << " entries, " << mib(prepared_bytes())
+      << " MiB of " << mib(prepared_limit()) << " MiB (set_prepared_limit)\n"
+      << "  oneDNN primitive cache: "
+      << (onednn_cache
+              ? std::to_string(onednn_cache) + " primitives (ONEDNN_PRIMITIVE_CACHE_CAPACITY)"
+              : std::string("off (encore's per-shape states hold every primitive)"))
+      << "\n  host allocator: " << mib(cpu_cached_bytes()) << " MiB of freed blocks kept\n";
 
   out << "backends:\n  cpu: yes\n";
   if (cuda) out << cuda->describe_devices();

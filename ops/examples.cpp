@@ -50,15 +50,15 @@ Tensor make_input(const ExampleInput& e, DType float_dtype, Device device, Gener
 
 }  // namespace
 
-std::vector<Tensor> example_inputs(const OpDef& def, DType float_dtype, Device device, uint64_t seed) {
+std::vector<Tensor> example_inputs(const Example& e, DType float_dtype, Device device, uint64_t seed) {
   Generator gen(seed);
   std::vector<Tensor> in;
-  for (const ExampleInput& e : def.example.inputs) in.push_back(make_input(e, float_dtype, device, gen));
+  for (const ExampleInput& i : e.inputs) in.push_back(make_input(i, float_dtype, device, gen));
   return in;
 }
 
-std::vector<std::pair<std::string, ArgValue>> example_keywords(const OpDef& def, Device device) {
-  std::vector<std::pair<std::string, ArgValue>> kw = parse_keyword_literals(def.example.args);
+std::vector<std::pair<std::string, ArgValue>> example_keywords(const OpDef& def, const Example& e, Device device) {
+  std::vector<std::pair<std::string, ArgValue>> kw = parse_keyword_literals(e.args);
   const Signature& sig = signature_of(def);
   const int d = sig.index_of("device");
   const bool given = std::any_of(kw.begin(), kw.end(), [](const auto& k) { return k.first == "device"; });
@@ -71,10 +71,10 @@ Tensor example_input(const ExampleInput& e, DType float_dtype, Device device, ui
   return make_input(e, float_dtype, device, gen);
 }
 
-Outputs run_example(const OpDef& def, std::span<const Tensor> inputs, Device device) {
-  if (def.example.call) return def.example.call(inputs);
+Outputs run_example(const OpDef& def, const Example& e, std::span<const Tensor> inputs, Device device) {
+  if (e.call) return e.call(inputs);
   ENCORE_CHECK(def.invoke, ValueError, "[", def.name, "] has neither a public function nor an example call");
-  return def.invoke(CallArgs::bind(signature_of(def), inputs, example_keywords(def, device)));
+  return def.invoke(CallArgs::bind(signature_of(def), inputs, example_keywords(def, e, device)));
 }
 
 }  // namespace encore

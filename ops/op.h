@@ -11,14 +11,16 @@
 //       .signature = "max_pool1d(x: Tensor, pool_size: int = 2, strides: int | None = None, "
 //                    "padding: str = 'valid') -> Tensor",
 //       .invoke = [](const CallArgs& a) -> Outputs { return {max_pool1d(a.tensor(0), ...)}; },
-//       .example = {.inputs = {{{2, 7, 3}}}, .args = "pool_size=3, padding='same'"},
+//       .examples = {{.inputs = {{{2, 7, 3}}}, .args = "pool_size=3, padding='same'"},
+//                    {.inputs = {{{1, 2, 3}}}, .args = "pool_size=3, padding='same'"}},
 //   });
 //
 // The row says everything the runtime, the bindings and the tests need: arity, attributes,
 // which inputs it writes and which get no gradient, what the backward pass saves, the CPU
 // kernel (other backends register theirs by the op's name), the public signature (Python
-// binds it and its stubs are generated from it) and one example call that drives the float64
-// gradcheck, the CPU/CUDA parity test, the eager/replay test and a Python smoke call.
+// binds it and its stubs are generated from it) and its example calls (`examples`: a typical
+// call, then edge cases), each of which drives the float64 gradcheck, the CPU/CUDA parity test,
+// the eager/replay test and a Python call checked against the C++ one.
 // Public functions that are compositions of other ops get a row too (kind Composite: no
 // kernel, only the signature, invoke and example).
 #pragma once
@@ -246,6 +248,10 @@ struct OpDef {
   /// makes on its own (bucket probes, retrace-warning probes, any second pass). See "Effects"
   /// in docs/ARCHITECTURE.md.
   bool external_effect = false;
+  /// For an external-effect op: the local op a probe runs in its place (same inputs, attributes,
+  /// output shapes and dtypes; an all-reduce's is the identity, the value of a group of one).
+  /// Null: a graph containing the op is never probed (its bucket is refused, naming the op).
+  const OpDef& (*stand_in)() = nullptr;
   LayoutRole layout = LayoutRole::None;
   /// A fused whole-sequence recurrence of this cell (`backends` says where it runs).
   RecurrentCell fused_cell = RecurrentCell::None;
@@ -259,7 +265,9 @@ struct OpDef {
   InvokeFn invoke = nullptr;
   bool method = false;  // also a Tensor method: its first parameter is the tensor
   const char* doc = nullptr;  // the Python docstring after the signature line
-  Example example = {};
+  /// The op's test cases: its typical call first, then edge cases (strides, asymmetric padding,
+  /// an empty batch, broadcasting); every check of the table runs each.
+  std::vector<Example> examples = {};
 
   // Filled in by the registry.
   std::array<Kernel, kNumDeviceTypes> kernels = {};  // per DeviceType; [CPU] is `cpu`

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config ccache libopenblas-openmp-dev libdnnl-dev libgtest-dev
-  nlohmann-json3-dev zlib1g-dev python3-dev)
+  nlohmann-json3-dev zlib1g-dev python3-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

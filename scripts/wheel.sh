@@ -28,8 +28,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # CPU only whatever ENCORE_CUDA says: the CUDA plugin (libencore_cuda.so) needs libcudart,
 # cuBLAS and cuDNN, which are not ours to vendor; a CUDA `pip install .` builds it next to
-# libencore. The wheel's show_config says "this build has no CUDA backend".
-"$python" -m pip wheel -q --no-build-isolation --no-deps -C cmake.define.ENCORE_CUDA=OFF \
+# libencore. The wheel's show_config says "this build has no CUDA backend". No MPI plugin either
+# (libencore_mpi.so links the MPI library the launcher belongs to, which is not ours to vendor):
+# encore.distributed.unavailable_reason() says so; `pip install .` where MPI is installed has it.
+"$python" -m pip wheel -q --no-build-isolation --no-deps -C cmake.define.ENCORE_CUDA=OFF -C cmake.define.ENCORE_MPI=OFF \
   -w "$tmp" "$root" >&2
 "$python" -m auditwheel repair -w "$tmp/repaired" "$tmp"/encore-*.whl >"$tmp/repair.log" 2>&1 || {
   cat "$tmp/repair.log" >&2

@@ -10,7 +10,6 @@
 #include "core/ledger.h"
 #include "core/modes.h"
 #include "ops/autotune.h"
-#include "ops/conv.h"
 #include "ops/ops.h"
 #include "ops/prepared.h"
 
@@ -29,6 +28,26 @@ const ModeReport& CompareReport::operator[](const std::string& mode) const {
     if (m.mode == mode) return m;
   throw ValueError("[compare_modes] the report has no mode '" + mode + "'");
 }
+
+namespace {
+
+// The ledger's communication counters around one step (core/dist.h), added to a mode's means.
+struct CommMark {
+  int64_t calls, bytes, comm_ns, wait_ns;
+  explicit CommMark(const Ledger& l)
+      : calls(l.get(Counter::Collectives)), bytes(l.get(Counter::CollectiveBytes)), comm_ns(l.get(Counter::CommNs)),
+        wait_ns(l.get(Counter::CommWaitNs)) {}
+  void add_to(ModeReport& r, const Ledger& l, int steps) const {
+    const double n = steps;
+    const int64_t comm = l.get(Counter::CommNs) - comm_ns, wait = l.get(Counter::CommWaitNs) - wait_ns;
+    r.comm_calls += (l.get(Counter::Collectives) - calls) / n;
+    r.comm_bytes += (l.get(Counter::CollectiveBytes) - bytes) / n;
+    r.comm_ms += comm / 1e6 / n;
+    r.comm_hidden_ms += std::max<int64_t>(0, comm - wait) / 1e6 / n;
+  }
+};
+
+}  // namespace
 
 namespace {
 
@@ -59,12 +78,30 @@ Device device_of(const Batch& b) {
   return Device::cpu();
 }
 
-// The per-shape caches every mode's first call starts without.
-void clear_per_shape_caches() {
-  clear_conv1d_primitives();
-  autotune::clear();
-  clear_prepared();
-}
+// Each mode's own per-shape state (the dispatcher's kernel states and RNN setups, the autotune
+// store): a mode starts without any and never finds a shape another mode set up, as if it ran
+// alone, while the modes still take their steps in turn. The caller's state is put back
+// afterwards, also when the comparison fails.
+class PerModeState {
+ public:
+  explicit PerModeState(size_t modes) : states_(modes), caller_(swap_per_shape_state()) {}
+  ~PerModeState() { swap_per_shape_state(std::move(caller_)); }
+  PerModeState(const PerModeState&) = delete;
+  PerModeState& operator=(const PerModeState&) = delete;
+
+  /// Installs mode k's state, keeping the one in place for its mode.
+  void enter(size_t k) {
+    if (current_ == k) return;
+    PerShapeState left = swap_per_shape_state(std::move(states_[k]));
+    if (current_ < states_.size()) states_[current_] = std::move(left);
+    current_ = k;
+  }
+
+ private:
+  std::vector<PerShapeState> states_;
+  PerShapeState caller_;
+  size_t current_ = SIZE_MAX;  // none: the state process start-up ran in, dropped
+};
 
 // One mode: how it calls the step, and on which batches.
 class Runner {
@@ -178,11 +215,26 @@ class Snapshot {
   bool restored_ = false;
 };
 
+// What a mode's one-off work cost beyond its median: its first call, and every call that traced
+// or set up a shape, each less the median. Where most calls did (a new shape every call), that
+// work is the mode's cost per call, which the median holds: the first call alone counts.
+double one_off_ms(const ModeReport& r, const std::vector<bool>& did_one_off) {
+  const size_t n = std::min(r.step_ms.size(), did_one_off.size());
+  const bool per_call =
+      2 * static_cast<size_t>(std::count(did_one_off.begin(), did_one_off.end(), true)) > n;
+  double total = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (i == 0 || (did_one_off[i] && !per_call)) total += r.step_ms[i] - r.step_ms_median;
+  return total;
+}
+
+// The call after which t's total (one-off cost + calls x median) is at most e's.
 int64_t break_even(const ModeReport& t, const ModeReport& e) {
-  if (t.first_call_ms <= e.first_call_ms) return 1;
+  if (t.one_off_ms + t.step_ms_median <= e.one_off_ms + e.step_ms_median) return 1;
   const double gain = e.step_ms_median - t.step_ms_median;
   if (!(gain > 0)) return -1;
-  return 1 + static_cast<int64_t>(std::ceil((t.first_call_ms - e.first_call_ms) / gain));
+  return std::max<int64_t>(1,
+                           static_cast<int64_t>(std::ceil((t.one_off_ms - e.one_off_ms) / gain)));
 }
 
 }  // namespace
@@ -220,54 +272,61 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     runners.emplace_back(m, step, options.predict, data, options);
   report.modes.resize(runners.size());
   Ledger& ledger = Ledger::global();
+  PerModeState per_mode(runners.size());
   // Process start-up (thread pools, library initialization, first page faults) belongs to no
-  // mode: one eager step pays it.
+  // mode: one eager step pays it, in a per-shape state of its own that no mode gets.
   step(data.batches[0]);
 
   // A failed mode (a refused bucket policy) keeps its error and leaves the round.
   std::vector<bool> failed(runners.size(), false);
-  auto run = [&](size_t k, int64_t i) -> double {
+  // Per mode and call: whether the call traced or set up a shape (one_off_ms).
+  std::vector<std::vector<bool>> did_one_off(runners.size());
+  // Call i of mode k in its own per-shape state; its setups and traces count for it.
+  auto run = [&](size_t k, int64_t i) {
+    ModeReport& r = report.modes[k];
+    per_mode.enter(k);
+    const int64_t setups0 = ledger.get(Counter::Autotunes),
+                  setup_ns0 = ledger.get(Counter::AutotuneNs),
+                  traces0 = ledger.get(Counter::Traces);
+    double ms = NAN;
     try {
-      return runners[k].call(i);
+      ms = runners[k].call(i);
     } catch (const Error& e) {
       if (runners[k].mode() != "bucket") throw;
-      report.modes[k].error = e.what();
+      r.error = e.what();
       failed[k] = true;
-      return NAN;
     }
+    const int64_t setups = ledger.get(Counter::Autotunes) - setups0,
+                  traces = ledger.get(Counter::Traces) - traces0;
+    r.setups += setups;
+    r.traces += traces;
+    r.setup_ms += (ledger.get(Counter::AutotuneNs) - setup_ns0) / 1e6;
+    did_one_off[k].push_back(setups > 0 || traces > 0);
+    r.step_ms.push_back(ms);
+    return ms;
   };
   for (size_t k = 0; k < runners.size(); ++k) {
     ModeReport& r = report.modes[k];
     r.mode = runners[k].mode();
     r.baseline = baseline_of(r.mode);
-    clear_per_shape_caches();
-    const int64_t setup0 = ledger.get(Counter::AutotuneNs), traces0 = ledger.get(Counter::Traces);
     r.first_call_ms = run(k, 0);
-    r.setup_ms = (ledger.get(Counter::AutotuneNs) - setup0) / 1e6;
-    r.traces = ledger.get(Counter::Traces) - traces0;
     for (const autotune::Entry& e : autotune::entries())
       r.algorithms.push_back(e.op + ": " + e.algorithm + " (" + e.key + ")");
-    r.step_ms.push_back(r.first_call_ms);
   }
   // The modes take their steps in turn, so drift on the machine hits them alike, and each round
-  // starts from the next mode, so no mode always runs in the caches one before it left.
+  // starts from the next mode, so no mode always runs in the memory one before it left.
   for (int round = 1; round <= options.warmup + options.steps; ++round) {
     for (size_t j = 0; j < runners.size(); ++j) {
       const size_t k = (j + static_cast<size_t>(round)) % runners.size();
       if (failed[k]) continue;
-      const int64_t setup0 = ledger.get(Counter::AutotuneNs), traces0 = ledger.get(Counter::Traces);
       const int64_t live = ledger.live_bytes();
+      const CommMark comm(ledger);
       ledger.reset_peak();
-      const double ms = run(k, round);
+      run(k, round);
       ModeReport& r = report.modes[k];
-      if (failed[k]) continue;
-      r.traces += ledger.get(Counter::Traces) - traces0;
-      // Setup after the first call counts once warm-up is over (a fixed-shape mode redoes its
-      // setup in warm-up when another mode's first call cleared the caches).
-      if (round > options.warmup) r.setup_ms += (ledger.get(Counter::AutotuneNs) - setup0) / 1e6;
-      r.step_ms.push_back(ms);
-      if (round > options.warmup)
-        r.peak_bytes = std::max(r.peak_bytes, ledger.peak_live_bytes() - live);
+      if (failed[k] || round <= options.warmup) continue;
+      comm.add_to(r, ledger, options.steps);
+      r.peak_bytes = std::max(r.peak_bytes, ledger.peak_live_bytes() - live);
     }
   }
   // Kernel time against the rest, and copy-in, from a profiled pass: both measured in that
@@ -280,6 +339,7 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     // Variable-length modes trace or set up per call: kernel time is no measure of them.
     if (failed[k] || runners[k].variable() || options.profile_steps == 0) continue;
     std::vector<double> kernel, overhead, copy_in;
+    per_mode.enter(k);
     ledger.set_profiling(true);
     try {
       for (int i = 0; i < options.profile_steps; ++i) {
@@ -306,6 +366,7 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     const std::vector<double> steady(
         r.step_ms.begin() + 1 + std::min<int64_t>(options.warmup, r.calls - 1), r.step_ms.end());
     r.step_ms_median = median(steady);
+    r.one_off_ms = one_off_ms(r, did_one_off[k]);
     if (const TracedFunction* f = runners[k].function()) {
       const TraceStats& s = f->stats();
       r.records = s.records;
@@ -328,7 +389,8 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
   for (ModeReport& r : report.modes)
     if (r.baseline.empty() && r.error.empty()) r.speedup = 1.0;
   state.restore();
-  for (const auto& [t, before] : state.saved) report.restored.push_back(t.name());
+  for (const auto& [t, before] : state.saved)
+    report.restored.push_back(t.name().empty() ? "unnamed " + describe(t) : t.name());
   return report;
 }
 
@@ -387,35 +449,74 @@ CompareReport compare_modes(nn::Module& model, const LossFn& loss, nn::Optimizer
 
 namespace {
 
-std::string fmt(double v, const char* spec = "%.4g") {
+// Three significant digits, never an exponent: 1234, 13.0, 3.98, 0.0930, 0.000571 (0 below a
+// nanosecond's worth of milliseconds); "-" for a value that was not measured.
+std::string fmt(double v) {
+  if (!std::isfinite(v)) return "-";
+  const double a = std::fabs(v);
+  if (a < 5e-7) return "0";
+  const int decimals = a >= 100 ? 0 : std::min(6, 2 - static_cast<int>(std::floor(std::log10(a))));
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  return b;
+}
+
+std::string fixed(double v, const char* spec) {
   if (!std::isfinite(v)) return "-";
   char b[64];
   std::snprintf(b, sizeof b, spec, v);
   return b;
 }
 
+// The table's columns: a heading and what a mode's row shows. A new measure is one line here
+// (and its field in ModeReport and json()).
+struct Column {
+  const char* head;
+  std::string (*cell)(const ModeReport&);
+};
+
+const Column kColumns[] = {
+    {"mode", [](const ModeReport& m) { return m.mode; }},
+    {"first_ms", [](const ModeReport& m) { return fmt(m.first_call_ms); }},
+    {"step_ms", [](const ModeReport& m) { return fmt(m.step_ms_median); }},
+    {"speedup", [](const ModeReport& m) { return fixed(m.speedup, "%.2fx"); }},
+    {"break_even",
+     [](const ModeReport& m) -> std::string {
+       if (m.baseline.empty()) return "-";
+       return m.break_even_step < 0 ? "never" : std::to_string(m.break_even_step);
+     }},
+    {"kernel_ms", [](const ModeReport& m) { return fmt(m.kernel_ms); }},
+    {"overhead_ms", [](const ModeReport& m) { return fmt(m.overhead_ms); }},
+    {"copy_in_ms", [](const ModeReport& m) { return fmt(m.copy_in_ms); }},
+    {"setups", [](const ModeReport& m) { return std::to_string(m.setups); }},
+    {"setup_ms", [](const ModeReport& m) { return fmt(m.setup_ms); }},
+    {"traces", [](const ModeReport& m) { return std::to_string(m.traces); }},
+    {"trace_ms", [](const ModeReport& m) { return fmt(m.trace_ms_total); }},
+    {"arena_KiB", [](const ModeReport& m) { return fixed(m.arena_bytes / 1024.0, "%.1f"); }},
+    {"peak_KiB", [](const ModeReport& m) { return fixed(m.peak_bytes / 1024.0, "%.1f"); }},
+    {"padding",
+     [](const ModeReport& m) -> std::string {
+       if (!m.real_elements) return "-";
+       return fixed(
+           100.0 * static_cast<double>(m.padding_elements) / static_cast<double>(m.real_elements),
+           "%.0f%%");
+     }},
+};
+
 }  // namespace
 
 std::string CompareReport::table() const {
-  const std::vector<std::string> head = {
-      "mode",       "first_ms", "step_ms", "speedup",  "break_even", "kernel_ms", "overhead_ms",
-      "copy_in_ms", "setup_ms", "traces",  "trace_ms", "arena_KiB",  "peak_KiB",  "padding"};
   std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> head;
+  for (const Column& c : kColumns) head.push_back(c.head);
   for (const ModeReport& m : modes) {
     if (!m.error.empty()) {
       rows.push_back({m.mode, "refused (see below)"});
       continue;
     }
-    const bool traced = !m.baseline.empty();
-    rows.push_back(
-        {m.mode, fmt(m.first_call_ms), fmt(m.step_ms_median), fmt(m.speedup, "%.2fx"),
-         !traced                 ? "-"
-         : m.break_even_step < 0 ? "never"
-                                 : std::to_string(m.break_even_step),
-         fmt(m.kernel_ms), fmt(m.overhead_ms), fmt(m.copy_in_ms), fmt(m.setup_ms),
-         std::to_string(m.traces), fmt(m.trace_ms_total), fmt(m.arena_bytes / 1024.0, "%.1f"),
-         fmt(m.peak_bytes / 1024.0, "%.1f"),
-         m.real_elements ? fmt(100.0 * m.padding_elements / m.real_elements, "%.0f%%") : "-"});
+    std::vector<std::string> row;
+    for (const Column& c : kColumns) row.push_back(c.cell(m));
+    rows.push_back(std::move(row));
   }
   std::vector<size_t> width(head.size());
   for (size_t c = 0; c < head.size(); ++c) {
@@ -424,7 +525,8 @@ std::string CompareReport::table() const {
       if (c < r.size() && r.size() > 2) width[c] = std::max(width[c], r[c].size());
   }
   std::string s = detail::cat("compare_modes '", name, "' on ", device, ": medians of ", steps,
-                              " steps taken in turn; times in ms per step\n");
+                              " steps taken in turn; times in ms per step; every mode with "
+                              "per-shape state of its own\n");
   auto line = [&](const std::vector<std::string>& r) {
     std::string l;
     for (size_t c = 0; c < r.size(); ++c) {
@@ -435,6 +537,15 @@ std::string CompareReport::table() const {
   };
   line(head);
   for (const auto& r : rows) line(r);
+  // Data-parallel steps: what each mode communicates (a table of its own: most steps have none).
+  if (std::any_of(modes.begin(), modes.end(), [](const ModeReport& m) { return m.comm_calls > 0; })) {
+    s += "communication per step (this rank): mode, collectives, KiB sent, engine ms, hidden by compute\n";
+    for (const ModeReport& m : modes)
+      if (m.error.empty())
+        s += detail::cat("  ", m.mode, "  ", fmt(m.comm_calls, "%.1f"), "  ", fmt(m.comm_bytes / 1024.0, "%.1f"), "  ",
+                         fmt(m.comm_ms), "  ",
+                         m.comm_ms > 0 ? fmt(100.0 * m.comm_hidden_ms / m.comm_ms, "%.0f%%") : "-", "\n");
+  }
   for (const ModeReport& m : modes) {
     if (!m.error.empty()) s += m.mode + ": " + m.error + "\n";
     if (m.traces > 1 && !m.records.empty())
@@ -504,6 +615,7 @@ std::string CompareReport::json() const {
                           {"overhead_ms", number(m.overhead_ms)},
                           {"copy_in_ms", number(m.copy_in_ms)},
                           {"setup_ms", number(m.setup_ms)},
+                          {"setups", m.setups},
                           {"calls", m.calls},
                           {"traces", m.traces},
                           {"algorithms", m.algorithms},
@@ -515,8 +627,13 @@ std::string CompareReport::json() const {
                           {"real_elements", m.real_elements},
                           {"padding_elements", m.padding_elements},
                           {"retraces_saved", m.retraces_saved},
+                          {"one_off_ms", number(m.one_off_ms)},
                           {"break_even_step", m.break_even_step},
-                          {"speedup", number(m.speedup)}});
+                          {"speedup", number(m.speedup)},
+                          {"comm_calls", number(m.comm_calls)},
+                          {"comm_bytes", number(m.comm_bytes)},
+                          {"comm_ms", number(m.comm_ms)},
+                          {"comm_hidden_ms", number(m.comm_hidden_ms)}});
   }
   // step_ms may hold NaN (a refused mode's first call): written as null.
   for (json& m : modes_json)

@@ -15,11 +15,13 @@
 //   predict_eager, predict_traced    the forward pass only (CompareOptions::predict, or the
 //                                    model), in inference mode without gradients
 //
-// Every mode's first call is timed after per-shape caches are cleared; then the modes take
+// Each mode runs with per-shape state of its own (kernel states, RNN setups, autotune choices;
+// ops/prepared.h): it starts without any and never finds a shape another mode set up, so it
+// pays every setup it would pay alone, whatever the other modes and their order. The modes take
 // their steps in turn (one step of each, round after round), so whatever else the machine does
 // hits them alike, and the median is taken after `warmup` rounds. A profiled pass splits each
 // step into kernel time and framework overhead, and measures input copy-in (padding included;
-// medians over its steps).
+// medians over its steps). The caller's per-shape state is put back afterwards.
 //
 // State: the step trains whatever it trains. The model + loss + optimizer form restores the
 // parameters and the optimizer state afterwards (slots the optimizer created meanwhile are
@@ -86,11 +88,12 @@ struct ModeReport {
   /// Per step, from a profiled pass of the fixed-shape modes (NaN otherwise; copy-in: traced
   /// modes only, padding included).
   double kernel_ms = 0, overhead_ms = 0, copy_in_ms = 0;
-  double setup_ms =
-      0;  // per-shape setup (primitive creation, algorithm search) in the mode's calls
-  /// traces: every trace the timed calls made (the ledger's count), so a step that makes
-  /// traced functions of its own (Model::predict, a new trace per call) shows them too.
-  int64_t calls = 0, traces = 0;
+  /// Per-shape setups (primitive creations, algorithm searches: the ledger's autotunes) and
+  /// their time, and traces (the ledger's count, so a step that makes traced functions of its
+  /// own, Model::predict or a new one per call, shows them too), over all the mode's calls
+  /// (first, warm-up and measured; not the profiled pass).
+  double setup_ms = 0;
+  int64_t setups = 0, calls = 0, traces = 0;
   /// The per-shape algorithm choices the mode's first call made (autotune::entries()), each
   /// "op: algorithm (key)": which implementation ran each convolution.
   std::vector<std::string> algorithms;
@@ -102,11 +105,18 @@ struct ModeReport {
       0;  // most bytes allocated at once during one steady step, above what was live before
   int64_t real_elements = 0, padding_elements = 0;  // bucket: elements called with, zeros added
   int64_t retraces_saved = 0;  // bucket: calls at a new length that replayed (TraceStats)
-  /// The call after which this mode's total time is below its baseline's (first calls
-  /// included, steps at the medians): 1 when the first call is already cheaper, -1 never, 0 for
-  /// eager modes.
+  /// What the mode's one-off work cost beyond its median: the first call, and each call that
+  /// traced or set up a shape, less the median each; where most calls did (a new shape every
+  /// call), the first call alone, the rest being the mode's cost per call.
+  double one_off_ms = 0;
+  /// The call after which this mode's total time (one_off_ms + calls x median) is at most its
+  /// baseline's: 1 when it is after one call, -1 never, 0 for eager modes.
   int64_t break_even_step = 0;
   double speedup = 0;  // baseline median / this median
+  /// Communication per timed step (means after warm-up; zero without collectives): collectives
+  /// run and bytes sent from this rank, time the engine spent in them, and the part of it the
+  /// step's compute hid (the engine's time minus the time the step waited for it).
+  double comm_calls = 0, comm_bytes = 0, comm_ms = 0, comm_hidden_ms = 0;
 };
 
 struct CompareReport {

@@ -4,8 +4,11 @@
 #include <cstdio>
 #include <iostream>
 
+#include "core/dist.h"
 #include "core/ledger.h"
 #include "core/modes.h"
+#include "nn/distributed.h"
+#include "ops/collective.h"
 #include "graph/lengths.h"
 #include "nn/losses.h"
 #include "train/progress.h"
@@ -306,6 +309,15 @@ Logs Model::read(const Accumulator& acc, const std::string& prefix) const {
 
 Logs Model::running_logs() const { return read(train_acc_, ""); }
 
+bool Model::data_parallel() const { return optimizer_ && optimizer_->distributed() && dist::size() > 1; }
+
+Logs Model::read_all_ranks(const Accumulator& acc) const {
+  if (!data_parallel() || !acc.sums.defined()) return read(acc, "");
+  const NoGradGuard no_grad;
+  const Accumulator all{dist::all_reduce(acc.sums), dist::all_reduce(acc.rows)};
+  return read(all, "");
+}
+
 History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
   require_compiled("fit");
   ENCORE_CHECK(x.defined() && y.defined() && x.dim() >= 1 && y.dim() >= 1 && x.shape()[0] == y.shape()[0],
@@ -328,10 +340,15 @@ History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
   return fit(train, std::move(options));
 }
 
-History Model::fit(Dataset& data, FitOptions options) {
+History Model::fit(Dataset& all_data, FitOptions options) {
   require_compiled("fit");
   ENCORE_CHECK(options.epochs >= 0 && options.initial_epoch >= 0, ValueError,
                "[fit] epochs and initial_epoch must be >= 0, got ", options.epochs, " and ", options.initial_epoch);
+  const bool parallel = data_parallel();
+  ShardedDataset shard(all_data, dist::rank(), dist::size());
+  Dataset& data = parallel ? static_cast<Dataset&>(shard) : all_data;
+  if (parallel && dist::rank() != 0) options.verbose = 0;
+  bool weights_shared = !parallel;
   ProgressBar bar = progress_bar(options.verbose);
   const CostMark mark = CostMark::now({train_fn_.get(), test_fn_.get()});
   const int64_t steps_before = iterations_;
@@ -360,6 +377,10 @@ History Model::fit(Dataset& data, FitOptions options) {
       ENCORE_CHECK(b->x.defined() && b->y.defined(), ValueError, "[fit] batch ", batch, " has no ",
                    b->x.defined() ? "targets" : "inputs");
       prepare(b->x);
+      if (!weights_shared) {  // every rank starts from rank 0's weights
+        dist::broadcast_parameters(*module_);
+        weights_shared = true;
+      }
       if (batch_hooks)
         for (const auto& cb : options.callbacks) cb->on_batch_begin(*this, batch);
       if (batch == 0) reset(train_acc_);
@@ -371,7 +392,7 @@ History Model::fit(Dataset& data, FitOptions options) {
     }
     ENCORE_CHECK(batch > 0, ValueError, "[fit] the training data gave no batches in epoch ", epoch + 1,
                  " (an iterable that can be read only once, such as a generator, gives none after the first)");
-    Logs logs = running_logs();
+    Logs logs = read_all_ranks(train_acc_);
     if (options.validation_data) {
       const Logs val = evaluate_pass(*options.validation_data, nullptr);
       for (const auto& [k, v] : val) logs["val_" + k] = v;
@@ -420,7 +441,11 @@ History Model::fit(Dataset& data, FitOptions options) {
   return history;
 }
 
-Logs Model::evaluate_pass(Dataset& data, ProgressBar* bar) {
+Logs Model::evaluate_pass(Dataset& all_data, ProgressBar* bar) {
+  ShardedDataset shard(all_data, dist::rank(), dist::size());
+  const bool parallel = data_parallel();
+  Dataset& data = parallel ? static_cast<Dataset&>(shard) : all_data;
+  if (parallel && dist::rank() != 0) bar = nullptr;
   data.start(0);
   if (bar) bar->start(data.size(), "", log_names());
   int64_t batch = 0;
@@ -440,7 +465,7 @@ Logs Model::evaluate_pass(Dataset& data, ProgressBar* bar) {
     if (bar) bar->update(batch, [&] { return read(test_acc_, ""); });
   }
   ENCORE_CHECK(batch > 0, ValueError, "[evaluate] the data gave no batches");
-  const Logs logs = read(test_acc_, "");
+  const Logs logs = read_all_ranks(test_acc_);
   if (bar) bar->finish(batch, logs);
   return logs;
 }
@@ -503,6 +528,8 @@ Tensor Model::predict_on_batch(const Tensor& x) {
 
 void Model::save_checkpoint(const std::string& path) const {
   if (optimizer_) optimizer_->match_param_dtypes();
+  // Data-parallel ranks hold the same weights and state: rank 0 writes (atomically, as always).
+  if (data_parallel() && dist::rank() != 0) return;
   nn::save_checkpoint(path, *module_, optimizer_.get(),
                       {{"checkpoint.iterations", std::to_string(iterations_)}, {"checkpoint.epoch", std::to_string(epoch_)}});
 }

@@ -22,6 +22,11 @@
 //  - The learning-rate schedule, early stopping and checkpoints are callbacks (train/callbacks.h).
 //  - At the end of fit, with verbose > 0, one line gives the cost from the ledger: traces and why,
 //    replays, time tracing vs replaying (eager: ops dispatched and their time).
+//  - Data-parallel (compiled with a dist::DistributedOptimizer, launched on several ranks, see
+//    nn/distributed.h): fit starts from rank 0's weights, every rank trains on its rows of each
+//    batch (ShardedDataset), epoch logs, validation, evaluate and metrics are means over all the
+//    ranks' rows (as one process on the whole batch), progress and the cost line show on rank 0
+//    only, and save_checkpoint writes on rank 0 only.
 #pragma once
 
 #include <concepts>
@@ -188,6 +193,10 @@ class Model {
   Tensor predict_step(const Tensor& x);
   void accumulate(Accumulator& acc, const Tensor& loss, const Tensor& y, const Tensor& pred);
   Logs read(const Accumulator& acc, const std::string& prefix) const;
+  /// Trained through a distributed optimizer in a world of several ranks.
+  bool data_parallel() const;
+  /// read() over every rank's rows (all-reduced) when data-parallel: all ranks call it together.
+  Logs read_all_ranks(const Accumulator& acc) const;
   void reset(Accumulator& acc);
   Logs evaluate_pass(Dataset& data, ProgressBar* bar);
 

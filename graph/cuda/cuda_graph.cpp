@@ -35,6 +35,7 @@ class CudaGraph final : public DeviceGraph {
 
   /// One cudaGraphLaunch on the compute stream.
   void launch() override;
+  std::vector<std::string> kernel_names() const override;
 
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
@@ -105,6 +106,29 @@ CudaGraph::~CudaGraph() {
   if (exec_) cudaGraphExecDestroy(exec_);
   if (graph_) cudaGraphDestroy(graph_);
   (void)cudaGetLastError();
+}
+
+std::vector<std::string> CudaGraph::kernel_names() const {
+  size_t count = 0;
+  ENCORE_CUDA_CHECK("graph", cudaGraphGetNodes(graph_, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  ENCORE_CUDA_CHECK("graph", cudaGraphGetNodes(graph_, nodes.data(), &count));
+  std::vector<std::string> names;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    ENCORE_CUDA_CHECK("graph", cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeKernel) continue;
+    cudaKernelNodeParams params{};
+    const char* name = nullptr;
+    if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess ||
+        cudaFuncGetName(&name, params.func) != cudaSuccess || !name) {
+      (void)cudaGetLastError();  // a kernel of a library the runtime cannot name
+      names.emplace_back("?");
+      continue;
+    }
+    names.emplace_back(name);
+  }
+  return names;
 }
 
 void CudaGraph::launch() {

@@ -2,19 +2,46 @@
 // thread, Keras' activations as post-ops.
 #pragma once
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
 #include "ops/activation.h"
 
 namespace encore::cpu {
 
+/// Turns oneDNN's own primitive cache off unless the environment sets its capacity
+/// (ONEDNN_PRIMITIVE_CACHE_CAPACITY): every primitive encore runs is held by a prepared state
+/// (ops/prepared.h), whose cache is bounded in bytes and emptied by release_cached_memory();
+/// oneDNN's would keep evicted primitives alive beyond both. Once per process, while libencore
+/// loads (ops/prepared.cpp), before any code saves and restores the capacity.
+inline void configure_onednn_primitive_cache() {
+  static const bool configured = [] {
+    if (!std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") &&
+        !std::getenv("DNNL_PRIMITIVE_CACHE_CAPACITY"))
+      dnnl::set_primitive_cache_capacity(0);
+    return true;
+  }();
+  (void)configured;
+}
+
+/// The CPU engine.
 inline dnnl::engine& onednn_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = [] {
+    configure_onednn_primitive_cache();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
+}
+
+/// Empties oneDNN's primitive cache, when the environment turned it on.
+inline void flush_onednn_primitive_cache() {
+  const int capacity = dnnl::get_primitive_cache_capacity();
+  if (capacity == 0) return;
+  dnnl::set_primitive_cache_capacity(0);
+  dnnl::set_primitive_cache_capacity(capacity);
 }
 
 /// This thread's in-order stream on the engine.

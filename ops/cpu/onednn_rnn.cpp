@@ -12,13 +12,15 @@
 // product): from Keras' (2, 3U) bias (input row 0, recurrent row 1) that is
 // (b0z + b1z, b0r + b1r, b0h, b1h), built per call, and its gradient unpacked the same way.
 // The primitive picks its own weight layouts (format `any`); the weights are reordered into them
-// on every call (into this thread's scratch) so W, R and b stay ordinary parameters. float32
+// on every call (into this thread's scratch, by reorders made with the setup) so W, R and b
+// stay ordinary parameters. float32
 // only: there is no float64 RNN primitive, so the op table checks these rows against the
 // composed recurrence in float32 (OpDef::backends, Example::reference) instead of against
 // finite differences.
 #include <cstring>
 #include <memory>
-#include <mutex>
+#include <optional>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/threads.h"
@@ -26,6 +28,7 @@
 #include "ops/defs/common.h"
 #include "ops/nn.h"
 #include "ops/ops.h"
+#include "ops/prepared.h"
 
 namespace encore {
 namespace {
@@ -56,12 +59,16 @@ struct RnnKey {
   int threads;  // a primitive runs on the thread count it was created for
   bool operator==(const RnnKey&) const = default;
 };
-struct RnnKeyHash {
-  size_t operator()(const RnnKey& k) const {
-    size_t h = static_cast<size_t>(k.cell);
-    for (int64_t v : {k.batch, k.steps, k.input, k.units, int64_t{k.threads}})
-      h = h * 1000003u ^ static_cast<size_t>(v);
-    return h;
+
+// `from` -> `to` when the layouts differ. Made with the setup: a reorder made per call costs
+// its creation every call (encore keeps oneDNN's own primitive cache off, ops/cpu/onednn.h).
+struct Reorder {
+  std::optional<dnnl::reorder> primitive;
+  Reorder() = default;
+  Reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+    if (from != to)
+      primitive = dnnl::reorder(
+          dnnl::reorder::primitive_desc(cpu::onednn_engine(), from, cpu::onednn_engine(), to));
   }
 };
 
@@ -71,6 +78,8 @@ struct RnnSetup {
   dnnl::memory::desc x, y, state, w, r, b;  // b: oneDNN's bias (4 gates for both cells)
   dnnl::rnn_primitive_desc_base fwd, bwd;
   dnnl::primitive forward, backward;
+  // W and R into the forward's and the backward's layouts; their gradients back into ours.
+  Reorder w_fwd, r_fwd, w_bwd, r_bwd, gw_out, gr_out;
 };
 
 std::shared_ptr<const RnnSetup> make_setup(const RnnKey& k) {
@@ -117,24 +126,15 @@ std::shared_ptr<const RnnSetup> make_setup(const RnnKey& k) {
       s->fwd = fwd, s->bwd = bwd;
       s->forward = dnnl::lbr_gru_forward(fwd), s->backward = dnnl::lbr_gru_backward(bwd);
     }
+    s->w_fwd = Reorder(s->w, s->fwd.weights_layer_desc());
+    s->r_fwd = Reorder(s->r, s->fwd.weights_iter_desc());
+    s->w_bwd = Reorder(s->w, s->bwd.weights_layer_desc());
+    s->r_bwd = Reorder(s->r, s->bwd.weights_iter_desc());
+    s->gw_out = Reorder(s->bwd.diff_weights_layer_desc(), s->w);
+    s->gr_out = Reorder(s->bwd.diff_weights_iter_desc(), s->r);
   } catch (const dnnl::error& err) {
     throw BackendError(std::string("[") + info(k.cell).op +
                        "] oneDNN RNN creation failed: " + err.what());
-  }
-  return s;
-}
-
-// Shape inference needs the workspace size (an output) before any kernel state exists, hence a
-// cache of its own, like cuDNN's. Bounded: past 64 shapes it starts over.
-std::shared_ptr<const RnnSetup> setup_for(const RnnKey& k) {
-  static std::mutex mutex;
-  static std::unordered_map<RnnKey, std::shared_ptr<const RnnSetup>, RnnKeyHash> setups;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (setups.size() >= 64 && !setups.count(k)) setups.clear();
-  auto& s = setups[k];
-  if (!s) {
-    sync_threads();  // oneDNN reads the creating thread's OpenMP count
-    s = make_setup(k);
   }
   return s;
 }
@@ -145,6 +145,26 @@ template <class T>
 RnnKey key_of(Cell cell, const T& x, const T& h0) {
   const Shape &xs = shape_of(x), &hs = shape_of(h0);
   return {cell, xs[0], xs[1], xs[2], hs[1], num_threads()};
+}
+
+template <Cell C>
+std::shared_ptr<void> make_setup_of(const KernelCtx& c) {
+  sync_threads();  // oneDNN reads the creating thread's OpenMP count
+  return std::const_pointer_cast<RnnSetup>(make_setup(key_of(C, c.in[0], c.in[1])));
+}
+
+// Shape inference needs the workspace size (an output) before any kernel state exists: the
+// setup of (x, h0) is kept in the dispatcher's cache as a setup of its own (ops/prepared.h),
+// which the kernels' states share.
+template <Cell C, class T>
+std::shared_ptr<const RnnSetup> setup_for(const T& x, const T& h0, const Attrs& attrs) {
+  const auto ref = [](const T& t) {
+    return TensorRef{nullptr, shape_of(t), contiguous_strides(shape_of(t)), DType::Float32,
+                     Device::cpu()};
+  };
+  const TensorRef tensors[] = {ref(x), ref(h0)};
+  return std::static_pointer_cast<const RnnSetup>(
+      prepared_setup(op(info(C).op), Device::cpu(), tensors, attrs, make_setup_of<C>));
 }
 
 int64_t workspace_floats(const RnnSetup& s) {
@@ -189,7 +209,7 @@ int infer_forward(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, 
   const CellInfo& cell = info(C);
   check_inputs(C, cell.op, in, attrs);
   const Tensor& x = in[0];
-  const auto s = setup_for(key_of(C, in[0], in[1]));
+  const auto s = setup_for<C>(in[0], in[1], attrs);
   out[0] = defs::meta({x.shape()[0], x.shape()[1], in[1].shape()[1]}, DType::Float32, x.device());
   for (int i = 1; i < cell.workspace(); ++i) out[i] = defs::meta_like(in[1]);
   out[cell.workspace()] = defs::meta({workspace_floats(*s)}, DType::Float32, x.device());
@@ -220,7 +240,7 @@ int infer_backward(const OpDef&, std::span<const Tensor> in, const Attrs& attrs,
   check_inputs(C, cell.backward_op, in.subspan(0, n), attrs);
   const Tensor& x = in[0];
   const Shape y{x.shape()[0], x.shape()[1], in[1].shape()[1]};
-  const auto s = setup_for(key_of(C, in[0], in[1]));
+  const auto s = setup_for<C>(in[0], in[1], attrs);
   bool ok = in[n].shape() == y && in[ws + 1].shape() == y &&
             in[ws].shape() == Shape({workspace_floats(*s)});
   for (int i = 1; i < cell.workspace(); ++i)
@@ -239,7 +259,7 @@ int infer_backward(const OpDef&, std::span<const Tensor> in, const Attrs& attrs,
 
 template <Cell C>
 std::shared_ptr<void> prepare(const KernelCtx& c) {
-  return std::const_pointer_cast<RnnSetup>(setup_for(key_of(C, c.in[0], c.in[1])));
+  return std::const_pointer_cast<RnnSetup>(setup_for<C>(c.in[0], c.in[1], c.attrs));
 }
 
 template <Cell C>
@@ -255,10 +275,11 @@ dnnl::memory user(const dnnl::memory::desc& d, const TensorRef& t) {
 }
 
 // `from` in the layout `to` (this thread's scratch slot `slot` when that differs).
-dnnl::memory in_layout(dnnl::memory from, const dnnl::memory::desc& to, int slot) {
-  if (from.get_desc() == to) return from;
+dnnl::memory in_layout(const Reorder& r, dnnl::memory from, const dnnl::memory::desc& to,
+                       int slot) {
+  if (!r.primitive) return from;
   dnnl::memory m(to, cpu::onednn_engine(), cpu::thread_scratch(slot, to.get_size()));
-  dnnl::reorder(from, m).execute(cpu::onednn_stream(), from, m);
+  r.primitive->execute(cpu::onednn_stream(), from, m);
   return m;
 }
 
@@ -307,13 +328,14 @@ void forward_kernel(const KernelCtx& c) {
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC_LAYER, user(s.x, c.in[0])},
       {DNNL_ARG_SRC_ITER, user(s.state, c.in[1])},
-      {DNNL_ARG_WEIGHTS_LAYER, in_layout(user(s.w, c.in[w]), s.fwd.weights_layer_desc(), 0)},
-      {DNNL_ARG_WEIGHTS_ITER, in_layout(user(s.r, c.in[w + 1]), s.fwd.weights_iter_desc(), 1)},
+      {DNNL_ARG_WEIGHTS_LAYER,
+       in_layout(s.w_fwd, user(s.w, c.in[w]), s.fwd.weights_layer_desc(), 0)},
+      {DNNL_ARG_WEIGHTS_ITER,
+       in_layout(s.r_fwd, user(s.r, c.in[w + 1]), s.fwd.weights_iter_desc(), 1)},
       {DNNL_ARG_BIAS, bias<C>(s, c.in[w + 2])},
       {DNNL_ARG_DST_LAYER, user(s.y, c.out[0])},
       {DNNL_ARG_DST_ITER, user(s.state, c.out[1])},
-      {DNNL_ARG_WORKSPACE,
-       dnnl::memory(s.fwd.workspace_desc(), e, c.out[cell.workspace()].data)},
+      {DNNL_ARG_WORKSPACE, dnnl::memory(s.fwd.workspace_desc(), e, c.out[cell.workspace()].data)},
       {DNNL_ARG_SCRATCHPAD, scratchpad(s.fwd)}};
   if (cell.has_c) {
     args.emplace(DNNL_ARG_SRC_ITER_C, user(s.state, c.in[2]));
@@ -342,8 +364,10 @@ void backward_kernel(const KernelCtx& c) {
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC_LAYER, user(s.x, c.in[0])},
       {DNNL_ARG_SRC_ITER, user(s.state, c.in[1])},
-      {DNNL_ARG_WEIGHTS_LAYER, in_layout(user(s.w, c.in[w]), s.bwd.weights_layer_desc(), 0)},
-      {DNNL_ARG_WEIGHTS_ITER, in_layout(user(s.r, c.in[w + 1]), s.bwd.weights_iter_desc(), 1)},
+      {DNNL_ARG_WEIGHTS_LAYER,
+       in_layout(s.w_bwd, user(s.w, c.in[w]), s.bwd.weights_layer_desc(), 0)},
+      {DNNL_ARG_WEIGHTS_ITER,
+       in_layout(s.r_bwd, user(s.r, c.in[w + 1]), s.bwd.weights_iter_desc(), 1)},
       {DNNL_ARG_BIAS, bias<C>(s, c.in[w + 2])},
       {DNNL_ARG_DST_LAYER, user(s.y, c.in[n])},
       {DNNL_ARG_DST_ITER, user(s.state, c.in[n + 1])},
@@ -363,8 +387,14 @@ void backward_kernel(const KernelCtx& c) {
     args.emplace(DNNL_ARG_DIFF_SRC_ITER_C, user(s.state, c.out[2]));
   }
   s.backward.execute(st, args);
-  for (auto [from, to] : {std::pair{gw, user(s.w, c.out[w])}, std::pair{gr, user(s.r, c.out[w + 1])}})
-    dnnl::reorder(from, to).execute(st, from, to);
+  // The gradients' layouts are oneDNN's choice; ours get them through a reorder (or a copy).
+  for (auto [r, from, to] : {std::tuple{&s.gw_out, gw, user(s.w, c.out[w])},
+                             std::tuple{&s.gr_out, gr, user(s.r, c.out[w + 1])}}) {
+    if (r->primitive)
+      r->primitive->execute(st, from, to);
+    else
+      std::memcpy(to.get_data_handle(), from.get_data_handle(), to.get_desc().get_size());
+  }
   st.wait();
   unpack_bias_grad<C>(s, static_cast<const float*>(gb.get_data_handle()), c.out[w + 2].ptr<float>());
 }
@@ -449,10 +479,10 @@ OpDef row(bool backward) {
       .infer = backward ? infer_backward<C> : infer_forward<C>,
       .backward = backward ? nullptr : bw_forward<C>,
       .cpu = {backward ? backward_kernel<C> : forward_kernel<C>, prepare<C>},
-      .example = {.inputs = C == Cell::Lstm ? kLstmInputs : kGruInputs,
-                  .call = example<C>,
-                  .parity_tolerance = 1e-4,
-                  .reference = reference<C>},
+      .examples = {{.inputs = C == Cell::Lstm ? kLstmInputs : kGruInputs,
+                    .call = example<C>,
+                    .parity_tolerance = 1e-4,
+                    .reference = reference<C>}},
   };
 }
 

@@ -27,8 +27,6 @@
 
 #include <climits>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "core/modes.h"
@@ -36,8 +34,9 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 #include "ops/dispatch.h"
-#include "ops/ops.h"
 #include "ops/nn.h"
+#include "ops/ops.h"
+#include "ops/prepared.h"
 
 namespace encore::cuda {
 namespace {
@@ -66,15 +65,6 @@ struct RnnKey {
   int64_t batch, steps, input, units;
   bool tf32;
   bool operator==(const RnnKey&) const = default;
-};
-
-struct RnnKeyHash {
-  size_t operator()(const RnnKey& k) const {
-    size_t h = (static_cast<size_t>(k.device) * 2 + static_cast<size_t>(k.cell)) * 2 + k.tf32;
-    for (int64_t v : {k.batch, k.steps, k.input, k.units})
-      h = h * 1000003u ^ static_cast<size_t>(v);
-    return h;
-  }
 };
 
 // Where one matrix or bias lives in the weight space.
@@ -185,20 +175,6 @@ std::shared_ptr<RnnSetup> make_setup(const RnnKey& k) {
   return s;
 }
 
-// The one per-shape cache outside the dispatcher's: shape inference already needs cuDNN's
-// reserve size (an output), before any kernel state exists. Bounded: past 64 shapes it starts
-// over (states prepared earlier keep their setups).
-std::mutex g_setups_mutex;
-std::unordered_map<RnnKey, std::shared_ptr<const RnnSetup>, RnnKeyHash> g_setups;
-
-std::shared_ptr<const RnnSetup> setup_for(const RnnKey& k) {
-  std::lock_guard<std::mutex> lock(g_setups_mutex);
-  if (g_setups.size() >= 64 && !g_setups.count(k)) g_setups.clear();
-  auto& s = g_setups[k];
-  if (!s) s = make_setup(k);
-  return s;
-}
-
 // Our tensors' place in the weight space (see the file comment for the mapping).
 RnnSlots slots_for(const RnnSetup& s, float* W, float* R, float* b) {
   const CellInfo& cell = info(s.key.cell);
@@ -219,6 +195,22 @@ RnnSlots slots_for(const RnnSetup& s, float* W, float* R, float* b) {
 
 RnnKey key_of(Cell cell, const TensorRef& x, const TensorRef& h0) {
   return {x.device.index, cell, x.shape[0], x.shape[1], x.shape[2], h0.shape[1], allow_tf32()};
+}
+
+template <Cell C>
+std::shared_ptr<void> make_setup_of(const KernelCtx& c) {
+  return make_setup(key_of(C, c.in[0], c.in[1]));
+}
+
+// Shape inference already needs cuDNN's reserve size (an output), before any kernel state
+// exists: the setup of (x, h0) is kept in the dispatcher's cache as a setup of its own
+// (ops/prepared.h), which the kernels' states share.
+template <Cell C>
+std::shared_ptr<const RnnSetup> setup_for(const TensorRef& x, const TensorRef& h0,
+                                          const Attrs& attrs) {
+  const TensorRef tensors[] = {x, h0};
+  return std::static_pointer_cast<const RnnSetup>(
+      prepared_setup(op(info(C).op), x.device, tensors, attrs, make_setup_of<C>));
 }
 
 // ---- definitions -------------------------------------------------------------------------
@@ -264,8 +256,10 @@ int infer_forward(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, 
   const Tensor& x = in[0];
   const Device dev = x.device();
   const int64_t units = in[1].shape()[1];
-  const auto setup =
-      setup_for({dev.index, C, x.shape()[0], x.shape()[1], x.shape()[2], units, allow_tf32()});
+  const auto ref = [](const Tensor& t) {
+    return TensorRef{nullptr, t.shape(), contiguous_strides(t.shape()), t.dtype(), t.device()};
+  };
+  const auto setup = setup_for<C>(ref(x), ref(in[1]), attrs);
   out[0] = {Shape{x.shape()[0], x.shape()[1], units}, {}, 0, DType::Float32, dev};
   for (int i = 1; i < cell.reserve(); ++i) out[i] = {in[1].shape(), {}, 0, DType::Float32, dev};
   out[cell.reserve()] = {
@@ -315,9 +309,11 @@ struct RnnState {
   DeviceBuffer weights, dweights, work;
 };
 
-RnnState make_state(const RnnKey& k, bool backward) {
+template <Cell C>
+RnnState make_state(const KernelCtx& c, bool backward) {
+  const RnnKey k = key_of(C, c.in[0], c.in[1]);
   RnnState s;
-  s.setup = setup_for(k);
+  s.setup = setup_for<C>(c.in[0], c.in[1], c.attrs);
   s.weights = DeviceBuffer(s.setup->weight_bytes, k.device);
   if (backward) s.dweights = DeviceBuffer(s.setup->weight_bytes, k.device);
   s.work = DeviceBuffer(s.setup->work_bytes, k.device);
@@ -396,7 +392,7 @@ void warm_up(const RnnState& st, const KernelCtx& c, bool backward, cudaStream_t
 template <Cell C, bool Backward>
 std::shared_ptr<void> prepare(const KernelCtx& c) {
   const OnDevice dev(c);
-  auto state = std::make_shared<RnnState>(make_state(key_of(C, c.in[0], c.in[1]), Backward));
+  auto state = std::make_shared<RnnState>(make_state<C>(c, Backward));
   warm_up<C>(*state, c, Backward, dev.stream());
   return state;
 }
@@ -488,7 +484,7 @@ OpDef& cudnn_lstm_op = define_op({
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_forward<Cell::Lstm>,
     .backward = bw_forward<Cell::Lstm>,
-    .example = {.inputs = kLstmInputs, .call = forward_example<Cell::Lstm>},
+    .examples = {{.inputs = kLstmInputs, .call = forward_example<Cell::Lstm>}},
 });
 // cudnnRNNBackwardData_v8 writes into the reserve space (an input/output argument).
 OpDef& cudnn_lstm_backward_op = define_op({
@@ -500,7 +496,7 @@ OpDef& cudnn_lstm_backward_op = define_op({
     .backends = kCudaOnly,
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_backward<Cell::Lstm>,
-    .example = {.inputs = kLstmInputs, .call = backward_example<Cell::Lstm>},
+    .examples = {{.inputs = kLstmInputs, .call = backward_example<Cell::Lstm>}},
 });
 OpDef& cudnn_gru_op = define_op({
     .name = "cudnn_gru",
@@ -513,7 +509,7 @@ OpDef& cudnn_gru_op = define_op({
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_forward<Cell::Gru>,
     .backward = bw_forward<Cell::Gru>,
-    .example = {.inputs = kGruInputs, .call = forward_example<Cell::Gru>},
+    .examples = {{.inputs = kGruInputs, .call = forward_example<Cell::Gru>}},
 });
 OpDef& cudnn_gru_backward_op = define_op({
     .name = "cudnn_gru_backward",
@@ -524,7 +520,7 @@ OpDef& cudnn_gru_backward_op = define_op({
     .backends = kCudaOnly,
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_backward<Cell::Gru>,
-    .example = {.inputs = kGruInputs, .call = backward_example<Cell::Gru>},
+    .examples = {{.inputs = kGruInputs, .call = backward_example<Cell::Gru>}},
 });
 
 const bool kRegistered = register_cuda_kernels({

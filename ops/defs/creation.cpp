@@ -101,7 +101,7 @@ OpDef& full_op = define_op({
     .invoke = [](const CallArgs& a) {
       return one(full(Shape(a.integers(0)), a.scalar(1), a.dtype(2), a.device(3), a.boolean(4)));
     },
-    .example = {.args = "shape=(2, 3), fill_value=2.5"},
+    .examples = {{.args = "shape=(2, 3), fill_value=2.5"}},
 });
 OpDef& arange_op = define_op({
     .name = "arange",
@@ -117,7 +117,7 @@ OpDef& arange_op = define_op({
       return one(arange(a.scalar(0), stop, a.scalar(2), a.dtype(3), a.device(4), a.boolean(5)));
     },
     .doc = "arange(stop) or arange(start, stop, step=1): int64 for integer bounds, else float32",
-    .example = {.args = "start=1, stop=4.5, step=0.5, dtype='float64'"},
+    .examples = {{.args = "start=1, stop=4.5, step=0.5, dtype='float64'"}},
 });
 OpDef& uniform_op = define_op({
     .name = "uniform",
@@ -131,7 +131,7 @@ OpDef& uniform_op = define_op({
       return one(uniform(Shape(a.integers(0)), a.real(1), a.real(2), a.dtype(3), a.device(4), a.generator(5),
                          a.boolean(6)));
     },
-    .example = {.args = "shape=(3, 4), low=-2.0, high=3.0"},
+    .examples = {{.args = "shape=(3, 4), low=-2.0, high=3.0"}},
 });
 OpDef& normal_op = define_op({
     .name = "normal",
@@ -145,7 +145,7 @@ OpDef& normal_op = define_op({
       return one(normal(Shape(a.integers(0)), a.real(1), a.real(2), a.dtype(3), a.device(4), a.generator(5),
                         a.boolean(6)));
     },
-    .example = {.args = "shape=(3, 4), mean=1.0, std=2.0"},
+    .examples = {{.args = "shape=(3, 4), mean=1.0, std=2.0"}},
 });
 
 // ---- compositions ----------------------------------------------------------------------
@@ -168,7 +168,7 @@ OpDef& zeros_op = define_op({
     .signature = "zeros(*shape: int, dtype: DType | None = None, device: Device | None = None, "
                  "requires_grad: bool = False) -> Tensor",
     .invoke = filled<zeros>,
-    .example = {.args = "shape=(2, 3)"},
+    .examples = {{.args = "shape=(2, 3)"}},
 });
 OpDef& ones_op = define_op({
     .name = "ones",
@@ -176,28 +176,28 @@ OpDef& ones_op = define_op({
     .signature = "ones(*shape: int, dtype: DType | None = None, device: Device | None = None, "
                  "requires_grad: bool = False) -> Tensor",
     .invoke = filled<ones>,
-    .example = {.args = "shape=(2, 3), dtype='int32'"},
+    .examples = {{.args = "shape=(2, 3), dtype='int32'"}},
 });
 OpDef& empty_op = define_op({
     .name = "empty",
     .kind = OpKind::Composite,
     .signature = "empty(*shape: int, dtype: DType | None = None, device: Device | None = None) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(empty(Shape(a.integers(0)), a.dtype(1), a.device(2))); },
-    .example = {.args = "shape=(0, 3)"},
+    .examples = {{.args = "shape=(0, 3)"}},
 });
 OpDef& zeros_like_op = define_op({
     .name = "zeros_like",
     .kind = OpKind::Composite,
     .signature = "zeros_like(t: Tensor, dtype: DType | None = None, device: Device | None = None) -> Tensor",
     .invoke = filled_like<zeros_like>,
-    .example = {.inputs = {{{2, 3}}}},
+    .examples = {{.inputs = {{{2, 3}}}}},
 });
 OpDef& ones_like_op = define_op({
     .name = "ones_like",
     .kind = OpKind::Composite,
     .signature = "ones_like(t: Tensor, dtype: DType | None = None, device: Device | None = None) -> Tensor",
     .invoke = filled_like<ones_like>,
-    .example = {.inputs = {{{2, 3}}}},
+    .examples = {{.inputs = {{{2, 3}}}}},
 });
 OpDef& full_like_op = define_op({
     .name = "full_like",
@@ -205,7 +205,7 @@ OpDef& full_like_op = define_op({
     .signature = "full_like(t: Tensor, fill_value: float, dtype: DType | None = None, device: Device | None = None) "
                  "-> Tensor",
     .invoke = [](const CallArgs& a) { return one(full_like(a.tensor(0), a.scalar(1), a.dtype(2), a.device(3))); },
-    .example = {.inputs = {{{2, 3}}}, .args = "fill_value=-1.5"},
+    .examples = {{.inputs = {{{2, 3}}}, .args = "fill_value=-1.5"}},
 });
 OpDef& rand_op = define_op({
     .name = "rand",
@@ -213,7 +213,7 @@ OpDef& rand_op = define_op({
     .signature = "rand(*shape: int, dtype: DType | None = None, device: Device | None = None, "
                  "generator: Generator | None = None, requires_grad: bool = False) -> Tensor",
     .invoke = random<rand>,
-    .example = {.args = "shape=(3, 4)"},
+    .examples = {{.args = "shape=(3, 4)"}},
 });
 OpDef& randn_op = define_op({
     .name = "randn",
@@ -221,7 +221,7 @@ OpDef& randn_op = define_op({
     .signature = "randn(*shape: int, dtype: DType | None = None, device: Device | None = None, "
                  "generator: Generator | None = None, requires_grad: bool = False) -> Tensor",
     .invoke = random<randn>,
-    .example = {.args = "shape=(3, 4)"},
+    .examples = {{.args = "shape=(3, 4)"}},
 });
 
 }  // namespace

@@ -293,7 +293,7 @@ OpDef& reshape_op = define_op({
     .backward = bw_reshape,
     .signature = "reshape(x: Tensor, shape: tuple[int, ...]) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(a.tensor(0).reshape(Shape(a.integers(1)))); },
-    .example = {.inputs = {{{2, 3, 4}}}, .args = "shape=(4, -1)"},
+    .examples = {{.inputs = {{{2, 3, 4}}}, .args = "shape=(4, -1)"}},
 });
 OpDef& permute_op = define_op({
     .name = "permute",
@@ -303,14 +303,14 @@ OpDef& permute_op = define_op({
     .backward = bw_permute,
     .signature = "permute(x: Tensor, order: tuple[int, ...]) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(a.tensor(0).permute(a.integers(1))); },
-    .example = {.inputs = {{{2, 3, 4}}}, .args = "order=(2, 0, 1)"},
+    .examples = {{.inputs = {{{2, 3, 4}}}, .args = "order=(2, 0, 1)"}},
 });
 OpDef& transpose_op = define_op({
     .name = "transpose",
     .kind = OpKind::Composite,
     .signature = "transpose(x: Tensor, axis0: int, axis1: int) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(a.tensor(0).transpose(a.integer(1), a.integer(2))); },
-    .example = {.inputs = {{{2, 3, 4}}}, .args = "axis0=0, axis1=-1"},
+    .examples = {{.inputs = {{{2, 3, 4}}}, .args = "axis0=0, axis1=-1"}},
 });
 OpDef& slice_op = define_op({
     .name = "slice",
@@ -319,8 +319,8 @@ OpDef& slice_op = define_op({
     .infer = infer_slice,
     .backward = bw_slice,
     .accumulate = accumulate_slice,
-    .example = {.inputs = {{{3, 7}}},
-                .call = [](std::span<const Tensor> x) { return one(x[0].slice(1, 1, 6, 2)); }},
+    .examples = {{.inputs = {{{3, 7}}},
+                  .call = [](std::span<const Tensor> x) { return one(x[0].slice(1, 1, 6, 2)); }}},
 });
 OpDef& expand_op = define_op({
     .name = "expand",
@@ -328,8 +328,8 @@ OpDef& expand_op = define_op({
     .attrs = &attrs_of<ExpandAttrs>,
     .infer = infer_expand,
     .backward = bw_expand,
-    .example = {.inputs = {{{3, 1}}},
-                .call = [](std::span<const Tensor> x) { return one(x[0].expand({2, 3, 4})); }},
+    .examples = {{.inputs = {{{3, 1}}},
+                  .call = [](std::span<const Tensor> x) { return one(x[0].expand({2, 3, 4})); }}},
 });
 
 // ---- copies and conversions ------------------------------------------------------------
@@ -338,8 +338,8 @@ OpDef& copy_op = define_op({
     .infer = infer_same,
     .backward = bw_identity,
     .cpu = {copy_kernel},
-    .example = {.inputs = {{{3, 4}}},
-                .call = [](std::span<const Tensor> x) { return one(x[0].transpose(0, 1).clone()); }},
+    .examples = {{.inputs = {{{3, 4}}},
+                  .call = [](std::span<const Tensor> x) { return one(x[0].transpose(0, 1).clone()); }}},
 });
 OpDef& cast_op = define_op({
     .name = "cast",
@@ -347,9 +347,9 @@ OpDef& cast_op = define_op({
     .infer = infer_cast,
     .backward = bw_cast,
     .cpu = {cast_kernel},
-    .example = {.inputs = {{{3, 4}}},
-                .call = [](std::span<const Tensor> x) { return one(x[0].to(DType::Float32).to(DType::Float64)); },
-                .gradcheck_eps = 1e-2},
+    .examples = {{.inputs = {{{3, 4}}},
+                  .call = [](std::span<const Tensor> x) { return one(x[0].to(DType::Float32).to(DType::Float64)); },
+                  .gradcheck_eps = 1e-2}},
 });
 // A transfer runs on the accelerator side, which can address both memories; CPU to CPU is a copy.
 OpDef& to_device_op = define_op({
@@ -359,8 +359,8 @@ OpDef& to_device_op = define_op({
     .infer = infer_to_device,
     .backward = bw_to_device,
     .cpu = {copy_kernel},
-    .example = {.inputs = {{{3, 4}}},
-                .call = [](std::span<const Tensor> x) { return one(x[0].to(Device::cpu()) * 1.0); }},
+    .examples = {{.inputs = {{{3, 4}}},
+                  .call = [](std::span<const Tensor> x) { return one(x[0].to(Device::cpu()) * 1.0); }}},
 });
 OpDef& concat_op = define_op({
     .name = "concat",
@@ -371,14 +371,16 @@ OpDef& concat_op = define_op({
     .cpu = {concat_kernel},
     .signature = "concat(tensors: list[Tensor], axis: int = 0) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(concat(a.tensors(0), a.integer(1))); },
-    .example = {.inputs = {{{2, 3}}, {{2, 1}}, {{2, 2}}}, .args = "axis=1"},
+    .examples = {{.inputs = {{{2, 3}}, {{2, 1}}, {{2, 2}}}, .args = "axis=1"},
+                 {.inputs = {{{2, 3}}, {{2, 0}}}, .args = "axis=-1"},  // an empty part
+                 {.inputs = {{{1, 2}}, {{3, 2}}}}},
 });
 OpDef& stack_op = define_op({
     .name = "stack",
     .kind = OpKind::Composite,
     .signature = "stack(tensors: list[Tensor], axis: int = 0) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(stack(a.tensors(0), a.integer(1))); },
-    .example = {.inputs = {{{2, 3}}, {{2, 3}}}, .args = "axis=-1"},
+    .examples = {{.inputs = {{{2, 3}}, {{2, 3}}}, .args = "axis=-1"}},
 });
 OpDef& flip_op = define_op({
     .name = "flip",
@@ -388,7 +390,7 @@ OpDef& flip_op = define_op({
     .cpu = {flip_kernel},
     .signature = "flip(x: Tensor, axis: int) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(flip(a.tensor(0), a.integer(1))); },
-    .example = {.inputs = {{{2, 5}}}, .args = "axis=1"},
+    .examples = {{.inputs = {{{2, 5}}}, .args = "axis=1"}},
 });
 OpDef& slice_grad_row = define_op({
     .name = "slice_grad",
@@ -396,10 +398,10 @@ OpDef& slice_grad_row = define_op({
     .infer = infer_slice_grad,
     .backward = bw_slice_grad,
     .cpu = {slice_grad_kernel},
-    .example = {.inputs = {{{3, 3}}},
-                .call = [](std::span<const Tensor> x) {
-                  return one(call(slice_grad_op(), {x[0]}, SliceAttrs{1, 1, 6, 2, Shape{3, 7}}));
-                }},
+    .examples = {{.inputs = {{{3, 3}}},
+                  .call = [](std::span<const Tensor> x) {
+                    return one(call(slice_grad_op(), {x[0]}, SliceAttrs{1, 1, 6, 2, Shape{3, 7}}));
+                  }}},
 });
 const OpDef& slice_grad_op() { return slice_grad_row; }
 
@@ -413,8 +415,8 @@ OpDef& copy_inplace_op = define_op({
     .mutates = 1,
     .infer = infer_inplace_binary,
     .cpu = {copy_inplace_kernel},
-    .example = {.inputs = {{{3, 4}}, {{4}}},
-                .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().copy_(x[1])); }},
+    .examples = {{.inputs = {{{3, 4}}, {{4}}},
+                  .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().copy_(x[1])); }}},
 });
 OpDef& add_inplace_op = define_op({
     .name = "add_",
@@ -424,8 +426,8 @@ OpDef& add_inplace_op = define_op({
     .mutates = 1,
     .infer = infer_inplace_binary,
     .cpu = {add_inplace_kernel},
-    .example = {.inputs = {{{3, 4}}, {{4}}},
-                .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().add_(x[1])); }},
+    .examples = {{.inputs = {{{3, 4}}, {{4}}},
+                  .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().add_(x[1])); }}},
 });
 OpDef& fill_op = define_op({
     .name = "fill_",
@@ -434,8 +436,8 @@ OpDef& fill_op = define_op({
     .attrs = &attrs_of<ScalarAttrs>,
     .infer = infer_fill,
     .cpu = {fill_kernel},
-    .example = {.inputs = {{{3, 4}}},
-                .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().transpose(0, 1).fill_(2.5)); }},
+    .examples = {{.inputs = {{{3, 4}}},
+                  .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().transpose(0, 1).fill_(2.5)); }}},
 });
 OpDef& add_scalar_inplace_op = define_op({
     .name = "add_scalar_",
@@ -444,8 +446,8 @@ OpDef& add_scalar_inplace_op = define_op({
     .attrs = &attrs_of<ScalarAttrs>,
     .infer = infer_inplace_scalar,
     .cpu = {add_scalar_inplace_kernel},
-    .example = {.inputs = {{{3, 4}}},
-                .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().add_(1.5)); }},
+    .examples = {{.inputs = {{{3, 4}}},
+                  .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().add_(1.5)); }}},
 });
 
 }  // namespace

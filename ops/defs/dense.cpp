@@ -6,11 +6,10 @@
 // ones the BLAS GEMM, whose call costs ~1 us against oneDNN's ~5 us: per block of rows, bias
 // and activation applied right after the block's GEMM, while it is in cache. Either way one
 // pass instead of the separate add and activation ops, each a pass over memory and a graph node.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "ops/cpu/gemm.h"
 #include "ops/cpu/onednn.h"
 #include "ops/defs/common.h"
 #include "ops/epilogue.h"
@@ -47,14 +46,6 @@ void bw_dense(const BackwardCtx& c, Tensor* g) {
     g[1] = matmul(c.inputs[0].reshape({-1, k}).transpose(0, 1), gy.reshape({-1, n}));
   }
   if (c.need(2)) g[2] = sum(gy.reshape({-1, gy.shape().back()}), {0});
-}
-
-template <class T>
-void gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
-  else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
 }
 
 // Rows per GEMM block of the BLAS path: each block's output about 256 KiB (a core's L2 holds it
@@ -127,7 +118,7 @@ void dense_kernel(const KernelCtx& c) {
       const int64_t m = std::min(block, rows - r);
       T* out = y.ptr<T>() + r * n;
       if (k == 0) std::memset(out, 0, m * n * sizeof(T));
-      else if (n > 0) gemm<T>(m, n, k, x.ptr<const T>() + r * k, w.ptr<const T>(), out);
+      else if (n > 0) cpu::gemm(false, false, m, n, k, x.ptr<const T>() + r * k, k, w.ptr<const T>(), n, T(0), out, n);
       bias_activation(out, b.ptr<const T>(), m, n, act);
     }
   });
@@ -150,7 +141,9 @@ OpDef& dense_op = define_op({
     .doc = "activation(x @ w + b) in one kernel (x: (..., features), w: (features, units), b: (units,)): "
            "on the CPU oneDNN's matmul with post-ops for large products, else the BLAS GEMM with bias "
            "and activation applied to each block of output rows while it is in cache",
-    .example = {.inputs = {{{2, 3, 4}}, {{4, 5}}, {{5}}}, .args = "activation='tanh'"},
+    .examples = {{.inputs = {{{2, 3, 4}}, {{4, 5}}, {{5}}}, .args = "activation='tanh'"},
+                 {.inputs = {{{4}}, {{4, 3}}, {{3}}}, .args = "activation='sigmoid'"},  // a 1-D x
+                 {.inputs = {{{0, 4}}, {{4, 3}}, {{3}}}}},
 });
 
 }  // namespace

@@ -182,8 +182,13 @@ ElementwiseParts elementwise(std::string_view name) {
 // Rows of one-input ops.
 OpDef unary(const char* name, BackwardFn backward, Save save, const char* signature, InvokeFn invoke,
             ExampleInput::Values values, const AttrType* attrs = nullptr, Example example = {}) {
-  if (example.inputs.empty()) example.inputs = {{{3, 4}, values}};
   const ElementwiseParts parts = elementwise(name);
+  // `example`'s call on a matrix, a 0-d tensor and an empty one.
+  std::vector<Example> examples;
+  for (const Shape& shape : {Shape{3, 4}, Shape{}, Shape{2, 0}}) {
+    examples.push_back(example);
+    examples.back().inputs = {{shape, values}};
+  }
   return {.name = name,
           .save = save,
           .attrs = attrs,
@@ -193,10 +198,11 @@ OpDef unary(const char* name, BackwardFn backward, Save save, const char* signat
           .signature = signature,
           .invoke = invoke,
           .method = signature != nullptr,
-          .example = std::move(example)};
+          .examples = std::move(examples)};
 }
 
-// Rows of two-input ops; the example broadcasts a row over a matrix.
+// Rows of two-input ops; the examples broadcast a row over a matrix, both operands over each
+// other, and an empty operand.
 OpDef binary(const char* name, BackwardFn backward, Save save, const char* signature, InvokeFn invoke,
              ExampleInput::Values values) {
   const ElementwiseParts parts = elementwise(name);
@@ -209,7 +215,9 @@ OpDef binary(const char* name, BackwardFn backward, Save save, const char* signa
           .cpu = {parts.kernel},
           .signature = signature,
           .invoke = invoke,
-          .example = {.inputs = {{{3, 4}, values}, {{4}, values}}}};
+          .examples = {{.inputs = {{{3, 4}, values}, {{4}, values}}},
+                       {.inputs = {{{2, 1, 4}, values}, {{2, 1}, values}}},
+                       {.inputs = {{{0, 4}, values}, {{1, 4}, values}}}}};
 }
 
 template <Tensor (*F)(const Tensor&)> Outputs invoke1(const CallArgs& a) { return {F(a.tensor(0))}; }
@@ -353,10 +361,10 @@ OpDef& activation_grad_op = define_op({
     .attrs = &attrs_of<ActivationAttrs>,
     .infer = infer_activation_grad,
     .cpu = {activation_grad_kernel},
-    .example = {.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  return {activation_backward(Activation::Tanh, x[0], x[1])};
-                }},
+    .examples = {{.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    return {activation_backward(Activation::Tanh, x[0], x[1])};
+                  }}},
 });
 OpDef& binary_crossentropy_logits_grad_op = define_op({
     .name = "binary_crossentropy_logits_grad",
@@ -364,10 +372,10 @@ OpDef& binary_crossentropy_logits_grad_op = define_op({
     .max_inputs = 2,
     .infer = elementwise("binary_crossentropy_logits_grad").infer,
     .cpu = {elementwise("binary_crossentropy_logits_grad").kernel},
-    .example = {.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  return {call(binary_crossentropy_logits_grad_op, {x[0], x[1]})};
-                }},
+    .examples = {{.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    return {call(binary_crossentropy_logits_grad_op, {x[0], x[1]})};
+                  }}},
 });
 
 void bw_binary_crossentropy_logits(const BackwardCtx& c, Tensor* g) {
@@ -384,8 +392,8 @@ OpDef& binary_crossentropy_logits_op = define_op({
     .infer = elementwise("binary_crossentropy_logits").infer,
     .backward = bw_binary_crossentropy_logits,
     .cpu = {elementwise("binary_crossentropy_logits").kernel},
-    .example = {.inputs = {{{3, 4}, Uniform}, {{4}, Uniform}},
-                .call = [](std::span<const Tensor> x) -> Outputs { return {binary_crossentropy_logits(x[0], x[1])}; }},
+    .examples = {{.inputs = {{{3, 4}, Uniform}, {{4}, Uniform}},
+                  .call = [](std::span<const Tensor> x) -> Outputs { return {binary_crossentropy_logits(x[0], x[1])}; }}},
 });
 
 // ---- compositions ----------------------------------------------------------------------
@@ -395,7 +403,7 @@ OpDef& pow_op = define_op({
     .signature = "pow(x: Tensor, p: float) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {pow(a.tensor(0), a.real(1))}; },
     .method = true,
-    .example = {.inputs = {{{3, 4}, Positive}}, .args = "p=1.5"},
+    .examples = {{.inputs = {{{3, 4}, Positive}}, .args = "p=1.5"}},
 });
 OpDef& gelu_op = define_op({
     .name = "gelu",
@@ -404,7 +412,7 @@ OpDef& gelu_op = define_op({
     .invoke = [](const CallArgs& a) -> Outputs { return {gelu(a.tensor(0), a.boolean(1))}; },
     .method = true,
     .doc = "Keras gelu: x * Phi(x) with the normal CDF Phi through erf, or its tanh approximation",
-    .example = {.inputs = {{{3, 4}}}},
+    .examples = {{.inputs = {{{3, 4}}}}},
 });
 OpDef& activation_op = define_op({
     .name = "activation",
@@ -413,7 +421,7 @@ OpDef& activation_op = define_op({
     .invoke = [](const CallArgs& a) -> Outputs { return {activation(a.tensor(0), parse_activation(a.string(1)))}; },
     .doc = "Applies a Keras activation by name ('linear', 'relu', 'tanh', 'sigmoid', 'hard_sigmoid', 'gelu', "
            "'softmax' over the last axis)",
-    .example = {.inputs = {{{3, 4}}}, .args = "name='hard_sigmoid'"},
+    .examples = {{.inputs = {{{3, 4}}}, .args = "name='hard_sigmoid'"}},
 });
 
 }  // namespace

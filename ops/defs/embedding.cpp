@@ -126,7 +126,7 @@ OpDef& embedding_op = define_op({
     .invoke = [](const CallArgs& a) -> Outputs { return {embedding(a.tensor(0), a.tensor(1))}; },
     .doc = "The rows of `table` (input_dim, output_dim) at int32/int64 `indices` of any shape: "
            "(..., output_dim). An index outside [0, input_dim) is a ValueError",
-    .example = {.inputs = {{{5, 3}}, {{2, 4}, ExampleInput::Index, 5}}},
+    .examples = {{.inputs = {{{5, 3}}, {{2, 4}, ExampleInput::Index, 5}}}},
 });
 OpDef& embedding_backward_row = define_op({
     .name = "embedding_backward",
@@ -139,10 +139,10 @@ OpDef& embedding_backward_row = define_op({
     .infer = infer_embedding_backward,
     .backward = bw_embedding_backward,
     .cpu = {embedding_kernel<true>},
-    .example = {.inputs = {{{2, 4, 3}}, {{2, 4}, ExampleInput::Index, 3}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  return {dispatch(embedding_backward_op(), x, EmbeddingAttrs{3})[0]};
-                }},
+    .examples = {{.inputs = {{{2, 4, 3}}, {{2, 4}, ExampleInput::Index, 3}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    return {dispatch(embedding_backward_op(), x, EmbeddingAttrs{3})[0]};
+                  }}},
 });
 const OpDef& embedding_backward_op() { return embedding_backward_row; }
 

@@ -76,7 +76,7 @@ OpDef& gru_cell_op = define_op({
     .doc = "One fused GRU step (Keras reset_after=True) on the input projection xz = x W + b_in and "
            "the recurrent one hz = h_prev R + b_rec, both (batch, 3*units) in gate order z, r, h: "
            "returns the new state",
-    .example = {.inputs = {{{2, 9}}, {{2, 9}}, {{2, 3}}}},
+    .examples = {{.inputs = {{{2, 9}}, {{2, 9}}, {{2, 3}}}}},
 });
 OpDef& gru_cell_backward_row = define_op({
     .name = "gru_cell_backward",
@@ -86,11 +86,11 @@ OpDef& gru_cell_backward_row = define_op({
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_gru_cell_backward,
     .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { gru_cell_backward_cpu<T>(c); }); }},
-    .example = {.inputs = {{{2, 9}}, {{2, 9}}, {{2, 3}}, {{2, 3}}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  const OutList r = dispatch(gru_cell_backward_op(), x, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
-                  return {r[0], r[1], r[2]};
-                }},
+    .examples = {{.inputs = {{{2, 9}}, {{2, 9}}, {{2, 3}}, {{2, 3}}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    const OutList r = dispatch(gru_cell_backward_op(), x, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
+                    return {r[0], r[1], r[2]};
+                  }}},
 });
 const OpDef& gru_cell_backward_op() { return gru_cell_backward_row; }
 

@@ -95,7 +95,7 @@ OpDef& to_blocked_row = define_op({
     .invoke = [](const CallArgs& a) -> Outputs { return {to_blocked(a.tensor(0), a.integer(1))}; },
     .doc = "x (batch, steps, channels) in oneDNN's blocked layout nCw{block}c: (batch, ceil(channels / block), "
            "steps, block), the last block's missing channels zero",
-    .example = {.inputs = {{{2, 3, 5}}}, .args = "block=4"},
+    .examples = {{.inputs = {{{2, 3, 5}}}, .args = "block=4"}},
 });
 OpDef& from_blocked_row = define_op({
     .name = "from_blocked",
@@ -108,7 +108,7 @@ OpDef& from_blocked_row = define_op({
     .signature = "from_blocked(xb: Tensor, channels: int) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {from_blocked(a.tensor(0), a.integer(1))}; },
     .doc = "The inverse of to_blocked: xb (batch, blocks, steps, block) -> (batch, steps, channels)",
-    .example = {.inputs = {{{2, 2, 3, 4}}}, .args = "channels=5"},
+    .examples = {{.inputs = {{{2, 2, 3, 4}}}, .args = "channels=5"}},
 });
 const OpDef& to_blocked_op() { return to_blocked_row; }
 const OpDef& from_blocked_op() { return from_blocked_row; }

@@ -2,10 +2,9 @@
 // backward formula, CPU kernel (one CBLAS GEMM per batch entry, operands passed as strided
 // views: the public function has already made incompatible views contiguous) and the public
 // function (1-D operands as in NumPy).
-#include <cblas.h>
-
 #include <cstring>
 
+#include "ops/cpu/gemm.h"
 #include "ops/defs/common.h"
 #include "ops/matrix_layout.h"
 
@@ -36,16 +35,6 @@ void bw_matmul(const BackwardCtx& c, Tensor* g) {
   if (c.need(1)) g[1] = sum_to(matmul(a.transpose(-1, -2), c.grads[0]), c.input_shape(1));
 }
 
-template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T* c, int64_t ldc) {
-  const auto tra = ta ? CblasTrans : CblasNoTrans, trb = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, tra, trb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, tra, trb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
-}
-
 template <class T> void matmul(const TensorRef& a, const TensorRef& b, const TensorRef& y) {
   const int nd = y.shape.size();
   const int64_t m = y.shape[nd - 2], n = y.shape[nd - 1], k = a.shape[a.shape.size() - 1];
@@ -57,8 +46,8 @@ template <class T> void matmul(const TensorRef& a, const TensorRef& b, const Ten
   const MatrixLayout la = matrix_layout(a.shape, a.strides), lb = matrix_layout(b.shape, b.strides);
   const MatmulBatch batch(a.shape, a.strides, b.shape, b.strides, y.shape);
   batch.for_each([&](int64_t p, int64_t off_a, int64_t off_b) {
-    gemm<T>(la.transposed, lb.transposed, m, n, k, a.ptr<const T>() + off_a, la.ld,
-            b.ptr<const T>() + off_b, lb.ld, y.ptr<T>() + p * m * n, n);
+    cpu::gemm(la.transposed, lb.transposed, m, n, k, a.ptr<const T>() + off_a, la.ld,
+              b.ptr<const T>() + off_b, lb.ld, T(0), y.ptr<T>() + p * m * n, n);
   });
 }
 
@@ -78,7 +67,11 @@ OpDef& matmul_op = define_op({
     .signature = "matmul(a: Tensor, b: Tensor) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {matmul(a.tensor(0), a.tensor(1))}; },
     .method = true,
-    .example = {.inputs = {{{2, 3, 4}}, {{4, 5}}}},
+    .examples = {{.inputs = {{{2, 3, 4}}, {{4, 5}}}},
+                 {.inputs = {{{2, 1, 3, 4}}, {{3, 4, 2}}}},  // batch dims broadcast both ways
+                 {.inputs = {{{4}}, {{4, 5}}}},              // 1-D operands, as NumPy
+                 {.inputs = {{{2, 3, 4}}, {{4}}}},
+                 {.inputs = {{{0, 3, 4}}, {{4, 2}}}}},
 });
 
 Tensor blas_ready(const Tensor& t) { return matrix_layout(t.shape(), t.strides()).ok ? t : t.contiguous(); }

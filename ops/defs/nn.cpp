@@ -240,7 +240,9 @@ OpDef& softmax_op = define_op({
     .signature = "softmax(x: Tensor, axis: int = -1) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(softmax(a.tensor(0), a.integer(1))); },
     .method = true,
-    .example = {.inputs = {{{3, 5}}}, .args = "axis=0"},
+    .examples = {{.inputs = {{{3, 5}}}, .args = "axis=0"},
+                 {.inputs = {{{2, 3, 4}}}, .args = "axis=1"},  // a middle axis
+                 {.inputs = {{{3, 1}}}}},                      // one entry
 });
 OpDef& log_softmax_op = define_op({
     .name = "log_softmax",
@@ -253,7 +255,7 @@ OpDef& log_softmax_op = define_op({
     .signature = "log_softmax(x: Tensor, axis: int = -1) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(log_softmax(a.tensor(0), a.integer(1))); },
     .method = true,
-    .example = {.inputs = {{{3, 5}}}},
+    .examples = {{.inputs = {{{3, 5}}}}, {.inputs = {{{2, 3, 4}}}, .args = "axis=0"}},
 });
 // dropout(x, generator state) -> (y, mask): the mask holds 0 or 1/(1-p). The generator state is
 // written (advanced) and gets no gradient.
@@ -275,7 +277,7 @@ OpDef& dropout_op = define_op({
       return {dropout(a.tensor(0), a.real(1), a.is_none(2) ? std::nullopt : std::optional(a.boolean(2)), a.generator(3))};
     },
     .doc = "Inverted dropout; `training` defaults to encore's training mode",
-    .example = {.inputs = {{{4, 6}}}, .args = "p=0.5, training=True"},
+    .examples = {{.inputs = {{{4, 6}}}, .args = "p=0.5, training=True"}},
 });
 OpDef& gather_last_op = define_op({
     .name = "gather_last",
@@ -289,7 +291,7 @@ OpDef& gather_last_op = define_op({
     .cpu = {gather_scatter_kernel<true>},
     .signature = "gather_last(x: Tensor, index: Tensor) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(gather_last(a.tensor(0), a.tensor(1))); },
-    .example = {.inputs = {{{3, 5}}, {{3}, ExampleInput::Index, 5}}},
+    .examples = {{.inputs = {{{3, 5}}, {{3}, ExampleInput::Index, 5}}}},
 });
 OpDef& scatter_last_op = define_op({
     .name = "scatter_last",
@@ -304,7 +306,7 @@ OpDef& scatter_last_op = define_op({
     .cpu = {gather_scatter_kernel<false>},
     .signature = "scatter_last(g: Tensor, index: Tensor, n: int) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(scatter_last(a.tensor(0), a.tensor(1), a.integer(2))); },
-    .example = {.inputs = {{{3}}, {{3}, ExampleInput::Index, 5}}, .args = "n=5"},
+    .examples = {{.inputs = {{{3}}, {{3}, ExampleInput::Index, 5}}, .args = "n=5"}},
 });
 // lstm_cell(z (B, 4U), c_prev (B, U)) -> (h, c)
 OpDef& lstm_cell_op = define_op({
@@ -324,7 +326,7 @@ OpDef& lstm_cell_op = define_op({
       return {h, c};
     },
     .doc = "One fused LSTM step on pre-activations z (batch, 4*units) in gate order i, f, c, o: returns (h, c)",
-    .example = {.inputs = {{{2, 12}}, {{2, 3}}}},
+    .examples = {{.inputs = {{{2, 12}}, {{2, 3}}}}},
 });
 // lstm_cell_backward(z, c_prev, c, grad_h, grad_c) -> (grad_z, grad_c_prev)
 OpDef& lstm_cell_backward_row = define_op({
@@ -335,12 +337,12 @@ OpDef& lstm_cell_backward_row = define_op({
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_lstm_cell_backward,
     .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { lstm_cell_backward_cpu<T>(c); }); }},
-    .example = {.inputs = {{{2, 12}}, {{2, 3}}, {{2, 3}}, {{2, 3}}, {{2, 3}}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  const std::vector<Tensor> in(x.begin(), x.end());
-                  const OutList r = dispatch(lstm_cell_backward_op(), in, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
-                  return {r[0], r[1]};
-                }},
+    .examples = {{.inputs = {{{2, 12}}, {{2, 3}}, {{2, 3}}, {{2, 3}}, {{2, 3}}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    const std::vector<Tensor> in(x.begin(), x.end());
+                    const OutList r = dispatch(lstm_cell_backward_op(), in, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
+                    return {r[0], r[1]};
+                  }}},
 });
 const OpDef& lstm_cell_backward_op() { return lstm_cell_backward_row; }
 

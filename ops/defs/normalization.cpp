@@ -51,7 +51,7 @@ OpDef& batch_norm_op = define_op({
     .doc = "(x - mean) / sqrt(variance + epsilon) * gamma + beta with per-channel statistics "
            "(channels,) along "
            "`axis`, as Keras' BatchNormalization applies them",
-    .example = {.inputs = {{{2, 3, 4}}, {{4}}, {{4}, ExampleInput::Positive}, {{4}}, {{4}}}},
+    .examples = {{.inputs = {{{2, 3, 4}}, {{4}}, {{4}, ExampleInput::Positive}, {{4}}, {{4}}}}},
 });
 OpDef& moments_op = define_op({
     .name = "moments",
@@ -64,7 +64,7 @@ OpDef& moments_op = define_op({
     },
     .doc = "Keras ops.moments: the mean and the biased variance (divided by the count, not count - "
            "1) over `axes`",
-    .example = {.inputs = {{{2, 3, 4}}}, .args = "axes=(0, 1)"},
+    .examples = {{.inputs = {{{2, 3, 4}}}, .args = "axes=(0, 1)"}},
 });
 OpDef& layer_norm_op = define_op({
     .name = "layer_norm",
@@ -79,7 +79,7 @@ OpDef& layer_norm_op = define_op({
     .doc = "Keras LayerNormalization: each sample normalized by its mean and (biased) variance "
            "along `axis`, "
            "then scaled by gamma and offset by beta (channels,)",
-    .example = {.inputs = {{{2, 3, 4}}, {{4}}, {{4}}}},
+    .examples = {{.inputs = {{{2, 3, 4}}, {{4}}, {{4}}}}},
 });
 
 }  // namespace

@@ -193,7 +193,7 @@ OpDef& sgd_update_op = define_op({
     .attrs = &attrs_of<SgdAttrs>,
     .infer = infer_sgd,
     .cpu = {sgd_kernel},
-    .example = {.inputs = {{{3, 4}}, {{3, 4}}}, .call = sgd_example},
+    .examples = {{.inputs = {{{3, 4}}, {{3, 4}}}, .call = sgd_example}},
 });
 OpDef& adam_update_op = define_op({
     .name = "adam_update",
@@ -204,7 +204,7 @@ OpDef& adam_update_op = define_op({
     .attrs = &attrs_of<AdamAttrs>,
     .infer = infer_adam,
     .cpu = {adam_kernel},
-    .example = {.inputs = {{{3, 4}}, {{3, 4}}}, .call = adam_example},
+    .examples = {{.inputs = {{{3, 4}}, {{3, 4}}}, .call = adam_example}},
 });
 OpDef& rmsprop_update_op = define_op({
     .name = "rmsprop_update",
@@ -218,7 +218,7 @@ OpDef& rmsprop_update_op = define_op({
     .attrs = &attrs_of<RmspropAttrs>,
     .infer = infer_rmsprop,
     .cpu = {rmsprop_kernel},
-    .example = {.inputs = {{{3, 4}}, {{3, 4}}}, .call = rmsprop_example},
+    .examples = {{.inputs = {{{3, 4}}, {{3, 4}}}, .call = rmsprop_example}},
 });
 
 std::vector<Tensor> joined(std::initializer_list<std::span<const Tensor>> groups) {

@@ -12,12 +12,12 @@
 // contiguous): OpenBLAS took 7-10x as long for the 400 steps of (32, 512) @ (512, 2048) with
 // the rows strided as they are here (measured on 2 threads: it packs the whole 4 MB kernel
 // inside every call).
-#include <cblas.h>
 
 #include <cstring>
 #include <type_traits>
 
 #include "core/parallel.h"
+#include "ops/cpu/gemm.h"
 #include "ops/cpu/onednn.h"
 #include "ops/defs/common.h"
 #include "ops/gru_math.h"
@@ -112,17 +112,6 @@ int infer_gru_sequence_backward(const OpDef&, std::span<const Tensor> in, const 
   return 5;
 }
 
-// Row-major C (m, n) = A (m, k) @ op(B) + beta * C, leading dimensions given.
-template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, T* c, int64_t ldc) {
-  const auto tra = ta ? CblasTrans : CblasNoTrans, trb = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, tra, trb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, tra, trb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
-}
-
 // The per-step product of a float32 sequence kernel, prepared per shape: C (m, n; rows ldc
 // apart) = A (m, k; rows lda apart) @ W (+ C when `accumulate`), W = R (k, n) or, for the
 // backward ops, R^T with R (n, k), reordered into the layout the primitive chose.
@@ -196,7 +185,7 @@ void recurrent_kernel_grad(const T* y, const T* gz, T* gr, int64_t batch, int64_
                            int64_t units, int64_t width, bool reverse) {
   const int64_t first = reverse ? 1 : 0;  // the first row of y that is some step's h_prev
   for (int64_t b = 0; b < batch && steps > 1; ++b)
-    gemm<T>(true, false, units, width, steps - 1, y + seq_row(b, first, steps, units), units,
+    cpu::gemm(true, false, units, width, steps - 1, y + seq_row(b, first, steps, units), units,
             gz + seq_row(b, 1 - first, steps, width), width, T(1), gr, width);
 }
 
@@ -240,7 +229,7 @@ template <class T> void lstm_sequence_cpu(const KernelCtx& c) {
     const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse);
     // z_t += h_prev R: rows b of y and z at step t lie steps * width apart.
     if (tp >= 0 && product) product(y + tp * units, z + t * g);
-    else if (tp >= 0) gemm<T>(false, false, batch, g, units, y + tp * units, steps * units, r, g, T(1), z + t * g, steps * g);
+    else if (tp >= 0) cpu::gemm(false, false, batch, g, units, y + tp * units, steps * units, r, g, T(1), z + t * g, steps * g);
     step_cells(batch, units, a, [&](int64_t b, int64_t u, auto act, auto rec) {
       lstm_sequence_unit(z, y, cs, b, u, t, tp, steps, units, act, rec);
     });
@@ -269,7 +258,7 @@ template <class T> void lstm_sequence_backward_cpu(const KernelCtx& c) {
                   tn = seq_step(s + 1, steps, a.reverse);
     // What the successor's gates send back to h_t: dh = gz_next R^T.
     if (tn >= 0 && product) product(gz + tn * g, dh);
-    else if (tn >= 0) gemm<T>(false, true, batch, units, g, gz + tn * g, steps * g, r, g, T(0), dh, units);
+    else if (tn >= 0) cpu::gemm(false, true, batch, units, g, gz + tn * g, steps * g, r, g, T(0), dh, units);
     const T* dh_rec = tn >= 0 ? dh : nullptr;
     step_cells(batch, units, a, [&](int64_t b, int64_t u, auto act, auto rec) {
       lstm_sequence_backward_unit(z, cs, gy, dh_rec, dc, gz, b, u, t, tp, steps, units, act, rec);
@@ -294,7 +283,7 @@ template <class T> void gru_sequence_cpu(const KernelCtx& c) {
     // hz_t = b_rec + h_prev R
     for (int64_t b = 0; b < batch; ++b) std::memcpy(hz + seq_row(b, t, steps, g), bias, g * sizeof(T));
     if (tp >= 0 && product) product(y + tp * units, hz + t * g);
-    else if (tp >= 0) gemm<T>(false, false, batch, g, units, y + tp * units, steps * units, r, g, T(1), hz + t * g, steps * g);
+    else if (tp >= 0) cpu::gemm(false, false, batch, g, units, y + tp * units, steps * units, r, g, T(1), hz + t * g, steps * g);
     step_cells(batch, units, a, [&](int64_t b, int64_t u, auto act, auto rec) {
       gru_sequence_unit(xw, hz, y, b, u, t, tp, steps, units, act, rec);
     });
@@ -325,7 +314,7 @@ template <class T> void gru_sequence_backward_cpu(const KernelCtx& c) {
                   tn = seq_step(s + 1, steps, a.reverse);
     // What the successor's recurrent projection sends back to h_t: dh = ghz_next R^T.
     if (tn >= 0 && product) product(ghz + tn * g, dh);
-    else if (tn >= 0) gemm<T>(false, true, batch, units, g, ghz + tn * g, steps * g, r, g, T(0), dh, units);
+    else if (tn >= 0) cpu::gemm(false, true, batch, units, g, ghz + tn * g, steps * g, r, g, T(0), dh, units);
     const T* dh_rec = tn >= 0 ? dh : nullptr;
     step_cells(batch, units, a, [&](int64_t b, int64_t u, auto act, auto rec) {
       gru_sequence_backward_unit(xw, hz, y, gy, dh_rec, dd, gxw, ghz, b, u, t, tp, steps, units, act, rec);
@@ -369,7 +358,7 @@ OpDef& lstm_sequence_op = define_op({
     .doc = "A whole LSTM sequence from a zero state: xw (batch, steps, 4*units) are the input "
            "projections x W + b in gate order i, f, c, o; returns the states h (batch, steps, units), "
            "aligned with the input steps also when `reverse` processes them last to first",
-    .example = {.inputs = {{{2, 3, 8}}, {{2, 8}}}, .args = "reverse=True", .parity_tolerance = 1e-4},
+    .examples = {{.inputs = {{{2, 3, 8}}, {{2, 8}}}, .args = "reverse=True", .parity_tolerance = 1e-4}},
 });
 OpDef& lstm_sequence_backward_row = define_op({
     .name = "lstm_sequence_backward",
@@ -380,13 +369,13 @@ OpDef& lstm_sequence_backward_row = define_op({
     .infer = infer_lstm_sequence_backward,
     .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { lstm_sequence_backward_cpu<T>(c); }); },
             prepare_steps<4, true>},
-    .example = {.inputs = {{{2, 8}}, {{2, 3, 2}}, {{2, 3, 2}}, {{2, 3, 8}}, {{2, 3, 2}}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  const OutList r = dispatch(lstm_sequence_backward_op(), x,
-                                             RecurrenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
-                  return {r[0], r[1]};
-                },
-                .parity_tolerance = 1e-4},
+    .examples = {{.inputs = {{{2, 8}}, {{2, 3, 2}}, {{2, 3, 2}}, {{2, 3, 8}}, {{2, 3, 2}}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    const OutList r = dispatch(lstm_sequence_backward_op(), x,
+                                               RecurrenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
+                    return {r[0], r[1]};
+                  },
+                  .parity_tolerance = 1e-4}},
 });
 const OpDef& lstm_sequence_backward_op() { return lstm_sequence_backward_row; }
 OpDef& gru_sequence_op = define_op({
@@ -409,7 +398,7 @@ OpDef& gru_sequence_op = define_op({
     .doc = "A whole GRU sequence (Keras reset_after=True) from a zero state: xw (batch, steps, 3*units) "
            "are the input projections x W + b_input in gate order z, r, h; returns the states h (batch, "
            "steps, units), aligned with the input steps also when `reverse` processes them last to first",
-    .example = {.inputs = {{{2, 3, 6}}, {{2, 6}}, {{6}}}, .args = "reverse=True", .parity_tolerance = 1e-4},
+    .examples = {{.inputs = {{{2, 3, 6}}, {{2, 6}}, {{6}}}, .args = "reverse=True", .parity_tolerance = 1e-4}},
 });
 OpDef& gru_sequence_backward_row = define_op({
     .name = "gru_sequence_backward",
@@ -420,13 +409,13 @@ OpDef& gru_sequence_backward_row = define_op({
     .infer = infer_gru_sequence_backward,
     .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { gru_sequence_backward_cpu<T>(c); }); },
             prepare_steps<3, true>},
-    .example = {.inputs = {{{2, 3, 6}}, {{2, 6}}, {{2, 3, 2}}, {{2, 3, 6}}, {{2, 3, 2}}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  const OutList r = dispatch(gru_sequence_backward_op(), x,
-                                             RecurrenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
-                  return {r[0], r[1], r[2]};
-                },
-                .parity_tolerance = 1e-4},
+    .examples = {{.inputs = {{{2, 3, 6}}, {{2, 6}}, {{2, 3, 2}}, {{2, 3, 6}}, {{2, 3, 2}}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    const OutList r = dispatch(gru_sequence_backward_op(), x,
+                                               RecurrenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
+                    return {r[0], r[1], r[2]};
+                  },
+                  .parity_tolerance = 1e-4}},
 });
 const OpDef& gru_sequence_backward_op() { return gru_sequence_backward_row; }
 

@@ -213,7 +213,10 @@ OpDef& sum_op = define_op({
     .signature = "sum(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {sum(a.tensor(0), axes_arg(a, 1), a.boolean(2))}; },
     .method = true,
-    .example = {.inputs = {{{2, 3, 4}}}, .args = "axis=(0, 2), keepdims=True"},
+    .examples = {{.inputs = {{{2, 3, 4}}}, .args = "axis=(0, 2), keepdims=True"},
+                 {.inputs = {{{2, 3, 4}}}},                    // every axis: a 0-d result
+                 {.inputs = {{{2, 0, 3}}}, .args = "axis=1"},  // a sum over nothing
+                 {.inputs = {{{3, 2}}}, .args = "axis=(-1, 0), keepdims=True"}},
 });
 OpDef& max_op = define_op({
     .name = "max",
@@ -225,7 +228,10 @@ OpDef& max_op = define_op({
     .signature = "max(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {max(a.tensor(0), axes_arg(a, 1), a.boolean(2))}; },
     .method = true,
-    .example = {.inputs = {{{2, 3, 4}, ExampleInput::Distinct}}, .args = "axis=1"},
+    .examples = {{.inputs = {{{2, 3, 4}, ExampleInput::Distinct}}, .args = "axis=1"},
+                 {.inputs = {{{2, 3, 4}, ExampleInput::Distinct}}},
+                 {.inputs = {{{3, 1, 2}, ExampleInput::Distinct}},
+                  .args = "axis=(0, 1), keepdims=True"}},
 });
 OpDef& mean_op = define_op({
     .name = "mean",
@@ -233,14 +239,17 @@ OpDef& mean_op = define_op({
     .signature = "mean(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {mean(a.tensor(0), axes_arg(a, 1), a.boolean(2))}; },
     .method = true,
-    .example = {.inputs = {{{2, 3, 4}}}, .args = "axis=-1"},
+    .examples = {{.inputs = {{{2, 3, 4}}}, .args = "axis=-1"},
+                 {.inputs = {{{2, 3, 4}}}, .args = "keepdims=True"},
+                 {.inputs = {{{1, 5}}}, .args = "axis=0"}},
 });
 OpDef& sum_to_op = define_op({
     .name = "sum_to",
     .kind = OpKind::Composite,
     .signature = "sum_to(x: Tensor, shape: tuple[int, ...]) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {sum_to(a.tensor(0), Shape(a.integers(1)))}; },
-    .example = {.inputs = {{{2, 3, 4}}}, .args = "shape=(3, 1)"},
+    .examples = {{.inputs = {{{2, 3, 4}}}, .args = "shape=(3, 1)"},
+                 {.inputs = {{{2, 3}}}, .args = "shape=()"}},
 });
 
 uint32_t axes_mask(const Tensor& x, const std::vector<int64_t>& axes, const char* op) {

@@ -97,7 +97,7 @@ OpDef& reverse_sequence_op = define_op({
     .doc = "Reverses the first lengths[b] entries along `axis` of each row b (one length for all "
            "rows when "
            "lengths is (1,)); the entries past them stay in place",
-    .example = {.inputs = {{{3, 5, 2}}, {{3}, ExampleInput::Index, 6}}, .args = "axis=1"},
+    .examples = {{.inputs = {{{3, 5, 2}}, {{3}, ExampleInput::Index, 6}}, .args = "axis=1"}},
 });
 OpDef& mask_sequence_op = define_op({
     .name = "mask_sequence",
@@ -119,8 +119,8 @@ OpDef& mask_sequence_op = define_op({
     .doc = "x with the entries at or past lengths[b] along `axis` of each row b set to `value` "
            "(one length for "
            "all rows when lengths is (1,))",
-    .example = {.inputs = {{{3, 5, 2}}, {{3}, ExampleInput::Index, 6}},
-                .args = "axis=1, value=-2.0"},
+    .examples = {{.inputs = {{{3, 5, 2}}, {{3}, ExampleInput::Index, 6}},
+                  .args = "axis=1, value=-2.0"}},
 });
 
 Tensor reverse_sequence(const Tensor& x, const Tensor& lengths, int64_t axis) {

@@ -15,7 +15,7 @@ OpDef& unbind_op = define_op({
     .invoke = [](const CallArgs& a) { return pieces(unbind(a.tensor(0), a.integer(1))); },
     .method = true,
     .doc = "The entries along `axis` as views without that axis",
-    .example = {.inputs = {{{3, 4, 2}}}, .args = "axis=1"},
+    .examples = {{.inputs = {{{3, 4, 2}}}, .args = "axis=1"}},
 });
 OpDef& split_op = define_op({
     .name = "split",
@@ -24,7 +24,7 @@ OpDef& split_op = define_op({
     .invoke = [](const CallArgs& a) { return pieces(split(a.tensor(0), a.integer(1), a.integer(2))); },
     .method = true,
     .doc = "`sections` equal views along `axis` (which it must divide), as numpy.split",
-    .example = {.inputs = {{{3, 6}}}, .args = "sections=3, axis=1"},
+    .examples = {{.inputs = {{{3, 6}}}, .args = "sections=3, axis=1"}},
 });
 
 }  // namespace

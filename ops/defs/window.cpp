@@ -85,7 +85,8 @@ OpDef& unfold_op = define_op({
     .method = true,
     .doc = "The windows of `size` entries, `step` apart, along `axis`, as a view: `axis` becomes the window "
            "index and a new last axis the position in the window (windows may overlap)",
-    .example = {.inputs = {{{2, 7, 3}}}, .args = "axis=1, size=3, step=2"},
+    .examples = {{.inputs = {{{2, 7, 3}}}, .args = "axis=1, size=3, step=2"},
+                 {.inputs = {{{2, 4, 3}}}, .args = "axis=1, size=4, step=3"}},  // one window
 });
 OpDef& unfold_backward_row = define_op({
     .name = "unfold_backward",
@@ -94,10 +95,10 @@ OpDef& unfold_backward_row = define_op({
     .infer = infer_unfold_backward,
     .backward = bw_unfold_backward,
     .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { unfold_backward_cpu<T>(c); }); }},
-    .example = {.inputs = {{{2, 4, 3, 2}}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  return {call(unfold_backward_op(), {x[0]}, UnfoldAttrs{1, 2, 1, 5})};
-                }},
+    .examples = {{.inputs = {{{2, 4, 3, 2}}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    return {call(unfold_backward_op(), {x[0]}, UnfoldAttrs{1, 2, 1, 5})};
+                  }}},
 });
 OpDef& pad_op = define_op({
     .name = "pad",
@@ -108,8 +109,11 @@ OpDef& pad_op = define_op({
     },
     .method = true,
     .doc = "x with `before` and `after` entries of `value` added along `axis`",
-    .example = {.inputs = {{{2, 4, 3}}}, .args = "axis=1, before=2, after=1, value=0.5"},
+    .examples = {{.inputs = {{{2, 4, 3}}}, .args = "axis=1, before=2, after=1, value=0.5"},
+                 {.inputs = {{{2, 0, 3}}}, .args = "axis=1, before=0, after=2"}},
 });
+
+constexpr auto Distinct = ExampleInput::Distinct;
 
 OpDef& max_pool1d_op = define_op({
     .name = "max_pool1d",
@@ -119,7 +123,12 @@ OpDef& max_pool1d_op = define_op({
       return {max_pool1d(a.tensor(0), a.integer(1), a.optional_integer(2), Padding::parse(a.string(3), "max_pool1d"))};
     },
     .doc = "Keras MaxPooling1D on (batch, steps, channels); ties in a window share its gradient equally",
-    .example = {.inputs = {{{2, 8, 3}, ExampleInput::Distinct}}, .args = "pool_size=3, strides=2, padding='same'"},
+    .examples = {
+        {.inputs = {{{2, 8, 3}, Distinct}}, .args = "pool_size=3, strides=2, padding='same'"},
+        {.inputs = {{{2, 7, 3}, Distinct}}},  // 'valid', strides = pool_size: a step left over
+        {.inputs = {{{1, 2, 3}, Distinct}}, .args = "pool_size=3, padding='same'"},  // window > input
+        {.inputs = {{{2, 9, 2}, Distinct}}, .args = "pool_size=2, strides=3, padding='same'"},  // gaps
+    },
 });
 
 OpDef& avg_pool1d_op = define_op({
@@ -131,7 +140,12 @@ OpDef& avg_pool1d_op = define_op({
     },
     .doc = "Keras AveragePooling1D on (batch, steps, channels); with 'same' padding a window averages its real "
            "steps only",
-    .example = {.inputs = {{{2, 8, 3}}}, .args = "pool_size=3, strides=2, padding='same'"},
+    .examples = {
+        {.inputs = {{{2, 8, 3}}}, .args = "pool_size=3, strides=2, padding='same'"},
+        {.inputs = {{{2, 5, 3}}}, .args = "pool_size=4, strides=1, padding='same'"},  // 2-4 real steps
+        {.inputs = {{{1, 5, 2}}}, .args = "pool_size=5"},  // one window, the whole input
+        {.inputs = {{{0, 4, 2}}}, .args = "pool_size=2, padding='same'"},
+    },
 });
 
 const OpDef& unfold_backward_op() { return unfold_backward_row; }

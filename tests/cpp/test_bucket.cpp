@@ -442,6 +442,167 @@ TEST(Bucket, ProbesNeverWriteTheCallersArguments) {
   EXPECT_TRUE(test::bitwise_equal(a, sum(x, {1})));
 }
 
+// A layer of the user's without a bucketing rule (a per-step scale, as the Python
+// module): its output is not registered, so the layers after it do not mask.
+class Scale : public nn::Module {
+ public:
+  std::string type_name() const override { return "scale"; }
+
+ protected:
+  Shape build_impl(const Shape& input_shape) override { return input_shape; }
+  Tensor forward_impl(const Tensor& x) override { return x * 2.0; }
+};
+
+std::shared_ptr<nn::LSTM> sequences_lstm() {
+  manual_seed(21);
+  auto lstm = std::make_shared<nn::LSTM>(4, nn::LSTMOptions{.return_sequences = true});
+  lstm->build({2, 9, 3});
+  return lstm;
+}
+
+// Code that reads padded positions downstream of a layer that zeroes them (an LSTM returning
+// sequences, a 'same' Conv1D) saw the same zeros whatever the padding held, so the fill probes
+// passed it: a mean over 12 steps of a length-10 call was 10/12 of eager's. The probe now
+// overwrites the padded entries of every registered layer output and compares with the call
+// traced without padding: each of these is refused at the bucket's first trace.
+TEST(Bucket, ReadsOfPaddingAfterAMaskingLayerAreRefused) {
+  const auto lstm = sequences_lstm();
+  auto same_conv = std::make_shared<nn::Conv1D>(3, 3, nn::Conv1DOptions{.padding = "same"});
+  same_conv->build({2, 9, 3});
+  nn::Sequential between;  // LSTM -> a layer of the user's -> global average pooling
+  between.add(lstm);
+  between.add<Scale>();
+  between.add<nn::GlobalAveragePooling1D>();
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> cases = {
+      {"user layer between built-in layers", [&](const Tensor& x) { return between(x); }},
+      {"mean over the steps", [&](const Tensor& x) { return mean((*lstm)(x), {1}); }},
+      {"max over the steps", [&](const Tensor& x) { return max((*lstm)(x), {1}); }},
+      {"softmax over the steps", [&](const Tensor& x) { return softmax((*lstm)(x), 1); }},
+      {"last step",
+       [&](const Tensor& x) {
+         const Tensor y = (*lstm)(x);
+         return y.slice(1, y.shape()[1] - 1, y.shape()[1]);
+       }},
+      {"last step of a 'same' Conv1D",
+       [&](const Tensor& x) {
+         const Tensor y = (*same_conv)(x);
+         return y.slice(1, y.shape()[1] - 1, y.shape()[1]);
+       }},
+      {"loss on the last step",
+       [&](const Tensor& x) {
+         const Tensor y = (*lstm)(x);
+         const Tensor last = y.slice(1, y.shape()[1] - 1, y.shape()[1]);
+         return nn::mean_squared_error(full_like(last, 0.5), last);
+       }},
+      {"count of the steps", [](const Tensor& x) { return sum(x * 0.0 + 1.0, {1}); }},
+  };
+  for (const auto& [name, body] : cases) {
+    SCOPED_TRACE(name);
+    auto f = trace(body, {.name = "f", .shapes = ShapePolicy::bucket(1, {12})});
+    expect_refused([&] { f(rand32({2, 7, 3}, 1)); }, "of 'f' cannot be exact");
+    EXPECT_EQ(f.function().cache_size(), 0u);
+  }
+  // A count of the steps after a strided window: ceil(11 / 2) == ceil(12 / 2), so a call of length
+  // 11 hides it; the bucket is compared without padding at the shortest length it serves.
+  nn::AveragePooling1D strided(1, {.strides = 2});
+  auto f = trace([&](const Tensor& x) { return sum(strided(x) * 0.0 + 1.0, {1}); },
+                 {.name = "f", .shapes = ShapePolicy::bucket(1, {12})});
+  expect_refused(
+      [&] {
+        f(rand32({2, 11, 3}, 1));
+      },
+      "is 83.3% off the call of length 1 without padding");
+}
+
+// The minimal case, trained: the probe refuses it where main trained on padding.
+TEST(Bucket, AMeanOverAMaskedSequenceIsNotSuggested) {
+  const auto lstm = sequences_lstm();
+  std::string warning;
+  auto f = trace([&](const Tensor& x) { return mean((*lstm)(x), {1}); },
+                 {.retrace_warning = 2, .on_warning = [&](const std::string& w) { warning = w; }});
+  for (int64_t len : {8, 9, 10}) (void)f(rand32({2, len, 3}, static_cast<uint64_t>(len)));
+  EXPECT_NE(warning.find("would not be exact for this function"), std::string::npos) << warning;
+  EXPECT_EQ(warning.find("is exact for this function"), std::string::npos) << warning;
+}
+
+std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Calls eager refuses are refused under a bucket with eager's error: the bucket serves only the
+// lengths at which every layer has a valid step (shorter ones, and length 0, trace exactly and
+// do what eager does). Before, each returned numbers.
+TEST(Bucket, CallsEagerRefusesAreRefusedWithEagersError) {
+  manual_seed(22);
+  nn::MaxPooling1D pool(3);
+  nn::Conv1D conv(2, 4);
+  conv.build({2, 9, 3});
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> cases = {
+      {"max_pooling1d(3)", [&](const Tensor& x) { return pool(x); }},
+      {"valid conv1d, kernel 4", [&](const Tensor& x) { return conv(x); }},
+  };
+  for (const auto& [name, body] : cases) {
+    SCOPED_TRACE(name);
+    auto f = trace(body, {.shapes = ShapePolicy::bucket(1, {8})});
+    (void)f(rand32({2, 7, 3}, 3));
+    for (int64_t len : {2, 0}) {
+      const Tensor x = rand32({2, len, 3}, 4);
+      const std::string eager = error_of([&] { (void)body(x); });
+      EXPECT_NE(eager, "no error") << "length " << len;
+      EXPECT_EQ(error_of([&] { (void)f(x); }), eager) << "length " << len;
+    }
+    // Lengths it serves still replay the bucket's graph.
+    for (int64_t len : {4, 8}) {
+      const Tensor x = rand32({2, len, 3}, 5);
+      EXPECT_LT(test::max_abs_diff(f(x), body(x)), 1e-5) << "length " << len;
+    }
+    EXPECT_EQ(f.stats().traces, 1);
+    // The calls traced exactly are not counted as bucketed ones.
+    EXPECT_EQ(f.stats().real_elements, 2 * 3 * (7 + 4 + 8));
+  }
+}
+
+// A feedback of an aliased output (h = f(x, h)) read memory the replay was overwriting from the
+// third call on; the argument is now read from a copy. One the function writes in place is
+// refused.
+TEST(Bucket, AliasedOutputsFedBackAreCopied) {
+  // An LSTM cell: c is read after the gate pre-activations z, which the memory plan places where
+  // the outputs go once z is dead.
+  const Tensor w = rand32({3, 12}, 30);
+  auto cell = [&](const Tensor& x, const Tensor& h, const Tensor& c) {
+    const Tensor z = matmul(h, w) + x;
+    const Tensor i = sigmoid(z.slice(1, 0, 3)), f = sigmoid(z.slice(1, 3, 6)),
+                 g = tanh(z.slice(1, 6, 9)), o = sigmoid(z.slice(1, 9, 12));
+    const Tensor c2 = f * c + i * g;
+    return std::make_pair(o * tanh(c2), c2);
+  };
+  auto f = trace(cell, {.alias_outputs = true});
+  Tensor h_eager = zeros({2, 3}), c_eager = zeros({2, 3}), h_traced = h_eager, c_traced = c_eager;
+  for (int i = 0; i < 6; ++i) {
+    const Tensor x = rand32({2, 12}, static_cast<uint64_t>(40 + i));
+    std::tie(h_eager, c_eager) = cell(x, h_eager, c_eager);
+    std::tie(h_traced, c_traced) = f(x, h_traced, c_traced);
+    ASSERT_TRUE(test::bitwise_equal(h_traced, h_eager) && test::bitwise_equal(c_traced, c_eager))
+        << "call " << i + 1;
+  }
+  auto writes = trace(
+      [](const Tensor& h) {
+        NoGradGuard no_grad;
+        Tensor(h).copy_(h * 2.0);
+        return h * 1.0;
+      },
+      {.alias_outputs = true});
+  Tensor h = ones({2});
+  for (int i = 0; i < 2; ++i) h = writes(h);
+  expect_refused([&] { (void)writes(h); },
+                 "is an output of this traced function's previous replay");
+}
+
 // Outputs are trimmed only on an axis that carries the padded one: a pooled output keeps its
 // shape (it was (2, 0) or (2, 2) before masking), a sequence output is cut back.
 TEST(Bucket, OnlyOutputsCarryingThePaddedAxisAreTrimmed) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -272,8 +273,8 @@ TEST_F(Checkpoint, MismatchedFilesAreErrorsAndLeaveTheModelUntouched) {
                         "{" + kernel + "," + entry("dense.bias", "F32", "[3]", "[24,36]") + "}",
                         std::string(40, '\0')));
   expect_load_fails(*m, file, "4 bytes of trailing data");
-  expect_load_fails(*m, path("missing.safetensors"), "No such file or directory");
-  expect_load_fails(*m, dir_, "not a regular file");
+  expect_load_fails<FileError>(*m, path("missing.safetensors"), "No such file or directory");
+  expect_load_fails<FileError>(*m, dir_, "it is a directory");
   // A model that is not built has no parameters to load into.
   nn::Sequential unbuilt;
   unbuilt.add<nn::Dense>(3);
@@ -434,10 +435,10 @@ TEST_F(Checkpoint, SigkillDuringSavesLeavesTheOldOrTheNewFile) {
   }
   EXPECT_EQ(got_a + got_b, 40);
   expect_only_temporary_files(files(), "ckpt.safetensors");
-  // A save that completes leaves no temporary file of its own.
-  const auto before = files();
+  // The next save removes the temporaries the killed ones left (their writers are gone) and
+  // leaves none of its own.
   nn::save_tensors(file, b);
-  EXPECT_EQ(files(), before);
+  EXPECT_EQ(files(), std::vector<std::string>{"ckpt.safetensors"});
   EXPECT_TRUE(test::bitwise_equal(nn::load_tensors(file).tensors[0].second, b[0].second));
 }
 
@@ -472,10 +473,12 @@ TEST_F(Checkpoint, AFullDiskIsAnErrorAndKeepsThePreviousFile) {
     try {
       nn::save_tensors(file, {{"w", ones({1 << 20})}});
       ADD_FAILURE() << "a save past the file size limit reported success";
-    } catch (const ValueError& e) {
+    } catch (const FileError& e) {
       EXPECT_NE(std::string(e.what()).find("[save] cannot write " + file), std::string::npos)
           << e.what();
       EXPECT_NE(std::string(e.what()).find("File too large"), std::string::npos) << e.what();
+      EXPECT_EQ(e.code(), EFBIG);
+      EXPECT_EQ(e.path(), file);
     }
   }
   EXPECT_EQ(read_bytes(file), before);
@@ -485,14 +488,20 @@ TEST_F(Checkpoint, AFullDiskIsAnErrorAndKeepsThePreviousFile) {
 TEST_F(Checkpoint, FailedSavesLeaveNoTemporaryFile) {
   const nn::NamedTensors t = {{"w", ones({4})}};
   // A missing folder.
-  EXPECT_THROW(nn::save_tensors(path("missing/ckpt.safetensors"), t), ValueError);
-  // A target that cannot be replaced: the temporary file is written, then the rename fails.
+  try {
+    nn::save_tensors(path("missing/ckpt.safetensors"), t);
+    ADD_FAILURE() << "saving into a missing folder succeeded";
+  } catch (const FileError& e) {
+    EXPECT_EQ(e.code(), ENOENT) << e.what();
+  }
+  // A folder is not replaced: refused before anything is written.
   fs::create_directory(path("taken"));
   try {
     nn::save_tensors(path("taken"), t);
     ADD_FAILURE() << "saving over a folder succeeded";
-  } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot rename"), std::string::npos) << e.what();
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("it is a directory"), std::string::npos) << e.what();
+    EXPECT_EQ(e.code(), EISDIR);
   }
   EXPECT_EQ(files(), std::vector<std::string>{"taken"});
   // No permission to write in the folder (root ignores permissions).
@@ -501,7 +510,12 @@ TEST_F(Checkpoint, FailedSavesLeaveNoTemporaryFile) {
     nn::save_tensors(file, t);
     const std::string before = read_bytes(file);
     ::chmod(dir_.c_str(), 0500);
-    EXPECT_THROW(nn::save_tensors(file, {{"w", zeros({4})}}), ValueError);
+    try {
+      nn::save_tensors(file, {{"w", zeros({4})}});
+      ADD_FAILURE() << "saving into a read-only folder succeeded";
+    } catch (const FileError& e) {
+      EXPECT_EQ(e.code(), EACCES) << e.what();
+    }
     ::chmod(dir_.c_str(), 0700);
     EXPECT_EQ(read_bytes(file), before);
     EXPECT_EQ(files(), (std::vector<std::string>{"ckpt.safetensors", "taken"}));

@@ -126,9 +126,10 @@ TEST(CompareModes, StepFormSaysItTrainsUnlessGivenState) {
 TEST(CompareModes, BucketingAPerStepLossIsExactAndCounted) {
   auto model = per_step_model();
   nn::Adam adam(model->parameters(), 1e-2);
-  // The loss reads the first two steps only: padding never reaches it.
+  // The loss reads the first step only: padding never reaches it at any length the buckets serve
+  // (a loss on the first two steps would read padding at length 1, and the probe refuses it).
   const LossFn head_loss = [](const Tensor& y, const Tensor& p) {
-    return nn::binary_crossentropy(y.slice(1, 0, 2), p.slice(1, 0, 2));
+    return nn::binary_crossentropy(y.slice(1, 0, 1), p.slice(1, 0, 1));
   };
   const CompareReport r = compare_modes(*model, head_loss, adam, BatchSource::of(make_batch, 6),
                                         {.modes = {"eager_new_length", "bucket"},
@@ -159,6 +160,111 @@ TEST(CompareModes, TracesCountTheStepsOwnTracedFunctions) {
   EXPECT_EQ(r["eager"].calls, 5);
   // One function reused: it traced in the start-up call, before the timed calls.
   EXPECT_EQ(compare_modes(reused, BatchSource::of(make_batch(6)), o)["eager"].traces, 0);
+}
+
+// Conv1D -> pooling -> Dense: oneDNN primitives to set up for every new length.
+std::shared_ptr<nn::Sequential> conv_model() {
+  manual_seed(2);
+  auto m = std::make_shared<nn::Sequential>();
+  m->add<nn::Conv1D>(8, 3, nn::Conv1DOptions{.padding = "same", .activation = "relu"});
+  m->add<nn::GlobalAveragePooling1D>();
+  m->add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
+  m->build({4, 6, 3});
+  return m;
+}
+
+Batch make_pooled_batch(int64_t length) {
+  const Tensor x = rand32({4, length, 3}, static_cast<uint64_t>(length));
+  return {x, gt(x.slice(1, 0, 1).slice(2, 0, 1).squeeze(1), 0.0)};  // a label per sequence
+}
+
+CompareReport compare_in_order(const std::vector<std::string>& modes) {
+  auto model = conv_model();
+  nn::SGD sgd(model->parameters(), 0.1);
+  const LossFn bce = [](const Tensor& y, const Tensor& p) { return nn::binary_crossentropy(y, p); };
+  return compare_modes(*model, bce, sgd, BatchSource::of(make_pooled_batch, 6),
+                       {.modes = modes, .steps = 3, .warmup = 0, .profile_steps = 0});
+}
+
+// Each mode pays its own per-shape setup: what it sets up and traces is what it would alone,
+// whatever the other modes and their order. Every call of a new-length mode sets up the shapes
+// a fixed-shape mode sets up once (the fixed mode's first call: its per-shape state is its own,
+// so it never sets them up again).
+TEST(CompareModes, SetupsAndTracesPerModeDoNotDependOnTheOrderOfModes) {
+  const std::vector<std::string> order = {"eager", "eager_new_length", "traced_new_length",
+                                          "traced"};
+  std::vector<std::string> reversed(order.rbegin(), order.rend());
+  const CompareReport a = compare_in_order(order), b = compare_in_order(reversed);
+  for (const std::string& mode : order) {
+    SCOPED_TRACE(mode);
+    EXPECT_EQ(a[mode].setups, b[mode].setups);
+    EXPECT_EQ(a[mode].traces, b[mode].traces);
+    EXPECT_EQ(a[mode].calls, 4);
+  }
+  const int64_t per_shape = a["eager"].setups;
+  EXPECT_GT(per_shape, 0) << "the convolution's forward and weight-gradient primitives";
+  EXPECT_EQ(a["eager_new_length"].setups, per_shape * a["eager_new_length"].calls);
+  EXPECT_GT(a["traced"].setups, 0);
+  EXPECT_EQ(a["traced_new_length"].setups, a["traced"].setups * a["traced_new_length"].calls);
+  EXPECT_EQ(a["traced_new_length"].traces, a["traced_new_length"].calls);
+  EXPECT_EQ(a["traced"].traces, 1);
+  EXPECT_EQ(a["eager"].traces, 0);
+}
+
+// The break-even step is the first call after which the mode's one-off cost plus calls x its
+// median is at most its baseline's.
+TEST(CompareModes, BreakEvenFollowsFromOneOffCostsAndMedians) {
+  const CompareReport r =
+      compare_in_order({"eager", "traced", "eager_new_length", "traced_new_length"});
+  for (const auto& [t, e] :
+       {std::pair{"traced", "eager"}, {"traced_new_length", "eager_new_length"}}) {
+    SCOPED_TRACE(t);
+    const ModeReport &tm = r[t], &em = r[e];
+    const auto total = [](const ModeReport& m, int64_t n) {
+      return m.one_off_ms + n * m.step_ms_median;
+    };
+    int64_t expected = -1;
+    for (int64_t n = 1; n < 1'000'000 && expected < 0; ++n)
+      if (total(tm, n) <= total(em, n)) expected = n;
+    if (expected < 0 && tm.step_ms_median < em.step_ms_median)
+      GTEST_SKIP() << "beyond a million calls";
+    EXPECT_EQ(tm.break_even_step, expected);
+  }
+  // A mode whose every call traces has its tracing in its median: its one-off cost is its first
+  // call's excess alone.
+  const ModeReport& n = r["traced_new_length"];
+  EXPECT_DOUBLE_EQ(n.one_off_ms, n.first_call_ms - n.step_ms_median);
+}
+
+TEST(CompareModes, TablesShowFewDigitsAndRestoredTensorsHaveNames) {
+  auto model = per_step_model();
+  nn::SGD sgd(model->parameters(), 0.1);
+  const Step step = [&](const Batch& b) -> std::vector<Tensor> {
+    sgd.zero_grad();
+    Tensor loss = nn::binary_crossentropy(b[1], (*model)(b[0]));
+    loss.backward();
+    sgd.step();
+    return {loss};
+  };
+  std::vector<Tensor> state = model->parameters();
+  state.push_back(zeros({3}));  // a tensor without a name
+  const CompareReport r = compare_modes(step, BatchSource::of(make_batch(6)),
+                                        {.modes = {"eager", "traced"}, .steps = 2, .state = state});
+  ASSERT_EQ(r.restored.size(), state.size());
+  for (const std::string& name : r.restored) EXPECT_FALSE(name.empty());
+  EXPECT_NE(r.restored.back().find("(3,)"), std::string::npos) << r.restored.back();
+  const std::string table = r.table();
+  // No exponents, and at most three significant digits after the leading zeros.
+  EXPECT_EQ(table.find("e-0"), std::string::npos) << table;
+  EXPECT_EQ(table.find("e+0"), std::string::npos) << table;
+  for (size_t at = table.find("0.0"); at != std::string::npos; at = table.find("0.0", at + 1)) {
+    size_t end = at + 2;
+    while (end < table.size() && table[end] == '0') ++end;
+    size_t digits = 0;
+    while (end < table.size() && std::isdigit(static_cast<unsigned char>(table[end])))
+      ++end, ++digits;
+    EXPECT_LE(digits, 3u) << table.substr(at, end - at);
+  }
 }
 
 TEST(CompareModes, UserErrorsAreNamed) {

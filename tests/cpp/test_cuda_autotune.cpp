@@ -78,7 +78,7 @@ TEST_F(Autotune, RejectsForeignAndMalformedFiles) {
   EXPECT_THROW(autotune::load(path), ValueError);  // bad time
   write_file(path, "encore-autotune 1\ncudnn 0\n");
   EXPECT_THROW(autotune::load(path), ValueError);  // the format before CPU choices were saved
-  EXPECT_THROW(autotune::load(temp_path("encore_autotune_missing.txt")), ValueError);
+  EXPECT_THROW(autotune::load(temp_path("encore_autotune_missing.txt")), FileError);
   std::remove(path.c_str());
 }
 

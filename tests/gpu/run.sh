@@ -33,6 +33,11 @@ if [ "${1:-}" = "--pack" ]; then
     libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libgfortran5 \
     libdnnl2 libdnnl-dev ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers \
     libgtest-dev googletest nlohmann-json3-dev zlib1g-dev)
+  # MPI for the NCCL check (it bootstraps over MPI); best effort: the NCCL stage says when the
+  # machine cannot run mpirun from the unpacked prefix.
+  (cd .gpu/debs && apt-get download libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libpmix2 \
+    libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1 libucx0 libnl-3-200 \
+    libnl-route-3-200 libibverbs1 librdmacm1 libpsm2-2 libpsm-infinipath1 libxnvctrl0 libmunge2 || true)
   cuda_include=$(dirname "$(readlink -f "$(command -v nvcc)")")/../include
   cp "$cuda_include"/cudnn*.h .gpu/cudnn-include/
   du -sh .gpu/debs .gpu/cudnn-include
@@ -170,6 +175,17 @@ if [ "$stage" = tests ]; then
   log "ctest (exit $rc): $(grep -E 'tests passed|tests failed' "$logs/ctest.log" | tail -1)"
   grep -E "^\s+[0-9]+ - .*(Failed|Timeout|Exception|Not Run)" "$logs/ctest.log" | head -20 | tee -a "$summary"
   grep -E "SKIPPED|Skipped" "$logs/ctest.log" | grep -ci cuda | sed 's/^/   CUDA tests skipped: /' | tee -a "$summary"
+  # NCCL: one GPU, one rank (mpirun -np 1, NCCL bootstraps over MPI): the collectives on the GPU,
+  # and the captured step's CUDA Graph holds the NCCL kernel (tests/dist/test_nccl.cpp).
+  mpirun_bin=$(command -v mpirun || ls "$prefix"/usr/bin/mpirun 2>/dev/null)
+  if [ -f build-gpu/libencore_nccl.so ] && [ -n "$mpirun_bin" ]; then
+    OPAL_PREFIX="$prefix/usr" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ENCORE_DIST_TIMEOUT=60 \
+      bounded 120 "$mpirun_bin" -np 1 build-gpu/tests/dist/encore_dist_tests --gtest_filter='Nccl*:Collectives*' \
+      >"$logs/nccl.log" 2>&1
+    log "nccl (exit $?): $(grep -E '^\[  (PASSED|FAILED)' "$logs/nccl.log" | tr '\n' ' ')"
+  else
+    log "nccl: not run (libencore_nccl.so built: $([ -f build-gpu/libencore_nccl.so ] && echo yes || echo no); mpirun: ${mpirun_bin:-none})"
+  fi
   if $python_ok; then
     PYTHONPATH=build-gpu/bindings/python bounded 240 python3 -m pytest tests/python -q \
       -p no:cacheprovider >"$logs/pytest.log" 2>&1

@@ -153,3 +153,109 @@ def test_reverse_and_mask_sequence():
     np.testing.assert_array_equal(encore.reverse_sequence(x, lengths).numpy(), [[3, 2, 1, 4], [5, 6, 7, 8]])
     np.testing.assert_array_equal(encore.mask_sequence(x, lengths, value=-1.0).numpy(),
                                   [[1, 2, 3, -1], [5, -1, -1, -1]])
+
+
+class Scale(nn.Module):
+    """A per-step layer of the user's: no bucketing rule, so its output is not registered."""
+
+    def forward(self, x):
+        return x * 2.0
+
+
+def sequences_lstm():
+    encore.manual_seed(21)
+    lstm = nn.LSTM(4, return_sequences=True)
+    lstm.build((2, 9, 3))
+    return lstm
+
+
+def test_the_issues_minimal_case_is_refused_not_10_12_of_eager():
+    m = nn.Sequential([nn.LSTM(4, return_sequences=True), Scale(), nn.GlobalAveragePooling1D()])
+    m.build((2, 9, 3))
+    f = encore.trace(lambda x: m(x), shapes=encore.bucket(1, [12]), name="f")
+    with pytest.raises(ValueError, match=r"of 'f' cannot be exact: output 0 \(made by .*\) changes with the padding"):
+        f(encore.randn(2, 7, 3))
+    with pytest.raises(ValueError, match="cannot be exact"):  # nothing cached: every call of the bucket refuses
+        f(encore.randn(2, 10, 3))
+
+
+READS_OF_PADDING = {
+    "mean over the steps": lambda lstm: lambda x: encore.mean(lstm(x), 1),
+    "max over the steps": lambda lstm: lambda x: encore.max(lstm(x), 1),
+    "softmax over the steps": lambda lstm: lambda x: encore.softmax(lstm(x), 1),
+    "last step": lambda lstm: lambda x: lstm(x)[:, -1],
+    "loss on the last step": lambda lstm: lambda x: nn.mean_squared_error(encore.zeros(2, 4), lstm(x)[:, -1]),
+    "count of the steps": lambda lstm: lambda x: encore.sum(x * 0.0 + 1.0, 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(READS_OF_PADDING))
+def test_reads_of_padding_downstream_of_a_masking_layer_are_refused(case):
+    f = encore.trace(READS_OF_PADDING[case](sequences_lstm()), shapes=encore.bucket(1, [12]), name="f")
+    with pytest.raises(ValueError, match="of 'f' cannot be exact"):
+        f(encore.randn(2, 7, 3))
+
+
+def test_a_same_conv_followed_by_a_read_of_its_last_step_is_refused():
+    encore.manual_seed(22)
+    conv = nn.Conv1D(3, 3, padding="same")
+    conv.build((2, 9, 3))
+    f = encore.trace(lambda x: conv(x)[:, -1], shapes=encore.bucket(1, [12]))
+    with pytest.raises(ValueError, match="cannot be exact"):
+        f(encore.randn(2, 7, 3))
+
+
+def test_the_retrace_warning_does_not_suggest_a_bucket_for_a_mean_over_masked_steps():
+    lstm = sequences_lstm()
+    f = encore.trace(lambda x: encore.mean(lstm(x), 1), retrace_warning=2)
+    with pytest.warns(encore.RetraceWarning) as warned:
+        for n in (8, 9, 10):
+            f(encore.randn(2, n, 3))
+    text = " ".join(str(w.message) for w in warned)
+    assert "would not be exact for this function" in text and "is exact for this function" not in text
+
+
+def error_of(call):
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 (the type and message are compared)
+        return type(e), str(e)
+    return None
+
+
+@pytest.mark.parametrize("layer", ["max_pooling", "valid_conv"])
+def test_calls_eager_refuses_are_refused_with_eagers_error(layer):
+    encore.manual_seed(23)
+    m = nn.MaxPooling1D(3) if layer == "max_pooling" else nn.Conv1D(2, 4)
+    m.build((2, 9, 3))
+    f = encore.trace(lambda x: m(x), shapes=encore.bucket(1, [8]))
+    f(encore.randn(2, 7, 3))
+    for n in (2, 0):
+        x = encore.randn(2, n, 3)
+        eager = error_of(lambda: m(x))
+        assert eager is not None
+        assert error_of(lambda: f(x)) == eager
+    x = encore.randn(2, 5, 3)
+    np.testing.assert_allclose(f(x).numpy(), m(x).numpy(), rtol=1e-5, atol=1e-5)
+    assert f.stats["traces"] == 1
+
+
+def test_aliased_outputs_fed_back_are_read_from_a_copy():
+    # An LSTM cell: c is read after the gate pre-activations, which the memory plan places where
+    # the outputs go; fed back in place, it was overwritten from the third call on.
+    w = encore.randn(3, 12)
+
+    def cell(x, h, c):
+        z = h @ w + x
+        i, f, g, o = encore.sigmoid(z[:, :3]), encore.sigmoid(z[:, 3:6]), encore.tanh(z[:, 6:9]), encore.sigmoid(z[:, 9:])
+        c2 = f * c + i * g
+        return o * encore.tanh(c2), c2
+
+    traced = encore.trace(cell, alias_outputs=True)
+    h_eager = c_eager = h_traced = c_traced = encore.zeros(2, 3)
+    for i in range(6):
+        x = encore.randn(2, 12)
+        h_eager, c_eager = cell(x, h_eager, c_eager)
+        h_traced, c_traced = traced(x, h_traced, c_traced)
+        np.testing.assert_array_equal(h_traced.numpy(), h_eager.numpy(), err_msg=f"call {i + 1}")
+        np.testing.assert_array_equal(c_traced.numpy(), c_eager.numpy(), err_msg=f"call {i + 1}")

@@ -1,11 +1,13 @@
 """encore.nn.save / encore.nn.load: safetensors files, read and written by the PyPI
 `safetensors` package too; atomic saves (SIGKILL, full disk); strict all-or-nothing loads."""
 
+import errno
 import json
 import os
 import random
 import re
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -141,9 +143,10 @@ def test_mismatched_files_are_errors_and_leave_the_model_untouched(tmp_path):
 def test_missing_file_is_file_not_found(tmp_path):
     m = small_model(1)
     before = snapshot(m)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError) as e:
         nn.load(m, tmp_path / "missing.safetensors")
-    expect_load_fails(m, tmp_path, "not a regular file")  # a folder
+    assert isinstance(e.value, encore.FileError) and e.value.filename == str(tmp_path / "missing.safetensors")
+    expect_load_fails(m, tmp_path, "it is a directory", IsADirectoryError)
     assert_unchanged(m, before)
 
 
@@ -252,6 +255,9 @@ def test_sigkill_during_saves_leaves_the_old_or_the_new_file(tmp_path):
         nn.load(m, path)  # and it verifies
     names = set(os.listdir(tmp_path)) - {path.name, path.name + ".a", path.name + ".b"}
     assert all(n.startswith("ckpt.safetensors.") and TEMPORARY.search(n) for n in names), names
+    # The next save removes the temporaries of the killed ones (their processes are gone).
+    nn.save(small_model(1), path)
+    assert set(os.listdir(tmp_path)) == {path.name, path.name + ".a", path.name + ".b"}
 
 
 def test_full_disk_is_an_error_and_keeps_the_previous_file(tmp_path):
@@ -269,26 +275,90 @@ hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
 resource.setrlimit(resource.RLIMIT_FSIZE, (65536, hard))
 try:
     nn.save(m, sys.argv[1])
-except ValueError as e:
-    print(e)
+except encore.FileError as e:
+    print(e.errno, e.filename, e)
 else:
     print("saved")
 """, str(path)], capture_output=True, text=True, timeout=120)
     assert child.returncode == 0, child.stderr
-    assert child.stdout.startswith(f"[save] cannot write {path}: ")
+    assert child.stdout.startswith(f"{errno.EFBIG} {path} [save] cannot write {path}: ")
     assert "File too large" in child.stdout
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["ckpt.safetensors"]
 
 
-def test_failed_saves_are_errors(tmp_path):
+def test_failed_saves_are_os_errors_naming_the_path(tmp_path):
     m = small_model(1)
-    with pytest.raises(ValueError, match="cannot create a temporary file .* No such file"):
-        nn.save(m, tmp_path / "missing" / "m.safetensors")
+    missing = tmp_path / "missing" / "m.safetensors"
+    with pytest.raises(FileNotFoundError, match="cannot create a temporary file .* No such file") as e:
+        nn.save(m, missing)
+    assert isinstance(e.value, encore.FileError) and isinstance(e.value, encore.Error)
+    assert e.value.errno == errno.ENOENT and e.value.filename == str(missing)
+    assert str(e.value).startswith(f"[save] cannot write {missing}: ")
     (tmp_path / "taken").mkdir()
-    with pytest.raises(ValueError, match="cannot rename the temporary file over it"):
+    with pytest.raises(IsADirectoryError, match="it is a directory"):
         nn.save(m, tmp_path / "taken")
     assert os.listdir(tmp_path) == ["taken"]
+    if os.geteuid() != 0:  # root ignores permissions
+        (tmp_path / "taken").chmod(0o500)
+        with pytest.raises(PermissionError):
+            nn.save(m, tmp_path / "taken" / "m.safetensors")
+        (tmp_path / "taken").chmod(0o700)
+    # Bad values stay ValueErrors.
+    with pytest.raises(ValueError, match="NUL"):
+        nn.save(m, str(tmp_path / "a\0b"))
+
+
+def test_targets_that_are_not_regular_files_are_refused(tmp_path):
+    """Saving renames a new file over the path: a FIFO or a device there would be replaced (and
+    a FIFO opened for writing would wait for a reader)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    m = small_model(1)
+    writers = {"nn.save": lambda p: nn.save(m, p), "autotune.save": encore.autotune.save,
+               "write_chrome_trace": encore.ledger.write_chrome_trace}
+    for name, write in writers.items():
+        with pytest.raises(encore.FileError, match="it is a FIFO, not a regular file") as e:
+            write(fifo)
+        assert e.value.filename == str(fifo), name
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert os.listdir(tmp_path) == ["fifo"]
+
+
+def test_a_killed_save_leaves_a_temporary_that_the_next_save_removes(tmp_path):
+    """A child is killed the moment its save's temporary file appears (an 8 MB model: the write and
+    the sync take milliseconds); this process's next save of the same path removes it."""
+    path = tmp_path / "ckpt.safetensors"
+    nn.save(small_model(1), path)
+    left = []
+    for attempt in range(5):
+        child = subprocess.Popen([sys.executable, "-c", """
+import sys
+from encore import nn
+m = nn.Sequential([nn.Dense(1024)])
+m.build((1, 2048))
+print("ready", flush=True)
+sys.stdin.readline()
+nn.save(m, sys.argv[1])
+""", str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline() == "ready\n"
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and child.poll() is None:
+                left = [n for n in os.listdir(tmp_path) if TEMPORARY.search(n)]
+                if left:
+                    break
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        left = [n for n in os.listdir(tmp_path) if TEMPORARY.search(n)]
+        if left:
+            break
+    assert left, "no kill landed during a save"
+    nn.save(small_model(2), path)
+    assert os.listdir(tmp_path) == ["ckpt.safetensors"]
 
 
 def test_a_nul_byte_in_a_path_is_an_error_not_a_cut(tmp_path):

@@ -244,3 +244,46 @@ def test_byte_budget_and_break_even_in_stats():
         f(encore.ones(64))
     assert f.stats["break_even_replays"] != 0 and f.stats["eager_ms"] > 0
     assert "break-even" in f.stats_table()
+
+
+def conv_model():
+    encore.manual_seed(2)
+    model = nn.Sequential([nn.Conv1D(8, 3, padding="same", activation="relu"), nn.GlobalAveragePooling1D(),
+                           nn.Dense(1, activation="sigmoid")])
+    model.build((4, 6, 3))
+    return model
+
+
+def make_pooled(length):
+    x = encore.uniform((4, length, 3), -1.0, 1.0, generator=encore.Generator(length))
+    return x, (x[:, 0, 0:1] > 0.0)
+
+
+def test_each_mode_pays_its_own_setups_whatever_the_order_of_modes():
+    """A mode never finds a shape another mode set up (a new-length mode used to reuse the
+    convolution primitives of the mode before it in the round, and swapping the order swapped
+    the verdict): what each mode sets up and traces is the same in either order, and the caller's
+    per-shape state (here an autotune choice) is back afterwards."""
+    encore.autotune.clear()
+    conv_model()(make_pooled(21)[0])  # the caller's own choices for length 21
+    before = encore.autotune.entries()
+    order = ["eager", "eager_new_length", "traced_new_length", "traced"]
+    counts = []
+    for modes in (order, order[::-1]):
+        model = conv_model()
+        report = encore.compare_modes(model=model, loss=nn.binary_crossentropy, optimizer=optim.SGD(model.parameters()),
+                                      data=make_pooled, length=6, modes=modes, steps=3, warmup=0, profile_steps=0)
+        counts.append({m: (report[m]["setups"], report[m]["traces"]) for m in order})
+    assert counts[0] == counts[1]
+    setups = {m: counts[0][m][0] for m in order}
+    assert setups["eager"] > 0
+    assert setups["eager_new_length"] == 4 * setups["eager"]  # every call a new length
+    assert setups["traced_new_length"] == 4 * setups["traced"] > 0
+    assert encore.autotune.entries() == before
+
+
+def test_table_numbers_have_few_digits():
+    report = encore.compare_modes(lambda x: encore.exp(x).sum(), data=(encore.ones(4),), modes=["eager", "traced"],
+                                  steps=2)
+    table = report.table()
+    assert "e-0" not in table and "e+0" not in table, table

@@ -154,3 +154,36 @@ def test_cuda_queries_work_without_a_gpu():
     assert isinstance(encore.cuda.is_built(), bool)
     encore.cuda.synchronize()  # a no-op without a GPU
     encore.cuda.synchronize("cpu")
+
+
+def test_per_shape_states_are_bounded_in_bytes_and_released():
+    """Each new convolution length prepares oneDNN primitives (hundreds of KiB each for long
+    inputs): the cache of them is bounded in bytes, shown in the ledger, and emptied by
+    release_cached_memory."""
+    limit = encore.prepared_limit()
+    w = encore.randn(5, 8, 16)
+    try:
+        encore.release_cached_memory()
+        assert encore.ledger.as_dict()["prepared_bytes"] == 0
+        for length in range(100, 110):
+            encore.conv1d(encore.randn(4, length, 8), w, padding="same")
+        held = encore.ledger.as_dict()
+        assert held["prepared_entries"] >= 10 and held["prepared_bytes"] > 10 * 1024
+        assert "prepared_bytes" in encore.ledger.table()
+        evictions = held["prepared_evictions"]
+        encore.set_prepared_limit(held["prepared_bytes"] // 2)
+        assert encore.ledger.as_dict()["prepared_bytes"] <= held["prepared_bytes"] // 2
+        assert encore.ledger.as_dict()["prepared_evictions"] > evictions
+        for length in range(200, 230):
+            encore.conv1d(encore.randn(4, length, 8), w, padding="same")
+            assert encore.ledger.as_dict()["prepared_bytes"] <= held["prepared_bytes"] // 2
+        encore.release_cached_memory()
+        assert encore.ledger.as_dict()["prepared_bytes"] == 0
+        assert encore.ledger.as_dict()["prepared_entries"] == 0
+        assert "per-shape kernel states: 0 entries" in encore._C.show_config()
+    finally:
+        encore.set_prepared_limit(limit)
+    with pytest.raises(ValueError, match="set_prepared_limit"):
+        encore.set_prepared_limit(-1)
+    with pytest.raises(TypeError):
+        encore.set_prepared_limit("1 MiB")

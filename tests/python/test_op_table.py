@@ -1,6 +1,7 @@
-"""Every op function of the Python module, called as its row's test case says (the same case
-that drives the C++ gradcheck, parity and replay tests: tests/cpp/test_op_table.cpp), gives
-bitwise the result of the C++ call; so does its Tensor method. The generated package files
+"""Every op function of the Python module, called as each of its row's test cases says (its
+example and its edge cases: the same cases that drive the C++ gradcheck, parity and replay
+tests, tests/cpp/test_op_table.cpp), gives bitwise the result of the C++ call; so does its
+Tensor method. The generated package files
 (_ops.py, _C.pyi) cover every op."""
 
 import ast
@@ -15,8 +16,11 @@ import encore
 OPS = encore._C._op_functions
 
 
-def call_args(name):
-    inputs, args, as_list = encore._C._op_example(name)
+CASES = [(name, i) for name in OPS for i in range(len(encore._C._op_examples(name)))]
+
+
+def call_args(name, index):
+    inputs, args, as_list = encore._C._op_examples(name)[index]
     kwargs = eval(f"dict({args})", {"__builtins__": {}, "dict": dict, "inf": math.inf, "nan": math.nan})
     return inputs, ([inputs] if as_list else list(inputs)), kwargs
 
@@ -30,11 +34,11 @@ def same(a, b):
         assert np.array_equal(x.numpy(), y.numpy(), equal_nan=True)
 
 
-@pytest.mark.parametrize("name", OPS)
-def test_python_call_matches_cpp(name):
-    inputs, positional, kwargs = call_args(name)
+@pytest.mark.parametrize("name, index", CASES, ids=[f"{n}-{i}" for n, i in CASES])
+def test_python_call_matches_cpp(name, index):
+    inputs, positional, kwargs = call_args(name, index)
     encore.manual_seed(11)
-    expected = encore._C._run_op_example(name, inputs)
+    expected = encore._C._run_op_example(name, index, inputs)
     encore.manual_seed(11)
     got = getattr(encore, name)(*positional, **kwargs)
     same(got, expected)

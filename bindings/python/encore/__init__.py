@@ -31,9 +31,11 @@ from ._C import (
     BackendError,
     Device,
     DeviceError,
+    DistributedError,
     DType,
     DTypeError,
     Error,
+    FileError,
     Generator,
     InvalidValueError,
     OutOfMemoryError,
@@ -44,6 +46,7 @@ from ._C import (
     allow_tf32,
     as_tensor,
     bucket,
+    cpu_info,
     default_generator,
     exact,
     flush_denormal,
@@ -53,10 +56,12 @@ from ._C import (
     is_training,
     manual_seed,
     num_threads,
+    prepared_limit,
     release_cached_memory,
     set_allow_tf32,
     set_flush_denormal,
     set_num_threads,
+    set_prepared_limit,
     set_training,
     tensor,
 )
@@ -65,7 +70,7 @@ from ._ops import __all__ as _op_names
 from ._config import show_config
 from ._modes import enable_grad, no_grad, set_grad_enabled, training
 from ._trace import RetraceWarning, trace
-from . import autotune, callbacks, cuda, data, ledger, nn, optim  # noqa: E402  (submodules use the names above)
+from . import autotune, callbacks, cuda, data, distributed, ledger, nn, optim  # noqa: E402  (submodules use the names above)
 from . import _tensor  # noqa: F401  (adds the Python-level Tensor methods)
 from . import _training  # noqa: F401  (adds compile / fit / evaluate / predict to nn.Module)
 from .compare import compare_modes
@@ -81,11 +86,11 @@ __version__ = _C.version()
 # `from encore import *` leaves Python's builtins alone (encore.sum, encore.max etc. stay
 # available).
 __all__ = sorted([
-    "BackendError", "DType", "DTypeError", "Device", "DeviceError", "Error", "Generator", "callbacks", "data",
-    "InvalidValueError", "OutOfMemoryError", "RetraceWarning", "ShapeError", "ShapePolicy", "Tensor",
-    "UnsupportedError", "allow_tf32", "as_tensor", "autotune", "bucket", "compare_modes", "cuda", "default_generator",
-    "enable_grad", "exact", "float32", "float64", "flush_denormal", "from_dlpack", "from_numpy",
-    "int32", "int64", "is_grad_enabled", "is_training", "ledger", "manual_seed", "nn", "no_grad",
-    "optim", "release_cached_memory", "set_allow_tf32", "set_flush_denormal", "set_grad_enabled", "set_training", "tensor",
-    "trace", "training",
+    "BackendError", "DType", "DTypeError", "Device", "DeviceError", "DistributedError", "Error", "FileError", "Generator",
+    "callbacks", "data", "InvalidValueError", "OutOfMemoryError", "RetraceWarning", "ShapeError", "ShapePolicy",
+    "Tensor", "UnsupportedError", "allow_tf32", "as_tensor", "autotune", "bucket", "compare_modes", "cpu_info", "cuda",
+    "default_generator", "distributed", "enable_grad", "exact", "float32", "float64", "flush_denormal", "from_dlpack", "from_numpy",
+    "int32", "int64", "is_grad_enabled", "is_training", "ledger", "manual_seed", "nn", "no_grad", "optim",
+    "prepared_limit", "release_cached_memory", "set_allow_tf32", "set_flush_denormal", "set_grad_enabled",
+    "set_prepared_limit", "set_training", "tensor", "trace", "training",
 ] + [name for name in _op_names if not hasattr(builtins, name)])

@@ -13,7 +13,6 @@ import numpy as np
 
 from . import _C
 from .callbacks import Callback, History
-from .nn import _existing_file
 
 Module = _C.Module
 
@@ -223,7 +222,7 @@ def load_checkpoint(self: Module, path: Union[str, "os.PathLike[str]"]) -> None:
     """Restores a checkpoint, all or nothing (the model must be built, and compiled with an
     optimizer of the same kind to restore the optimizer). Resume with
     ``fit(..., initial_epoch=model.epoch)``."""
-    path = _existing_file(path)
+    path = os.fspath(path)
     model = self.__dict__.get("_model")
     if model is not None and model.compiled:
         model.load_checkpoint(path)

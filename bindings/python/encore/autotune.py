@@ -24,7 +24,8 @@ def entries() -> List[Dict[str, Any]]:
 
 
 def save(path: str) -> None:
-    """Writes the choices (GPU and CPU) to ``path``."""
+    """Writes the choices (GPU and CPU) to ``path``, atomically as every file encore writes
+    (``encore.FileError``, an OSError, when it cannot be written or is not a regular file)."""
     _C.autotune_save(str(path))
 
 

@@ -55,5 +55,7 @@ def chrome_trace_json() -> str:
 
 
 def write_chrome_trace(path: str) -> None:
-    """Writes the recorded events as Chrome trace JSON (open it in Perfetto)."""
+    """Writes the recorded events as Chrome trace JSON (open it in Perfetto), atomically as every
+    file encore writes (``encore.FileError``, an OSError, when it cannot be written or is not a
+    regular file)."""
     _C.ledger_write_chrome_trace(str(path))

@@ -28,7 +28,6 @@ inference mode. ``encore.training(False)`` still turns every module's training o
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 
@@ -118,18 +117,12 @@ def save(model: Module, path: Union[str, "os.PathLike[str]"]) -> None:
     """Writes every parameter and buffer (``named_weights()``) of ``model`` to ``path`` as a safetensors file that other tools
     read (``safetensors.numpy.load_file``). The write is atomic: a temporary file
     ``<path>.<pid>-<n>.tmp`` in the same folder is synced and renamed over ``path``, so an
-    interrupted save leaves the previous file. Raises ValueError when the file cannot be written
-    (missing folder, no permission, disk full)."""
+    interrupted save leaves the previous file, and the next save to ``path`` removes the temporary
+    files that interrupted saves left. Raises ``encore.FileError`` (an OSError: FileNotFoundError
+    for a missing folder, PermissionError, IsADirectoryError, errno ENOSPC for a full disk) when
+    the file cannot be written, or when ``path`` names something that is not a regular file (a
+    device, a FIFO: renaming over it would replace it)."""
     _C.save_module(model, os.fspath(path))
-
-
-def _existing_file(path: Union[str, "os.PathLike[str]"]) -> str:
-    """os.fspath(path), after checking that the file exists (FileNotFoundError, as open()
-    raises). A path with a NUL byte goes on to the loader, whose error names it."""
-    path = os.fspath(path)
-    if "\0" not in os.fsdecode(path) and not os.path.exists(path):
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-    return path
 
 
 def load(model: Module, path: Union[str, "os.PathLike[str]"]) -> Module:
@@ -137,9 +130,9 @@ def load(model: Module, path: Union[str, "os.PathLike[str]"]) -> Module:
     model. All or nothing: the file must hold every parameter exactly once with its shape and
     dtype, and nothing else; files encore wrote are checked against their checksums; on any
     error (ValueError, or encore.ShapeError for a shape mismatch) the model is unchanged.
-    Raises FileNotFoundError when ``path`` does not exist. Files in encore's former format of
-    its own are no longer read."""
-    _C.load_module(model, _existing_file(path))
+    Raises FileNotFoundError (an ``encore.FileError``) when ``path`` does not exist. Files in
+    encore's former format of its own are no longer read."""
+    _C.load_module(model, os.fspath(path))
     return model
 
 
@@ -157,4 +150,4 @@ def load_checkpoint(model: Module, path: Union[str, "os.PathLike[str]"], optimiz
     """Restores what :func:`save_checkpoint` wrote, all or nothing: on any error (missing,
     truncated, corrupt or mismatched file, another optimizer kind) nothing changes. Returns the
     file's metadata."""
-    return _C.load_checkpoint(model, _existing_file(path), optimizer)
+    return _C.load_checkpoint(model, os.fspath(path), optimizer)
