@@ -66,13 +66,18 @@ constexpr const char* kVersionedUsed = "used_dltensor_versioned";
 
 // What a consumer's view needs alive: the storage, not the tensor (set_data may give the
 // tensor other storage while the consumer still reads this one), and the geometry it points to.
+// On CUDA also the consumer's stream (DLPack's numbering; 0: none to wait for): its kernels
+// reading the memory may still be queued there when it calls the deleter.
 struct ExportCtx {
   std::shared_ptr<Storage> storage;
   std::vector<int64_t> shape, strides;
+  Device device;
+  uintptr_t consumer_stream = 0;
 };
 
 DLTensor describe_for_export(const Tensor& t, ExportCtx& ctx) {
   ctx.storage = t.storage();
+  ctx.device = t.device();
   ctx.shape = t.shape().vec();
   ctx.strides = t.strides().vec();
   DLTensor dl{};
@@ -87,23 +92,43 @@ DLTensor describe_for_export(const Tensor& t, ExportCtx& ctx) {
   return dl;
 }
 
+// The consumer's deleter, called from any thread, with or without the GIL. Encore frees CUDA
+// memory stream-ordered on its compute stream, where the next allocation may reuse it at once:
+// that stream first waits for what the consumer queued on its own stream until now.
 template <class Managed>
 void delete_export(Managed* self) {
-  delete static_cast<ExportCtx*>(self->manager_ctx);
+  auto* ctx = static_cast<ExportCtx*>(self->manager_ctx);
+  if (ctx->consumer_stream != 0)
+    if (Backend* b = loaded_backend(ctx->device.type))
+      b->wait_for_stream(ctx->device.index, ctx->consumer_stream);
+  delete ctx;
   delete self;
 }
 
-// Destructor of a capsule that nobody consumed (still carrying its original name).
+// Destructor of a capsule that nobody consumed (still carrying its original name): no consumer
+// queued anything.
 template <class Managed>
 void unconsumed_capsule(PyObject* capsule, const char* name) {
   if (!PyCapsule_IsValid(capsule, name)) return;
   auto* m = static_cast<Managed*>(PyCapsule_GetPointer(capsule, name));
-  if (m && m->deleter) m->deleter(m);
+  if (!m || !m->deleter) return;
+  static_cast<ExportCtx*>(m->manager_ctx)->consumer_stream = 0;
+  m->deleter(m);
 }
 
-py::object export_capsule(const Tensor& t, bool versioned, bool copied) {
+// DLPack's stream argument as ExportCtx keeps it: None means the legacy default stream (1); -1
+// asks the producer for no synchronization (0 here: nothing to wait for).
+uintptr_t consumer_stream(const py::object& stream) {
+  if (stream.is_none()) return 1;
+  const int64_t s = stream.cast<int64_t>();
+  if (s == -1) return 0;
+  return s == 0 ? 1 : static_cast<uintptr_t>(s);
+}
+
+py::object export_capsule(const Tensor& t, bool versioned, bool copied, uintptr_t stream) {
   auto ctx = std::make_unique<ExportCtx>();
   const DLTensor dl = describe_for_export(t, *ctx);
+  if (t.device().is_cuda()) ctx->consumer_stream = stream;
   if (versioned) {
     auto* m = new DLManagedTensorVersioned{{1, 0},
                                            ctx.release(),
@@ -140,17 +165,20 @@ py::object dunder_dlpack(const Tensor& t, py::object stream, py::object max_vers
     throw py::buffer_error("[__dlpack__] the tensor is on " + t.device().str() +
                            "; exporting to another device is not supported");
   const bool want_copy = !copy.is_none() && copy.cast<bool>();
+  if (!stream.is_none() && !py::isinstance<py::int_>(stream))
+    throw py::type_error(
+        "[__dlpack__] stream must be None or an int (a CUDA stream as DLPack numbers them)");
+  const uintptr_t consumer = consumer_stream(stream);
   Tensor out = want_copy ? t.clone() : t;
   // The consumer reads on its own stream: make encore's queued work finish first.
-  if (out.device().is_cuda() &&
-      !(py::isinstance<py::int_>(stream) && stream.cast<int64_t>() == -1)) {
+  if (out.device().is_cuda() && consumer != 0) {
     py::gil_scoped_release release;
     synchronize(out.device());
   }
   bool versioned = false;
   if (!max_version.is_none())
     versioned = py::len(max_version) >= 1 && max_version[py::int_(0)].cast<int>() >= 1;
-  return export_capsule(out, versioned, want_copy);
+  return export_capsule(out, versioned, want_copy, consumer);
 }
 
 // ---- import -----------------------------------------------------------------------------
@@ -175,13 +203,18 @@ Device device_of(const DLDevice& d) {
 }
 
 // Calls the producer's deleter once; it may run Python code (NumPy's does), so it runs
-// holding the GIL, and not at all once the interpreter is shutting down.
+// holding the GIL, and not at all once the interpreter is shutting down. The producer may reuse
+// the memory as soon as its deleter returns, so for CUDA memory the work encore queued on it
+// (kernels reading or writing it, a copy still running) is waited for first.
 template <class Managed>
 std::shared_ptr<void> producer_owner(Managed* m) {
-  return std::shared_ptr<void>(m, [](void* p) {
+  const DLDevice where = m->dl_tensor.device;
+  return std::shared_ptr<void>(m, [where](void* p) {
     auto* managed = static_cast<Managed*>(p);
     if (!managed->deleter) return;
     if (!python_alive()) return;
+    if (where.device_type == kDLCUDA)
+      if (Backend* b = loaded_backend(DeviceType::CUDA)) b->drain(where.device_id);
     const PyGILState_STATE state = PyGILState_Ensure();
     managed->deleter(managed);
     PyGILState_Release(state);

@@ -2,7 +2,9 @@
 #include <limits>
 
 #include "bindings.h"
+
 #include "core/allocator.h"
+#include "core/backend.h"
 #include "core/cpu_info.h"
 #include "ops/autotune.h"
 #include "ops/conv.h"
@@ -236,6 +238,16 @@ void init_runtime(py::module_& m) {
         "Whether the CUDA backend is present: built, and its plugin loaded.");
   m.def("cuda_unavailable_reason", &cuda::unavailable_reason,
         "Why CUDA is not available (no plugin, plugin failed to load, no driver, no device).");
+  m.def(
+      "cuda_stream",
+      [](py::object device) {
+        const Device d = to_device(device.is_none() ? py::str("cuda") : device);
+        ENCORE_CHECK(d.is_cuda(), DeviceError, "[cuda.stream] ", d.str(), " is not a CUDA device");
+        return reinterpret_cast<uintptr_t>(require_backend(d, "cuda.stream").stream(d.index));
+      },
+      py::arg("device") = py::none(),
+      "The stream encore queues the calling thread's work for a CUDA device on, as an int (a "
+      "cudaStream_t).");
   m.def(
       "synchronize",
       [](py::object device) {

@@ -7,6 +7,7 @@
 // runs everything on the CPU, and cuda::unavailable_reason() says which was missing.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -29,6 +30,15 @@ class Backend {
   /// The stream the calling thread queues work for `device` on (a cudaStream_t), which DLPack
   /// producers order their pending work before.
   virtual void* stream(int device) = 0;
+  /// Makes the compute stream of `device` wait, without blocking the host, for the work queued
+  /// so far on another library's `stream` (as DLPack numbers them: 1 the legacy default stream,
+  /// 2 the calling thread's per-thread default stream, else a cudaStream_t); memory a DLPack
+  /// consumer read is then freed after its reads. Never throws (destructors call it).
+  virtual void wait_for_stream(int device, uintptr_t stream) noexcept = 0;
+  /// Blocks until the work queued so far on the compute stream of `device` has run: memory a
+  /// DLPack producer lent is handed back only after encore's kernels are done with it. Never
+  /// throws (destructors call it).
+  virtual void drain(int device) noexcept = 0;
   /// Runs `launch` (which queues a kernel) and adds its device time to the ledger (profiling).
   virtual void time_kernel(int device, const char* name, const std::function<void()>& launch) = 0;
   /// show_config's lines: the backend's libraries as loaded, and its devices.

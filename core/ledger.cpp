@@ -19,7 +19,7 @@ constexpr std::string_view kNames[] = {
     "ops_dispatched", "dispatch_ns", "kernel_ns",     "kernels_timed", "ops_traced",
     "traces",         "trace_ns",    "optimize_ns",   "plan_ns",       "capture_ns",
     "instantiate_ns", "autotunes",   "autotune_ns",   "autotune_hits", "prepared_evictions", "replays",
-    "replay_ns",      "allocations", "bytes_allocated", "copy_in_ns", "allocations_reused",
+    "replay_ns",      "graph_launches", "allocations", "bytes_allocated", "copy_in_ns", "allocations_reused",
     "layout_reorders", "layout_reorder_ns", "collectives", "collective_bytes", "comm_ns",
     "comm_wait_ns"};
 static_assert(std::size(kNames) == static_cast<size_t>(Counter::Count));

@@ -31,6 +31,7 @@ enum class Counter : int {
   PreparedEvictions,  // per-shape states dropped from the dispatcher's bounded cache
   Replays,
   ReplayNs,
+  GraphLaunches,    // cudaGraphLaunch calls: one per replay of a captured Plan
   Allocations,
   BytesAllocated,
   CopyInNs,         // replays: padding (bucketing) and copying arguments in (measured only while profiling)

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <atomic>
 
+#include "core/dist.h"
+
 namespace encore::graph {
 
 namespace {
 
-std::atomic<AgreementCheck> g_check{nullptr};
+// The world's check (core/dist.h): a group of one agrees with itself without communicating.
+std::atomic<AgreementCheck> g_check{&dist::check_agreement};
 
 std::string values_text(const std::vector<Value>& vs) {
   std::string s;

@@ -27,7 +27,8 @@ namespace encore::graph {
 /// under the process-wide lock of traced calls, before the graph's first replay.
 using AgreementCheck = void (*)(uint64_t graph_hash, std::string_view description);
 
-/// Installs the check (null: none, as in a process no launcher started). Returns the previous one.
+/// Installs the check (default: dist::check_agreement, which compares the hash across the world;
+/// null: none). Returns the previous one.
 AgreementCheck set_agreement_check(AgreementCheck check);
 AgreementCheck agreement_check();
 

@@ -75,9 +75,11 @@ Plan::Plan(Graph graph) : graph_(std::move(graph)) {
     ENCORE_CHECK(s.kernel, UnsupportedError, "[trace] ", def.name, " has no kernel for ", dev.str());
     for (const Value& v : n.in) s.in.push_back(resolve(v));
     for (const Value& v : n.out) s.out.push_back(resolve(v));
-    // The same per-shape state as an eager call of this geometry (the dispatcher's cache), held
-    // by the step: replays and captures never prepare anything.
-    s.state = prepared_state(def, dev, KernelCtx{s.in, s.out, s.attrs, nullptr, def.name});
+    // The per-shape state of this geometry from the dispatcher's cache (on the CPU an eager
+    // call's; on CUDA the graphs' own, see StateUser), held by the step: replays and captures
+    // never prepare anything.
+    s.state = prepared_state(def, dev, KernelCtx{s.in, s.out, s.attrs, nullptr, def.name},
+                             cuda ? StateUser::Graph : StateUser::Eager);
     steps_.push_back(std::move(s));
   }
   // Record where each input's address goes, now that the step vectors are stable.

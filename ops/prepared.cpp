@@ -36,6 +36,7 @@ struct Key {
   Device device;
   bool tf32;            // cuBLAS/cuDNN math mode chosen at setup
   int threads;          // CPU: a oneDNN primitive runs on the thread count it was created for
+  uint64_t user;        // CUDA: 0 for the graphs, else the eager calling thread (StateUser)
   uint64_t generation;  // bumped by autotune policy changes, loads and clears
   std::vector<Geometry> tensors;  // inputs, then outputs
   size_t inputs;                  // how many of them are inputs
@@ -43,7 +44,8 @@ struct Key {
   size_t hash;
   bool operator==(const Key& o) const {
     return hash == o.hash && op == o.op && device == o.device && tf32 == o.tf32 &&
-           threads == o.threads && generation == o.generation && inputs == o.inputs &&
+           threads == o.threads && user == o.user && generation == o.generation &&
+           inputs == o.inputs &&
            tensors == o.tensors && attrs == o.attrs;
   }
 };
@@ -52,13 +54,22 @@ struct KeyHash {
   size_t operator()(const Key& k) const { return k.hash; }
 };
 
+// A number for the calling thread, never 0 and never reused.
+uint64_t thread_number() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t number = next.fetch_add(1, std::memory_order_relaxed);
+  return number;
+}
+
 // The hash covers the op and the geometry; calls that differ only in attributes share a bucket
 // and are told apart by equality.
-Key key_of(const OpDef& def, Device device, const KernelCtx& ctx) {
+Key key_of(const OpDef& def, Device device, const KernelCtx& ctx, StateUser user) {
+  const bool cpu = device.type == DeviceType::CPU;
   Key k{&def,
         device,
         allow_tf32(),
-        device.type == DeviceType::CPU ? num_threads() : 0,
+        cpu ? num_threads() : 0,
+        cpu || user == StateUser::Graph ? 0 : thread_number(),
         autotune::detail::generation(),
         {},
         ctx.in.size(),
@@ -67,6 +78,7 @@ Key key_of(const OpDef& def, Device device, const KernelCtx& ctx) {
   size_t h = std::hash<const void*>()(&def) ^
              (static_cast<size_t>(device.type) << 8 | static_cast<size_t>(device.index));
   auto mix = [&h](int64_t v) { h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull; };
+  h ^= static_cast<size_t>(k.user) * 0x9e3779b97f4a7c15ull;
   mix(static_cast<int64_t>(ctx.in.size()));
   k.tensors.reserve(ctx.in.size() + ctx.out.size());
   for (const auto* refs : {&ctx.in, &ctx.out}) {
@@ -238,8 +250,8 @@ void Cache::trim(size_t limit) {
 }
 
 std::shared_ptr<void> lookup(const OpDef& def, Device device, const KernelCtx& ctx,
-                             PrepareFn prepare) {
-  Key key = key_of(def, device, ctx);
+                             PrepareFn prepare, StateUser user) {
+  Key key = key_of(def, device, ctx, user);
   Current& c = current();
   std::lock_guard lock(c.mutex);
   std::shared_ptr<void> state = c.cache->get(std::move(key), device, ctx, prepare);
@@ -256,16 +268,17 @@ std::shared_ptr<void> lookup(const OpDef& def, Device device, const KernelCtx& c
 
 }  // namespace
 
-std::shared_ptr<void> prepared_state(const OpDef& def, Device device, const KernelCtx& ctx) {
+std::shared_ptr<void> prepared_state(const OpDef& def, Device device, const KernelCtx& ctx,
+                                     StateUser user) {
   const PrepareFn prepare = def.kernels[static_cast<int>(device.type)].prepare;
   if (!prepare) return nullptr;
-  return lookup(def, device, ctx, prepare);
+  return lookup(def, device, ctx, prepare, user);
 }
 
 std::shared_ptr<void> prepared_setup(const OpDef& def, Device device,
                                      std::span<const TensorRef> tensors, const Attrs& attrs,
                                      PrepareFn make) {
-  return lookup(def, device, KernelCtx{tensors, {}, attrs, nullptr, def.name}, make);
+  return lookup(def, device, KernelCtx{tensors, {}, attrs, nullptr, def.name}, make, StateUser::Graph);
 }
 
 void set_prepared_limit(size_t bytes) {

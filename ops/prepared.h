@@ -1,6 +1,7 @@
 // Per-shape kernel state — a oneDNN primitive, a cuDNN algorithm choice with its descriptors
 // and workspace, a cuDNN or oneDNN RNN setup — prepared once per (op, device, input and output
-// geometry, attributes, math mode, thread count, autotune generation) by the kernel's PrepareFn
+// geometry, attributes, math mode, thread count, autotune generation, and on CUDA its user: see
+// StateUser) by the kernel's PrepareFn
 // and kept in one cache owned by the dispatcher. Eager dispatch and Plan building both get it
 // from here, so a kernel always receives its prepared state and an eager call and its replay
 // run literally the same code.
@@ -22,9 +23,17 @@
 
 namespace encore {
 
+/// Who runs the kernel with a state. CUDA kernels keep scratch memory in theirs (cuDNN's
+/// workspace, a convolution's reordered filter, an RNN's packed weights), which two callers
+/// whose work interleaves on the compute stream would overwrite for each other: on CUDA each
+/// thread's eager calls get states of their own, and the captured graphs share one (a replay
+/// is one launch, never interleaved with other work). CPU states serve every caller.
+enum class StateUser { Eager, Graph };
+
 /// The prepared state of `def`'s kernel on `device` for the call `ctx` describes (its data
 /// pointers are not part of the key); null when the kernel needs none.
-std::shared_ptr<void> prepared_state(const OpDef& def, Device device, const KernelCtx& ctx);
+std::shared_ptr<void> prepared_state(const OpDef& def, Device device, const KernelCtx& ctx,
+                                     StateUser user = StateUser::Eager);
 
 /// A per-shape setup that shape inference needs before any kernel runs (an RNN setup: its
 /// workspace, an output, has the size the setup says): made by `make` (given `tensors` as its

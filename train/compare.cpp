@@ -542,9 +542,9 @@ std::string CompareReport::table() const {
     s += "communication per step (this rank): mode, collectives, KiB sent, engine ms, hidden by compute\n";
     for (const ModeReport& m : modes)
       if (m.error.empty())
-        s += detail::cat("  ", m.mode, "  ", fmt(m.comm_calls, "%.1f"), "  ", fmt(m.comm_bytes / 1024.0, "%.1f"), "  ",
+        s += detail::cat("  ", m.mode, "  ", fixed(m.comm_calls, "%.1f"), "  ", fixed(m.comm_bytes / 1024.0, "%.1f"), "  ",
                          fmt(m.comm_ms), "  ",
-                         m.comm_ms > 0 ? fmt(100.0 * m.comm_hidden_ms / m.comm_ms, "%.0f%%") : "-", "\n");
+                         m.comm_ms > 0 ? fixed(100.0 * m.comm_hidden_ms / m.comm_ms, "%.0f%%") : "-", "\n");
   }
   for (const ModeReport& m : modes) {
     if (!m.error.empty()) s += m.mode + ": " + m.error + "\n";

@@ -43,6 +43,10 @@ class CudaBackend final : public Backend {
   void synchronize(int device) override { cuda::synchronize(device); }
   void* stream(int device) override { return cuda::stream(device); }
   void release_cached_memory() override { cuda::release_cached_memory(); }
+  void wait_for_stream(int device, uintptr_t stream) noexcept override {
+    cuda::wait_for_stream(device, stream);
+  }
+  void drain(int device) noexcept override { cuda::drain(device); }
 
   void time_kernel(int device, const char* name, const std::function<void()>& launch) override {
     time_on_stream(device, name, launch);

@@ -46,6 +46,15 @@ std::string status_string(curandStatus_t s) {
   return "curandStatus " + std::to_string(static_cast<int>(s));
 }
 
+std::string describe_capture(cudaStreamCaptureStatus status, cudaError_t last_error) {
+  const char* state = status == cudaStreamCaptureStatusNone          ? "none (not capturing)"
+                      : status == cudaStreamCaptureStatusActive      ? "active"
+                      : status == cudaStreamCaptureStatusInvalidated ? "invalidated"
+                                                                     : "unknown";
+  return detail::cat("capture status ", state, ", last CUDA error ",
+                     last_error == cudaSuccess ? std::string("none") : status_string(last_error));
+}
+
 void throw_status(const char* op, const char* call, const std::string& status, bool oom,
                   const char* file, int line) {
   // Quote the call up to its argument list: the arguments are long and say little.

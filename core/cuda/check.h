@@ -19,6 +19,11 @@ std::string status_string(cublasStatus_t s);
 std::string status_string(cudnnStatus_t s);
 std::string status_string(curandStatus_t s);
 
+/// What a failed CUDA Graph capture leaves to go on, for its error message: "capture status
+/// invalidated, last CUDA error cudaErrorStreamCaptureUnsupported (operation not permitted when
+/// stream is capturing)" ("none" when no error is pending).
+std::string describe_capture(cudaStreamCaptureStatus status, cudaError_t last_error);
+
 inline bool failed(cudaError_t s) { return s != cudaSuccess; }
 inline bool failed(cublasStatus_t s) { return s != CUBLAS_STATUS_SUCCESS; }
 inline bool failed(cudnnStatus_t s) { return s != CUDNN_STATUS_SUCCESS; }

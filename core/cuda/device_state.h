@@ -2,6 +2,7 @@
 #pragma once
 
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -25,6 +26,17 @@ class PoolAllocator final : public Allocator {
   void deallocate(void* ptr, size_t nbytes, Device device) override;
 };
 
+/// One thread's cuBLAS and cuDNN handles for a device, bound to its compute stream. cuDNN allows
+/// a handle on one thread at a time, and a cuBLAS handle's settings are shared by every thread
+/// using it, while eager ops run on any thread (fit and Module.forward release the GIL): each
+/// thread gets its own, made on its first use of each library, and hands them to the next
+/// thread that needs some when it exits (they are never destroyed: cudnnDestroy synchronizes
+/// the device, and at process exit the driver may already be gone).
+struct ThreadHandles {
+  CublasHandle cublas;
+  CudnnHandle cudnn;
+};
+
 struct DeviceState {
   int index = 0;
   Stream stream;
@@ -36,20 +48,26 @@ struct DeviceState {
   size_t total_memory = 0;
   std::string model;
 
-  std::once_flag cublas_once;
-  CublasHandle cublas;
+  // The one cuBLAS workspace every handle of the device uses: all their work executes on the
+  // compute stream (eager GEMMs, warm-ups joined to it, and the graphs, launched there), one
+  // after the other, never concurrently.
+  std::once_flag workspace_once;
   void* cublas_workspace = nullptr;
 
-  std::once_flag cudnn_once;
-  CudnnHandle cudnn;
+  // The threads' handles (ThreadHandles): every set made, and those whose thread exited.
+  std::mutex handles_mutex;
+  std::vector<std::unique_ptr<ThreadHandles>> thread_handles;
+  std::vector<ThreadHandles*> idle_handles;
 
-  // Graph capture (CaptureScope): a stream only the capturing thread sees, handles bound to it,
-  // and the lock that lets one thread capture at a time.
+  // Graph capture and warm-ups (CaptureScope): a stream only the capturing thread sees, handles
+  // bound to it, the events that join it to the compute stream in a warm-up, and the lock that
+  // lets one thread at a time use them.
   std::mutex capture_mutex;
   std::once_flag capture_once;
   Stream capture_stream;
   CublasHandle capture_cublas;
   CudnnHandle capture_cudnn;
+  Event capture_joins[2];  // compute -> capture, capture -> compute
 
   std::mutex staging_mutex;
   std::deque<StagingBlock> staging;  // deque: blocks keep their address
@@ -62,7 +80,8 @@ DeviceState& device_state(int device);
 /// The state of the device the calling thread captures for, or null when it is not capturing;
 /// throws UnsupportedError naming the op when it captures another device than `device`.
 DeviceState* capturing_state(int device);
-/// Creates the capture stream and the cuBLAS / cuDNN handles bound to it (once per device).
+/// Creates the capture stream, the cuBLAS / cuDNN handles bound to it and the join events, and
+/// warms the cuBLAS handle up (once per device; the caller holds capture_mutex).
 void create_capture_handles(DeviceState& s);
 
 }  // namespace encore::cuda

@@ -1,5 +1,7 @@
-// The per-device cuBLAS and cuDNN handles, created on first use: one pair bound to the compute
-// stream, one bound to the capture stream (CaptureScope).
+// The cuBLAS and cuDNN handles: each thread's own, bound to the compute stream (ThreadHandles),
+// and one pair per device bound to the capture stream (CaptureScope).
+#include <array>
+
 #include "core/cuda/check.h"
 #include "core/cuda/device_state.h"
 #include "core/cuda/runtime.h"
@@ -32,40 +34,96 @@ CudnnHandle make_cudnn(cudaStream_t stream) {
   return handle;
 }
 
-cublasHandle_t compute_cublas(DeviceState& s) {
-  std::call_once(s.cublas_once, [&s] {
+void* workspace(DeviceState& s) {
+  std::call_once(s.workspace_once, [&s] {
     DeviceGuard guard(s.index);
-    void* workspace = nullptr;
-    ENCORE_CUDA_CHECK("cublas", cudaMalloc(&workspace, kCublasWorkspace));
-    try {
-      s.cublas = make_cublas(s.stream.get(), workspace);
-    } catch (...) {
-      (void)cudaFree(workspace);
-      throw;
-    }
-    s.cublas_workspace = workspace;
+    ENCORE_CUDA_CHECK("cublas", cudaMalloc(&s.cublas_workspace, kCublasWorkspace));
   });
-  return s.cublas.get();
+  return s.cublas_workspace;
 }
 
-cudnnHandle_t compute_cudnn(DeviceState& s) {
-  std::call_once(s.cudnn_once, [&s] {
-    DeviceGuard guard(s.index);
-    s.cudnn = make_cudnn(s.stream.get());
-  });
-  return s.cudnn.get();
+// The calling thread's handle sets by device; given back to their devices when the thread exits.
+class ThreadSlots {
+ public:
+  ThreadSlots() = default;
+  ThreadSlots(const ThreadSlots&) = delete;
+  ThreadSlots& operator=(const ThreadSlots&) = delete;
+  ~ThreadSlots() {
+    for (const Slot& slot : slots_) {
+      if (!slot.handles) continue;
+      std::lock_guard lock(slot.state->handles_mutex);
+      slot.state->idle_handles.push_back(slot.handles);
+    }
+  }
+  ThreadHandles& get(DeviceState& s) {
+    Slot& slot = slots_[s.index];
+    if (slot.handles) [[likely]]
+      return *slot.handles;
+    std::lock_guard lock(s.handles_mutex);
+    if (!s.idle_handles.empty()) {
+      slot.handles = s.idle_handles.back();
+      s.idle_handles.pop_back();
+    } else {
+      slot.handles = s.thread_handles.emplace_back(std::make_unique<ThreadHandles>()).get();
+    }
+    slot.state = &s;
+    return *slot.handles;
+  }
+
+ private:
+  struct Slot {
+    DeviceState* state = nullptr;
+    ThreadHandles* handles = nullptr;
+  };
+  std::array<Slot, 128> slots_{};  // by device index (Device::index is an int8_t)
+};
+
+thread_local ThreadSlots t_slots;
+
+// A GEMM of each precision on the capture handle, joined to the compute stream: what cuBLAS sets
+// up on a handle's first GEMMs happens now, not inside the first capture. (Kernels of other
+// shapes load lazily inside a capture, which drivers from CUDA 12.3 on allow.)
+void warm_up_capture_cublas(DeviceState& s) {
+  DeviceBuffer operands(3 * sizeof(double), s.index);
+  ENCORE_CUDA_CHECK("cublas", cudaMemsetAsync(operands.data(), 0, operands.size(), s.stream.get()));
+  ENCORE_CUDA_CHECK("cublas", cudaEventRecord(s.capture_joins[0].get(), s.stream.get()));
+  ENCORE_CUDA_CHECK("cublas",
+                    cudaStreamWaitEvent(s.capture_stream.get(), s.capture_joins[0].get(), 0));
+  const float fone = 1, fzero = 0;
+  const double one = 1, zero = 0;
+  const auto* f = operands.as<float>();
+  const auto* d = operands.as<double>();
+  const cublasHandle_t h = s.capture_cublas.get();
+  ENCORE_CUDA_CHECK("cublas", cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &fone, f, 1, f + 1,
+                                          1, &fzero, operands.as<float>() + 2, 1));
+  ENCORE_CUDA_CHECK("cublas", cublasDgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, d, 1, d + 1,
+                                          1, &zero, operands.as<double>() + 2, 1));
+  ENCORE_CUDA_CHECK("cublas", cudaEventRecord(s.capture_joins[1].get(), s.capture_stream.get()));
+  ENCORE_CUDA_CHECK("cublas", cudaStreamWaitEvent(s.stream.get(), s.capture_joins[1].get(), 0));
 }
 
 }  // namespace
 
 cublasHandle_t cublas(int device) {
   if (DeviceState* c = capturing_state(device)) return c->capture_cublas.get();
-  return compute_cublas(device_state(device));
+  DeviceState& s = device_state(device);
+  ThreadHandles& t = t_slots.get(s);
+  if (!t.cublas) [[unlikely]] {
+    DeviceGuard guard(device);
+    t.cublas = make_cublas(s.stream.get(), workspace(s));
+  }
+  return t.cublas.get();
 }
 
 cudnnHandle_t cudnn(int device) {
   if (DeviceState* c = capturing_state(device)) return c->capture_cudnn.get();
-  return compute_cudnn(device_state(device));
+  DeviceState& s = device_state(device);
+  ThreadHandles& t = t_slots.get(s);
+  if (!t.cudnn) [[unlikely]] {
+    DeviceGuard guard(device);
+    t.cudnn = make_cudnn(s.stream.get());
+  }
+  return t.cudnn.get();
 }
 
 void create_capture_handles(DeviceState& s) {
@@ -73,12 +131,11 @@ void create_capture_handles(DeviceState& s) {
   cudaStream_t raw = nullptr;
   ENCORE_CUDA_CHECK("capture", cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking));
   s.capture_stream = Stream(raw);
-  // The capture handle shares the compute handle's workspace: everything that uses either
-  // executes on the compute stream (eager GEMMs, and the graphs, which are launched there), one
-  // after the other, never concurrently.
-  compute_cublas(s);
-  s.capture_cublas = make_cublas(raw, s.cublas_workspace);
+  s.capture_joins[0] = make_event();
+  s.capture_joins[1] = make_event();
+  s.capture_cublas = make_cublas(raw, workspace(s));
   s.capture_cudnn = make_cudnn(raw);
+  warm_up_capture_cublas(s);
 }
 
 }  // namespace encore::cuda

@@ -1,5 +1,5 @@
 // What the CUDA kernels need from the runtime beyond core/cuda/runtime.h: RAII handles, the
-// per-device cuBLAS / cuDNN handles (bound to the compute stream), device buffers for
+// per-thread cuBLAS / cuDNN handles (bound to the compute stream), device buffers for
 // workspaces, host<->device copies, and the per-device word through which kernels report bad
 // indices without a host round trip.
 #pragma once
@@ -93,11 +93,13 @@ class DeviceBuffer {
   int device_ = 0;
 };
 
-/// The cuBLAS handle of `device` bound to stream(device) (the compute stream, or the capture
-/// stream inside a CaptureScope), with a workspace of encore's own set through
-/// cublasSetWorkspace, so that cuBLAS never allocates inside a graph capture.
+/// The calling thread's cuBLAS handle for `device`, bound to stream(device): the thread's own,
+/// bound to the compute stream, or inside a CaptureScope the device's capture handle. Its
+/// workspace is encore's own (cublasSetWorkspace), so that cuBLAS never allocates inside a
+/// graph capture.
 cublasHandle_t cublas(int device);
-/// The cuDNN handle of `device` bound to stream(device).
+/// The calling thread's cuDNN handle for `device`, bound to stream(device), as cublas(): cuDNN
+/// allows a handle on one thread at a time.
 cudnnHandle_t cudnn(int device);
 
 int multiprocessor_count(int device);

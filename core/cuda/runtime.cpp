@@ -163,7 +163,50 @@ void synchronize(int device) {
   raise_kernel_errors(device);
 }
 
-bool capturing() { return t_capture != nullptr; }
+namespace {
+// The state of `device` if encore has used it (and not in a child forked after that); null
+// otherwise. Never throws.
+DeviceState* used_state(int device) noexcept {
+  if (device < 0 || device >= kMaxDevices || g_forked_after_init.load(std::memory_order_relaxed))
+    return nullptr;
+  return g_states[device].load(std::memory_order_acquire);
+}
+}  // namespace
+
+void wait_for_stream(int device, uintptr_t stream) noexcept {
+  DeviceState* s = used_state(device);
+  if (!s) return;  // nothing of encore's runs there
+  const auto other = stream == 1   ? cudaStreamLegacy
+                     : stream == 2 ? cudaStreamPerThread
+                                   : reinterpret_cast<cudaStream_t>(stream);
+  // The default streams are the current device's: make it `device` (DeviceGuard may throw).
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess ||
+      (previous != device && cudaSetDevice(device) != cudaSuccess))
+    previous = -1;
+  cudaEvent_t e = nullptr;
+  const bool ordered = cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess &&
+                       cudaEventRecord(e, other) == cudaSuccess &&
+                       cudaStreamWaitEvent(s->stream.get(), e, 0) == cudaSuccess;
+  if (e) (void)cudaEventDestroy(e);  // the wait holds on to what it needs of the event
+  if (!ordered) {
+    // The streams could not be ordered: wait on the host instead, for the whole device.
+    (void)cudaGetLastError();
+    if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+  }
+  if (previous >= 0 && previous != device && cudaSetDevice(previous) != cudaSuccess)
+    (void)cudaGetLastError();
+}
+
+void drain(int device) noexcept {
+  DeviceState* s = used_state(device);
+  if (!s) return;
+  if (cudaStreamSynchronize(s->stream.get()) != cudaSuccess) (void)cudaGetLastError();
+}
+
+bool capturing() {
+  return t_capture != nullptr && t_capture->mode() == CaptureScope::Mode::Capture;
+}
 
 // ---- graph capture -----------------------------------------------------------------------
 
@@ -171,20 +214,37 @@ bool capturing() { return t_capture != nullptr; }
 // any thread queues on the captured stream, so another thread's eager work on the compute
 // stream would land in the graph (and be missing from that thread's results). Only the
 // capturing thread ever sees the capture stream (stream() returns it to that thread alone),
-// which makes capture safe without making every eager op take a lock. Nothing ever executes
-// on the capture stream (capture only records), so it needs no event joins with the compute
-// stream: the graph is uploaded and launched on the compute stream, ordered after the work
-// queued there before.
-CaptureScope::CaptureScope(int device) : state_(device_state(device)) {
+// which makes capture safe without making every eager op take a lock. Nothing executes on the
+// capture stream during a capture, so a capture needs no event joins with the compute stream:
+// the graph is uploaded and launched on the compute stream, ordered after the work queued
+// there before. A warm-up does execute there, so it joins the streams.
+CaptureScope::CaptureScope(int device, Mode mode) : state_(device_state(device)), mode_(mode) {
   ENCORE_CHECK(!t_capture, UnsupportedError, "[capture] cuda:", device,
-               " cannot be captured while this thread captures cuda:",
+               " cannot be captured or warmed up while this thread captures or warms up cuda:",
                t_capture ? t_capture->device() : -1);
   lock_ = std::unique_lock<std::mutex>(state_.capture_mutex);
   std::call_once(state_.capture_once, create_capture_handles, std::ref(state_));
+  if (mode_ == Mode::WarmUp) {
+    const cudaEvent_t queued = state_.capture_joins[0].get();
+    ENCORE_CUDA_CHECK("warm-up", cudaEventRecord(queued, state_.stream.get()));
+    ENCORE_CUDA_CHECK("warm-up", cudaStreamWaitEvent(state_.capture_stream.get(), queued, 0));
+  }
   t_capture = this;
 }
 
-CaptureScope::~CaptureScope() { t_capture = nullptr; }
+CaptureScope::~CaptureScope() {
+  t_capture = nullptr;
+  if (mode_ != Mode::WarmUp) return;
+  // The compute stream waits for the warm-up, so that the scratch memory it used is freed
+  // (stream-ordered, on the compute stream) only after it. Should the join fail, the host
+  // waits instead: a destructor cannot throw.
+  const cudaEvent_t done = state_.capture_joins[1].get();
+  if (cudaEventRecord(done, state_.capture_stream.get()) != cudaSuccess ||
+      cudaStreamWaitEvent(state_.stream.get(), done, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (cudaStreamSynchronize(state_.capture_stream.get()) != cudaSuccess) (void)cudaGetLastError();
+  }
+}
 
 cudaStream_t CaptureScope::stream() const { return state_.capture_stream.get(); }
 int CaptureScope::device() const { return state_.index; }
@@ -216,11 +276,17 @@ void* PoolAllocator::allocate(size_t nbytes, Device device) {
   // Memory allocated during a capture would either become an allocation node of the graph
   // (which needs a matching free node, or the second replay fails) or, as here, be real memory
   // freed after the capture while the graph keeps using it: refuse it, naming the op.
-  if (const CaptureScope* c = t_capture)
+  if (const CaptureScope* c = t_capture) {
+    if (c->mode() == CaptureScope::Mode::Capture)
+      throw UnsupportedError(detail::cat(
+          "[", c->op(), "] allocates ", nbytes, " bytes on cuda:", device.index,
+          " while being captured into a CUDA Graph, which no replay could repeat; its memory must "
+          "be allocated before the capture (the op's prepared state)"));
     throw UnsupportedError(detail::cat(
         "[", c->op(), "] allocates ", nbytes, " bytes on cuda:", device.index,
-        " while being captured into a CUDA Graph, which no replay could repeat; its memory must "
-        "be allocated before the capture (the op's prepared state)"));
+        " while warming up on the capture stream, as its capture would; its memory must be "
+        "allocated before the warm-up (the op's prepared state)"));
+  }
   DeviceState& s = device_state(device.index);
   DeviceGuard guard(device.index);
   void* p = nullptr;

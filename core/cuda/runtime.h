@@ -5,11 +5,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+#include <functional>
 #include <mutex>
 
 #include "core/allocator.h"
-#include <functional>
-
 #include "core/tensor.h"
 
 namespace encore::cuda {
@@ -30,30 +30,44 @@ cudaStream_t stream(int device);
 /// to the driver (release_cached_memory in core/allocator.h).
 void release_cached_memory();
 void synchronize(int device);
+/// Backend::wait_for_stream and Backend::drain (core/backend.h): never throw; a CUDA error
+/// they meet is cleared (the next check reports a sticky one).
+void wait_for_stream(int device, uintptr_t stream) noexcept;
+void drain(int device) noexcept;
 
 struct DeviceState;
 
-/// While alive, the calling thread captures the work it queues for `device` into a CUDA Graph:
-/// stream(), cublas() and cudnn() give this thread the device's capture stream and handles
-/// bound to it, while other threads keep queuing on the compute stream, so their work can never
-/// land in the graph. One capture per device at a time (a second thread waits); inside the
-/// scope, allocating device memory or queuing work for another device throws UnsupportedError
-/// naming the op set with set_op. The caller begins and ends the capture on stream().
+/// While alive, the calling thread queues the work it does for `device` on the device's capture
+/// stream: stream(), cublas() and cudnn() give this thread the capture stream and the cuBLAS /
+/// cuDNN handles bound to it, while other threads keep queuing on the compute stream, so their
+/// work can never land in a graph. One scope per device at a time (a second thread waits);
+/// inside one, allocating device memory or queuing work for another device throws
+/// UnsupportedError naming the op set with set_op.
+///  - Mode::Capture: the caller begins and ends a CUDA Graph capture on stream(); nothing
+///    executes there.
+///  - Mode::WarmUp: the work executes, ordered after the work queued on the compute stream so
+///    far and before what is queued there after the scope (events join the two streams both
+///    ways). Prepare functions run their warm-ups in one, so that what cuDNN and cuBLAS set up
+///    on a handle's first use of a kernel happens on the handles the capture uses, outside it.
+///    Scratch memory is allocated before the scope and freed after it.
 class CaptureScope {
  public:
-  explicit CaptureScope(int device);
+  enum class Mode { Capture, WarmUp };
+  explicit CaptureScope(int device, Mode mode = Mode::Capture);
   ~CaptureScope();
   CaptureScope(const CaptureScope&) = delete;
   CaptureScope& operator=(const CaptureScope&) = delete;
 
   cudaStream_t stream() const;
   int device() const;
+  Mode mode() const { return mode_; }
   /// The op whose kernel is being captured, for error messages.
   void set_op(const char* op) { op_ = op; }
   const char* op() const { return op_; }
 
  private:
   DeviceState& state_;
+  Mode mode_;
   std::unique_lock<std::mutex> lock_;
   const char* op_ = "capture";
 };

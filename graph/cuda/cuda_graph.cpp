@@ -17,12 +17,20 @@ void abandon_capture(cudaStream_t stream) {
   (void)cudaGetLastError();
 }
 
+// The capture's status and the thread's last CUDA error, read before the capture is abandoned
+// (which clears the error), for the message of a capture that failed.
+std::string capture_state(cudaStream_t stream) {
+  const cudaError_t last = cudaPeekAtLastError();
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess)
+    status = cudaStreamCaptureStatusInvalidated;
+  return cuda::describe_capture(status, last);
+}
+
 bool capture_invalidated(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return true;
-  }
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess)
+    return true;  // the error stays for capture_state
   return status != cudaStreamCaptureStatusActive;
 }
 
@@ -33,7 +41,7 @@ class CudaGraph final : public DeviceGraph {
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
 
-  /// One cudaGraphLaunch on the compute stream.
+  /// One cudaGraphLaunch on the compute stream, counted as graph_launches in the ledger.
   void launch() override;
   std::vector<std::string> kernel_names() const override;
 
@@ -58,10 +66,14 @@ std::unique_ptr<DeviceGraph> capture(const std::vector<Step>& steps, int device,
     ENCORE_CUDA_CHECK("capture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     for (const Step& s : steps) {
       scope.set_op(s.op->name);
-      // The error keeps its type (out-of-memory stays OutOfMemoryError) and gains the op.
+      // The error keeps its type (out-of-memory stays OutOfMemoryError) and gains the op and the
+      // state the capture was left in.
       const auto failed = [&](const std::exception& e) {
+        const std::string state = capture_state(stream);
         abandon_capture(stream);
-        return detail::cat("[capture] ", s.op->name, " failed while being captured into a CUDA Graph: ", e.what());
+        return detail::cat("[capture] ", s.op->name,
+                           " failed while being captured into a CUDA Graph: ", e.what(), " (",
+                           state, ")");
       };
       try {
         s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
@@ -72,19 +84,25 @@ std::unique_ptr<DeviceGraph> capture(const std::vector<Step>& steps, int device,
       } catch (const std::exception& e) {
         throw BackendError(failed(e));
       }
-      // An op that synchronizes or copies from pageable memory invalidates the capture without
-      // an error of its own: find it here, where we still know which op. (Allocations throw.)
+      // An op that synchronizes, copies from pageable memory or uses the legacy default stream
+      // invalidates the capture without an error of its own: find it here, where we still know
+      // which op. (Allocations throw.)
       if (capture_invalidated(stream)) {
+        const std::string state = capture_state(stream);
         abandon_capture(stream);
-        throw BackendError(detail::cat("[capture] ", s.op->name,
-                                       " cannot be captured into a CUDA Graph (it synchronized or copied from "
-                                       "pageable host memory); the capture was abandoned"));
+        throw BackendError(
+            detail::cat("[capture] ", s.op->name,
+                        " cannot be captured into a CUDA Graph (it synchronized, copied from "
+                        "pageable host memory or used the legacy default stream): ",
+                        state, "; the capture was abandoned"));
       }
     }
     const cudaError_t end = cudaStreamEndCapture(stream, &graph);
     if (end != cudaSuccess) {
+      const std::string state = capture_state(stream);
       (void)cudaGetLastError();
-      throw BackendError(detail::cat("[capture] ending the CUDA Graph capture failed: ", cuda::status_string(end)));
+      throw BackendError(detail::cat("[capture] ending the CUDA Graph capture failed: ",
+                                     cuda::status_string(end), " (", state, ")"));
     }
     times.capture_ns = timer.stop();
   }
@@ -138,12 +156,14 @@ void CudaGraph::launch() {
   Ledger& ledger = Ledger::global();
   if (!ledger.profiling()) {
     ENCORE_CUDA_CHECK("replay", cudaGraphLaunch(exec, stream));
+    ledger.add(Counter::GraphLaunches, 1);
     return;
   }
   // While profiling, the whole graph's device time counts as kernel time.
   const cuda::Event start = cuda::make_event(true), stop = cuda::make_event(true);
   ENCORE_CUDA_CHECK("replay", cudaEventRecord(start.get(), stream));
   ENCORE_CUDA_CHECK("replay", cudaGraphLaunch(exec, stream));
+  ledger.add(Counter::GraphLaunches, 1);
   ENCORE_CUDA_CHECK("replay", cudaEventRecord(stop.get(), stream));
   ENCORE_CUDA_CHECK("replay", cudaEventSynchronize(stop.get()));
   float ms = 0;

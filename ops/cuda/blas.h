@@ -20,8 +20,7 @@ inline int blas_int(int64_t v, const char* op) {
 
 /// Column-major C = op(A) op(B) + beta C over `batch` matrices `s*` elements apart. The precision
 /// goes with the call (its compute type, TF32 when allowed for float), not into the handle's math
-/// mode: the handle is shared by every thread using the device, and a mode set by one thread
-/// would apply to another's GEMM.
+/// mode: a handle keeps its settings, and the capture handle serves every traced function.
 template <class T>
 void gemm(cublasHandle_t h, const char* op, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
           int k, const T* a, int lda, long long sa, const T* b, int ldb, long long sb, T beta, T* c,

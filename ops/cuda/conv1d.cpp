@@ -494,9 +494,11 @@ bool empty(const ConvProblem& p) {
          p.kernel == 0;
 }
 
-// Runs the chosen algorithm once on zeroed scratch tensors: whatever cuDNN sets up lazily on
-// first execution then happens here, while the Plan is built, and not inside its capture.
-void warm_up(ConvKind kind, const ConvState& s, cudaStream_t stream) {
+// Runs the chosen algorithm once on zeroed scratch tensors, on the capture stream through the
+// capture's cuDNN handle (a CaptureScope warm-up, joined to the compute stream): whatever cuDNN
+// sets up lazily on a handle's first execution then happens while the Plan is built, on the
+// handle its capture uses, and not inside the capture.
+void warm_up(ConvKind kind, const ConvState& s) {
   const ConvProblem& p = s.plan->problem;
   const Device dev = Device::cuda(p.device);
   const Shape xs{p.n, p.length, p.channels}, ws{p.kernel, p.channels, p.filters},
@@ -506,11 +508,15 @@ void warm_up(ConvKind kind, const ConvState& s, cudaStream_t stream) {
   for (const DeviceBuffer* b : {&xb, &wb, &yb})
     if (b->size() > 0)
       ENCORE_CUDA_CHECK(kOpNames[static_cast<int>(kind)],
-                        cudaMemsetAsync(b->data(), 0, b->size(), stream));
+                        cudaMemsetAsync(b->data(), 0, b->size(), stream(p.device)));
   const TensorRef x{xb.data(), xs, contiguous_strides(xs), DType::Float32, dev},
       w{wb.data(), ws, contiguous_strides(ws), DType::Float32, dev},
       y{yb.data(), ys, contiguous_strides(ys), DType::Float32, dev};
-  run_cudnn(kind, {&x, &w, &y}, s, stream);
+  // Declared after the buffers: it ends (the compute stream waits for the warm-up) before they
+  // are freed on the compute stream.
+  CaptureScope scope(p.device, CaptureScope::Mode::WarmUp);
+  scope.set_op(kOpNames[static_cast<int>(kind)]);
+  run_cudnn(kind, {&x, &w, &y}, s, scope.stream());
 }
 
 template <ConvKind Kind>
@@ -520,7 +526,7 @@ std::shared_ptr<void> prepare(const KernelCtx& c) {
   const ConvProblem p = problem_of(Kind, c);
   if (empty(p)) return nullptr;
   auto state = std::make_shared<ConvState>(make_state(p));
-  warm_up(Kind, *state, dev.stream());
+  warm_up(Kind, *state);
   return state;
 }
 

@@ -350,10 +350,13 @@ void pack_weights(const RnnState& st, const KernelCtx& c, cudaStream_t stream) {
 template <Cell C> void forward_kernel(const KernelCtx& c);
 template <Cell C> void backward_kernel(const KernelCtx& c);
 
-// Runs the op once, with the prepared state, on zeroed scratch tensors: whatever cuDNN sets up
-// lazily on first execution then happens while the Plan is built, not inside its capture.
+// Runs the op once (and its backward, for a state made for it), with the prepared state, on
+// zeroed scratch tensors, on the capture stream through the capture's cuDNN handle (a
+// CaptureScope warm-up, joined to the compute stream): whatever cuDNN sets up lazily on a
+// handle's first execution then happens while the Plan is built, on the handle its capture
+// uses, and not inside the capture. Every scratch tensor is allocated before the warm-up.
 template <Cell C>
-void warm_up(const RnnState& st, const KernelCtx& c, bool backward, cudaStream_t stream) {
+void warm_up(const RnnState& st, const KernelCtx& c, bool backward) {
   const CellInfo& cell = info(C);
   const RnnKey& k = st.setup->key;
   const Device dev = Device::cuda(k.device);
@@ -362,8 +365,8 @@ void warm_up(const RnnState& st, const KernelCtx& c, bool backward, cudaStream_t
   auto scratch = [&](const Shape& shape) {
     buffers.emplace_back(shape.numel() * sizeof(float), k.device);
     if (buffers.back().size() > 0)
-      ENCORE_CUDA_CHECK(c.op,
-                        cudaMemsetAsync(buffers.back().data(), 0, buffers.back().size(), stream));
+      ENCORE_CUDA_CHECK(
+          c.op, cudaMemsetAsync(buffers.back().data(), 0, buffers.back().size(), stream(k.device)));
     return TensorRef{buffers.back().data(), shape, contiguous_strides(shape), DType::Float32, dev};
   };
   const int64_t g = cell.gates;
@@ -377,15 +380,22 @@ void warm_up(const RnnState& st, const KernelCtx& c, bool backward, cudaStream_t
   std::vector<TensorRef> out{scratch(seq_out), scratch(state)};
   if (cell.has_c) out.push_back(scratch(state));
   out.push_back(scratch(reserve));
+  std::vector<TensorRef> grad_in, grad_out;
+  if (backward) {
+    grad_in = in;
+    grad_in.push_back(out[0]);
+    grad_in.push_back(out.back());
+    grad_in.push_back(scratch(seq_out));
+    for (int i = 1; i < cell.reserve(); ++i) grad_in.push_back(scratch(state));
+    for (const TensorRef& t : in) grad_out.push_back(scratch(t.shape));
+  }
+  // Declared after the buffers: it ends (the compute stream waits for the warm-up) before they
+  // are freed on the compute stream.
+  CaptureScope scope(k.device, CaptureScope::Mode::WarmUp);
+  scope.set_op(cell.op);
   forward_kernel<C>(KernelCtx{in, out, c.attrs, const_cast<RnnState*>(&st), cell.op});
   if (!backward) return;
-  std::vector<TensorRef> grad_in = in;
-  grad_in.push_back(out[0]);
-  grad_in.push_back(out.back());
-  grad_in.push_back(scratch(seq_out));
-  for (int i = 1; i < cell.reserve(); ++i) grad_in.push_back(scratch(state));
-  std::vector<TensorRef> grad_out;
-  for (const TensorRef& t : in) grad_out.push_back(scratch(t.shape));
+  scope.set_op(cell.backward_op);
   backward_kernel<C>(KernelCtx{grad_in, grad_out, c.attrs, const_cast<RnnState*>(&st), cell.backward_op});
 }
 
@@ -393,7 +403,7 @@ template <Cell C, bool Backward>
 std::shared_ptr<void> prepare(const KernelCtx& c) {
   const OnDevice dev(c);
   auto state = std::make_shared<RnnState>(make_state<C>(c, Backward));
-  warm_up<C>(*state, c, Backward, dev.stream());
+  warm_up<C>(*state, c, Backward);
   return state;
 }
 

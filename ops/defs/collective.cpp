@@ -125,7 +125,7 @@ OpDef& all_reduce_op = define_op({
     .doc = "The elementwise sum, mean or max of x over the ranks of the world, on every rank (the "
            "identity "
            "in a group of one). Its gradient is the all-reduce of the incoming gradient",
-    .example = {.inputs = {{{3, 4}}}, .args = "op='mean'"},
+    .examples = {{.inputs = {{{3, 4}}}, .args = "op='mean'"}},
 });
 OpDef& broadcast_op = define_op({
     .name = "broadcast",
@@ -141,7 +141,7 @@ OpDef& broadcast_op = define_op({
         },
     .doc =
         "The root rank's x on every rank (same shape and dtype on all ranks). Not differentiable",
-    .example = {.inputs = {{{2, 3}}}, .args = "root=0"},
+    .examples = {{.inputs = {{{2, 3}}}, .args = "root=0"}},
 });
 OpDef& all_gather_op = define_op({
     .name = "all_gather",
@@ -154,7 +154,7 @@ OpDef& all_gather_op = define_op({
     .signature = "all_gather(x: Tensor) -> Tensor",
     .invoke = [](const CallArgs& a) { return one(dist::all_gather(a.tensor(0))); },
     .doc = "The ranks' x concatenated along axis 0 in rank order (a scalar gives one row per rank)",
-    .example = {.inputs = {{{2, 3}}}},
+    .examples = {{.inputs = {{{2, 3}}}}},
 });
 OpDef& all_reduce_start_op = define_op({
     .name = "all_reduce_start_",
@@ -164,13 +164,13 @@ OpDef& all_reduce_start_op = define_op({
     .attrs = &attrs_of<CollectiveAttrs>,
     .infer = infer_in_place,
     .cpu = {all_reduce_start_cpu},
-    .example = {.inputs = {{{5}}},
+    .examples = {{.inputs = {{{5}}},
                 .call = [](std::span<const Tensor> x) -> Outputs {
                   const Tensor y = x[0].detach().clone();  // written in place: no history
                   dist::all_reduce_start_(y, ReduceOp::Mean);
                   dist::all_reduce_wait_(y);
                   return {y};
-                }},
+                }}},
 });
 OpDef& all_reduce_wait_op = define_op({
     .name = "all_reduce_wait_",
@@ -179,13 +179,13 @@ OpDef& all_reduce_wait_op = define_op({
     .external_effect = true,
     .infer = infer_in_place,
     .cpu = {all_reduce_wait_cpu},
-    .example = {.inputs = {{{5}}},
+    .examples = {{.inputs = {{{5}}},
                 .call = [](std::span<const Tensor> x) -> Outputs {
                   const Tensor y = x[0].detach().clone();  // written in place: no history
                   dist::all_reduce_start_(y, ReduceOp::Sum);
                   dist::all_reduce_wait_(y);
                   return {y};
-                }},
+                }}},
 });
 
 namespace dist {

@@ -1,5 +1,4 @@
-// The effects rule as the ranks see it (needs the graph layer's hook, graph/effects.h, from the
-// `bucket` branch: skipped until graph::agreement_check_installed()): ranks that traced
+// The effects rule as the ranks see it (graph/effects.h, its check dist::check_agreement): ranks that traced
 // different steps get an error naming every side before the first replay, and nothing encore
 // runs on its own (bucket probes, retrace-warning probes) runs a collective.
 #include <gtest/gtest.h>
@@ -7,7 +6,7 @@
 #include "../cpp/helpers.h"
 #include "core/dist.h"
 #include "core/ledger.h"
-#include "graph/agreement.h"
+#include "graph/effects.h"
 #include "graph/trace.h"
 #include "ops/collective.h"
 #include "ops/ops.h"
@@ -15,12 +14,7 @@
 namespace encore {
 namespace {
 
-#define REQUIRE_AGREEMENT_HOOK()           \
-  if (!graph::agreement_check_installed()) \
-  GTEST_SKIP() << "needs the effects rule's hook (graph/effects.h, the bucket branch)"
-
 TEST(Agreement, RanksThatTracedDifferentLengthsFailBeforeReplaying) {
-  REQUIRE_AGREEMENT_HOOK();
   if (dist::size() == 1) GTEST_SKIP() << "one rank always agrees";
   auto step =
       trace([](const Tensor& x) { return dist::all_reduce(sum(x)); }, {.name = "mismatched"});
@@ -37,7 +31,6 @@ TEST(Agreement, RanksThatTracedDifferentLengthsFailBeforeReplaying) {
 }
 
 TEST(Agreement, AgreeingRanksReplayAfterOneCheck) {
-  REQUIRE_AGREEMENT_HOOK();
   auto step = trace([](const Tensor& x) { return dist::all_reduce(x * 2.0); });
   const Tensor x = ones({3});
   const int64_t before = Ledger::global().get(Counter::Collectives);
@@ -48,7 +41,6 @@ TEST(Agreement, AgreeingRanksReplayAfterOneCheck) {
 }
 
 TEST(Agreement, BucketProbesRunNoCollective) {
-  REQUIRE_AGREEMENT_HOOK();
   auto step = trace([](const Tensor& x) { return dist::all_reduce(sum(x, {1})); },
                     {.shapes = ShapePolicy::bucket(1, {8, 16}, {0})});
   const int64_t before = Ledger::global().get(Counter::Collectives);
@@ -57,7 +49,6 @@ TEST(Agreement, BucketProbesRunNoCollective) {
 }
 
 TEST(Agreement, RetraceWarningProbesRunNoCollective) {
-  REQUIRE_AGREEMENT_HOOK();
   std::vector<std::string> warnings;
   auto step = trace(
       [](const Tensor& x) { return dist::all_reduce(sum(x, {1})); },

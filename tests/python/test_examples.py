@@ -1,6 +1,7 @@
 """The Python example programs double as smoke tests: train_fit.py exits non-zero when its model
 does not learn; bench_fit.py must run (its numbers are for people, not asserts)."""
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -35,3 +36,31 @@ def test_bench_rnn_fused_runs_both_cells():
                      "--steps", "1", "--warmup", "0")
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout.splitlines()[1].split() == ["implementation", "step_ms", "vs", "composed"]
+
+
+def test_bench_gpu_peers_runs_on_the_cpu(tmp_path):
+    """The PyTorch peer of the GPU check, run on the CPU: encore's runners (and PyTorch eager
+    where it is installed) from the same weights, its table and its JSON."""
+    out = tmp_path / "peers.json"
+    result = run("bench_gpu_peers.py", "--device", "cpu", "--runs", "tiny@4,small@16", "--samples", "2",
+                 "--warmup", "1", "--steps-per-sample", "2", "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(out.read_text())
+    assert [(r["model"], r["length"]) for r in data["results"]] == [("tiny", 4), ("small", 16)]
+    for r in data["results"]:
+        assert {"encore_eager", "encore_traced"} <= set(r["runners"])
+        assert all(v["median_ms"] > 0 for v in r["runners"].values())
+        assert r["ratios"]["encore_traced/encore_eager"] > 0
+        # The same weights: every runner predicts what encore's eager model does.
+        assert all(d < 1e-4 for d in r["prediction_max_abs_diff"].values()), r["prediction_max_abs_diff"]
+        if data["machine"]["torch"]:
+            assert "torch_eager" in r["runners"] and "torch_graph" not in r["runners"]
+    assert "encore_traced/encore_eager" in result.stdout
+
+
+def test_bench_gpu_peers_without_a_gpu_says_so():
+    import encore
+    if encore.cuda.is_available():
+        return
+    result = run("bench_gpu_peers.py", "--runs", "tiny@4")
+    assert result.returncode != 0 and "no CUDA device" in result.stdout + result.stderr

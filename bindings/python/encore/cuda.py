@@ -31,6 +31,13 @@ def device_count() -> int:
     return _C.cuda_device_count()
 
 
+def stream(device: Optional[Union[str, _C.Device]] = None) -> int:
+    """The stream encore queues the calling thread's work for ``device`` (default ``cuda:0``) on,
+    as an int (a ``cudaStream_t``): to time encore's work with another library's CUDA events,
+    e.g. ``torch.cuda.ExternalStream(encore.cuda.stream())``."""
+    return _C.cuda_stream(device)
+
+
 def synchronize(device: Optional[Union[str, _C.Device]] = None) -> None:
     """Waits until all queued work on ``device`` (default ``cuda:0``) has finished."""
     _C.synchronize(device)
