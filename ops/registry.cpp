@@ -89,6 +89,7 @@ const Signature& signature_of(const OpDef& def) {
 }
 
 const OpDef* fused_recurrence_op(RecurrentCell cell, DeviceType type) {
+  if (cell == RecurrentCell::None) return nullptr;
   for (const OpDef* def : all_ops())
     if (def->fused_cell == cell && def->backends && def->runs_on(type)) return def;
   return nullptr;

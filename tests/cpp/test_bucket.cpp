@@ -504,7 +504,7 @@ TEST(Bucket, ReadsOfPaddingAfterAMaskingLayerAreRefused) {
   }
   // A count of the steps after a strided window: ceil(11 / 2) == ceil(12 / 2), so a call of length
   // 11 hides it; the bucket is compared without padding at the shortest length it serves.
-  nn::AveragePooling1D strided(1, {.strides = 2});
+  nn::AveragePooling1D strided({.pool_size = 1, .strides = 2});
   auto f = trace([&](const Tensor& x) { return sum(strided(x) * 0.0 + 1.0, {1}); },
                  {.name = "f", .shapes = ShapePolicy::bucket(1, {12})});
   expect_refused(
@@ -539,7 +539,7 @@ std::string error_of(const std::function<void()>& call) {
 // do what eager does). Before, each returned numbers.
 TEST(Bucket, CallsEagerRefusesAreRefusedWithEagersError) {
   manual_seed(22);
-  nn::MaxPooling1D pool(3);
+  nn::MaxPooling1D pool({.pool_size = 3});
   nn::Conv1D conv(2, 4);
   conv.build({2, 9, 3});
   const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> cases = {

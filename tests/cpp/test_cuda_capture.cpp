@@ -29,31 +29,36 @@ int64_t launches() { return Ledger::global().get(Counter::GraphLaunches); }
 
 // ---- every op's example ------------------------------------------------------------------
 
-std::vector<std::string> op_names() {
-  std::vector<std::string> names;
-  for (const OpDef* def : all_ops()) names.push_back(def->name);
-  return names;
+// One case per example of every op (the op table's cases).
+using Case = std::pair<std::string, size_t>;
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const OpDef* def : all_ops())
+    for (size_t i = 0; i < def->examples.size(); ++i) out.emplace_back(def->name, i);
+  return out;
 }
 
-class CudaCaptureTable : public testing::TestWithParam<std::string> {};
+class CudaCaptureTable : public testing::TestWithParam<Case> {};
 
 // As OpTable.ReplayIsBitwiseTheEagerCall on the CPU: the example, traced on the GPU, is captured
 // into a CUDA Graph whose replay (one launch) gives the eager call's outputs bit for bit.
 TEST_P(CudaCaptureTable, CapturedReplayIsBitwiseTheEagerCall) {
   REQUIRE_CUDA();
-  const OpDef& def = op(GetParam());
+  const OpDef& def = op(GetParam().first);
+  const Example& example = def.examples.at(GetParam().second);
   if (!def.runs_on(DeviceType::CUDA)) GTEST_SKIP() << "a CPU fast path";
   std::vector<Tensor> x;
-  for (const Tensor& t : example_inputs(def, DType::Float32, Device::cpu()))
+  for (const Tensor& t : example_inputs(example, DType::Float32, Device::cpu()))
     x.push_back(t.to(kGpu));
   manual_seed(kSeed);
-  const Outputs eager = run_example(def, x, kGpu);
+  const Outputs eager = run_example(def, example, x, kGpu);
   const std::vector<graph::Arg> args(x.begin(), x.end());
   TracedFunction f([&](const std::vector<graph::Arg>& a) {
     std::vector<Tensor> in;
     for (const graph::Arg& v : a)
       if (const Tensor* t = std::get_if<Tensor>(&v)) in.push_back(*t);
-    return run_example(def, in, kGpu);
+    return run_example(def, example, in, kGpu);
   });
   manual_seed(kSeed);
   (void)f(args);  // runs eagerly, then traces and captures
@@ -70,8 +75,12 @@ TEST_P(CudaCaptureTable, CapturedReplayIsBitwiseTheEagerCall) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryOp, CudaCaptureTable, testing::ValuesIn(op_names()),
-                         [](const auto& info) { return info.param; });
+// Named as the op table's cases ("conv1d_edge2").
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  const auto& [name, index] = info.param;
+  return index == 0 ? name : name + "_edge" + std::to_string(index);
+}
+INSTANTIATE_TEST_SUITE_P(EveryOp, CudaCaptureTable, testing::ValuesIn(cases()), case_name);
 
 // ---- training steps ----------------------------------------------------------------------
 
