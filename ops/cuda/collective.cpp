@@ -57,12 +57,28 @@ void all_reduce_wait_cuda(const KernelCtx& k) {
   if (dist::Engine* e = dist::engine(k.in[0].device, k.op)) e->wait(k.in[0].data);
 }
 
+// Stand-ins (ops/defs/collective.cpp): a group of one's value, copied on the stream.
+void stand_in_cuda(const KernelCtx& k) {
+  const OnDevice dev(k);
+  const size_t bytes = static_cast<size_t>(k.in[0].numel()) * itemsize(k.in[0].dtype);
+  const int64_t copies = k.in[0].numel() ? k.out[0].numel() / k.in[0].numel() : 0;
+  for (int64_t i = 0; i < copies; ++i)
+    ENCORE_CUDA_CHECK(k.op, cudaMemcpyAsync(static_cast<char*>(k.out[0].data) + i * bytes,
+                                            k.in[0].data, bytes, cudaMemcpyDeviceToDevice,
+                                            dev.stream()));
+}
+void stand_in_in_place(const KernelCtx&) {}
+
 const bool kRegistered = register_cuda_kernels({
     {"all_reduce", collective_cuda<Collective::Kind::AllReduce, true, true>},
     {"broadcast", collective_cuda<Collective::Kind::Broadcast, true, true>},
     {"all_gather", collective_cuda<Collective::Kind::AllGather, true, true>},
     {"all_reduce_start_", collective_cuda<Collective::Kind::AllReduce, true, false>},
     {"all_reduce_wait_", all_reduce_wait_cuda},
+    {"all_reduce_stand_in", stand_in_cuda},
+    {"all_gather_stand_in", stand_in_cuda},
+    {"all_reduce_start_stand_in_", stand_in_in_place},
+    {"all_reduce_wait_stand_in_", stand_in_in_place},
 });
 
 }  // namespace

@@ -109,13 +109,77 @@ void all_reduce_wait_cpu(const KernelCtx& k) {
 
 Outputs one(const Tensor& t) { return {t}; }
 
+// Stand-ins (graph/effects.h): what a probe the runtime makes on its own runs in a collective's
+// place, local and of the same shapes: a group of one's value (the identity; this rank's rows
+// once per rank for all_gather), and nothing for the in-place pair.
+void stand_in_cpu(const KernelCtx& k) {
+  const size_t bytes = static_cast<size_t>(k.in[0].numel()) * itemsize(k.in[0].dtype);
+  const int64_t copies = k.in[0].numel() ? k.out[0].numel() / k.in[0].numel() : 0;
+  for (int64_t i = 0; i < copies; ++i)
+    std::memcpy(static_cast<char*>(k.out[0].data) + i * bytes, k.in[0].data, bytes);
+}
+void stand_in_in_place(const KernelCtx&) {}
+
 }  // namespace
+
+OpDef& all_reduce_stand_in_op = define_op({
+    .name = "all_reduce_stand_in",
+    .attrs = &attrs_of<CollectiveAttrs>,
+    .infer = infer_same,
+    .cpu = {stand_in_cpu},
+    .doc = "What a probe runs in place of all_reduce and broadcast: the identity",
+    .examples = {{.inputs = {{{3, 4}}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    return {call(all_reduce_stand_in_op, {x[0]}, CollectiveAttrs{ReduceOp::Sum, 0})};
+                  }}},
+});
+OpDef& all_gather_stand_in_op = define_op({
+    .name = "all_gather_stand_in",
+    .attrs = &attrs_of<CollectiveAttrs>,
+    .infer = infer_gather,
+    .cpu = {stand_in_cpu},
+    .doc = "What a probe runs in place of all_gather: this rank's rows once per rank",
+    .examples = {{.inputs = {{{2, 3}}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    return {call(all_gather_stand_in_op, {x[0]}, CollectiveAttrs{ReduceOp::Sum, 0})};
+                  }}},
+});
+OpDef& all_reduce_start_stand_in_op = define_op({
+    .name = "all_reduce_start_stand_in_",
+    .kind = OpKind::InPlace,
+    .mutates = 0b1,
+    .attrs = &attrs_of<CollectiveAttrs>,
+    .infer = infer_in_place,
+    .cpu = {stand_in_in_place},
+    .doc = "What a probe runs in place of all_reduce_start_: nothing",
+    .examples = {{.inputs = {{{5}}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    const Tensor y = x[0].detach().clone();  // written in place: no history
+                    call(all_reduce_start_stand_in_op, {y}, CollectiveAttrs{ReduceOp::Sum, 0});
+                    return {y};
+                  }}},
+});
+OpDef& all_reduce_wait_stand_in_op = define_op({
+    .name = "all_reduce_wait_stand_in_",
+    .kind = OpKind::InPlace,
+    .mutates = 0b1,
+    .infer = infer_in_place,
+    .cpu = {stand_in_in_place},
+    .doc = "What a probe runs in place of all_reduce_wait_: nothing",
+    .examples = {{.inputs = {{{5}}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    const Tensor y = x[0].detach().clone();  // written in place: no history
+                    call(all_reduce_wait_stand_in_op, {y});
+                    return {y};
+                  }}},
+});
 
 OpDef& all_reduce_op = define_op({
     .name = "all_reduce",
     .save = Save::Inputs | Save::Outputs,
     .contiguous_inputs = true,
     .external_effect = true,
+    .stand_in = []() -> const OpDef& { return all_reduce_stand_in_op; },
     .attrs = &attrs_of<CollectiveAttrs>,
     .infer = infer_same,
     .backward = bw_all_reduce,
@@ -131,6 +195,7 @@ OpDef& broadcast_op = define_op({
     .name = "broadcast",
     .contiguous_inputs = true,
     .external_effect = true,
+    .stand_in = []() -> const OpDef& { return all_reduce_stand_in_op; },
     .attrs = &attrs_of<CollectiveAttrs>,
     .infer = infer_same,
     .cpu = {collective_cpu<Collective::Kind::Broadcast>},
@@ -147,6 +212,7 @@ OpDef& all_gather_op = define_op({
     .name = "all_gather",
     .contiguous_inputs = true,
     .external_effect = true,
+    .stand_in = []() -> const OpDef& { return all_gather_stand_in_op; },
     .attrs = &attrs_of<CollectiveAttrs>,
     .infer = infer_gather,
     .backward = bw_all_gather,
@@ -161,6 +227,7 @@ OpDef& all_reduce_start_op = define_op({
     .kind = OpKind::InPlace,
     .mutates = 0b1,
     .external_effect = true,
+    .stand_in = []() -> const OpDef& { return all_reduce_start_stand_in_op; },
     .attrs = &attrs_of<CollectiveAttrs>,
     .infer = infer_in_place,
     .cpu = {all_reduce_start_cpu},
@@ -177,6 +244,7 @@ OpDef& all_reduce_wait_op = define_op({
     .kind = OpKind::InPlace,
     .mutates = 0b1,
     .external_effect = true,
+    .stand_in = []() -> const OpDef& { return all_reduce_wait_stand_in_op; },
     .infer = infer_in_place,
     .cpu = {all_reduce_wait_cpu},
     .examples = {{.inputs = {{{5}}},
