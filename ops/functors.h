@@ -3,7 +3,7 @@
 // host and the device alike; a silent float->double promotion would break CPU/GPU parity.
 #pragma once
 
-#include <math.h>
+#include <cmath>  // not <math.h>: installed headers include C++ headers only (check_install.py)
 
 #include <cstdint>
 #include <limits>
