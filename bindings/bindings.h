@@ -66,6 +66,11 @@ py::array to_numpy(const Tensor& t, bool copy);
 /// types widen to a supported one). With `share`, a compatible NumPy array is not copied.
 Tensor tensor_from_data(py::handle data, py::handle dtype, py::handle device, bool requires_grad,
                         bool share);
+/// Whether `v` is another library's tensor that exports DLPack (a torch or CuPy tensor, a JAX
+/// array): not an encore Tensor nor a NumPy array, with __dlpack__ and __dlpack_device__.
+bool is_dlpack_producer(py::handle v);
+/// A tensor viewing a DLPack producer's memory, zero-copy (encore.from_dlpack).
+Tensor tensor_from_dlpack(py::handle v);
 DType dtype_of_numpy(const py::dtype& d, const char* op);
 py::dtype numpy_dtype(DType t);
 

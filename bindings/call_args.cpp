@@ -24,13 +24,15 @@ const char* type_name(py::handle v) { return v.is_none() ? "None" : Py_TYPE(v.pt
                                    v.is_none() ? "" : " (convert with encore.tensor(...))"));
 }
 
+// Another library's tensor (torch, CuPy, JAX) is taken through DLPack, zero-copy.
 bool is_tensor_like(py::handle v) {
-  return py::isinstance<Tensor>(v) || py::isinstance<py::array>(v);
+  return py::isinstance<Tensor>(v) || py::isinstance<py::array>(v) || is_dlpack_producer(v);
 }
 
 // Arrays share their memory where they can, as everywhere in the bindings.
 Tensor as_tensor_arg(py::handle v) {
   if (py::isinstance<Tensor>(v)) return v.cast<Tensor>();
+  if (is_dlpack_producer(v)) return tensor_from_dlpack(v);
   return tensor_from_data(v, py::none(), py::none(), false, /*share=*/true);
 }
 

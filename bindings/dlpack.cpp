@@ -301,6 +301,13 @@ py::object from_dlpack(py::object obj) {
 
 }  // namespace
 
+bool is_dlpack_producer(py::handle v) {
+  return !py::isinstance<Tensor>(v) && !py::isinstance<py::array>(v) && py::hasattr(v, "__dlpack__") &&
+         py::hasattr(v, "__dlpack_device__");
+}
+
+Tensor tensor_from_dlpack(py::handle v) { return from_dlpack(py::reinterpret_borrow<py::object>(v)).cast<Tensor>(); }
+
 void init_dlpack(py::module_& m, py::class_<Tensor>& cls) {
   cls.def("__dlpack__", &dunder_dlpack, py::kw_only(), py::arg("stream") = py::none(),
           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(),

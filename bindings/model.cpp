@@ -61,8 +61,9 @@ py::dict to_dict(const nn::Logs& logs) {
   return d;
 }
 
-// A Python iterable of batches: `batches(epoch)` returns an iterator of (x, y) tensor pairs
-// (y may be None for predict), made by the Python layer from the user's iterable.
+// A Python iterable of batches: `batches(epoch)` returns an iterator of (x, y) or
+// (x, y, sample_weight) tensor tuples (y may be None for predict), made by the Python layer from
+// the user's iterable.
 class PyBatches : public nn::Dataset {
  public:
   PyBatches(py::object batches, int64_t size) : batches_(std::move(batches)), size_(size) {}
@@ -82,8 +83,10 @@ class PyBatches : public nn::Dataset {
       if (PyErr_Occurred()) throw py::error_already_set();
       return std::nullopt;
     }
-    const py::tuple pair = py::reinterpret_steal<py::tuple>(item);
-    return nn::Batch{pair[0].cast<Tensor>(), pair[1].is_none() ? Tensor() : pair[1].cast<Tensor>()};
+    // (x, y) or (x, y, sample_weight), made by the Python layer.
+    const py::tuple t = py::reinterpret_steal<py::tuple>(item);
+    return nn::Batch{t[0].cast<Tensor>(), t[1].is_none() ? Tensor() : t[1].cast<Tensor>(),
+                     t.size() > 2 && !t[2].is_none() ? t[2].cast<Tensor>() : Tensor()};
   }
   int64_t size() const override { return size_; }
 
@@ -167,6 +170,11 @@ class Interrupts : public nn::Callback {
   std::chrono::steady_clock::time_point checked_ = std::chrono::steady_clock::now();
 };
 
+// One pass over an ArrayDataset, as a Python iterator.
+struct ArrayPass {
+  std::shared_ptr<nn::ArrayDataset> data;
+};
+
 std::shared_ptr<nn::Dataset> to_dataset(py::handle data) {
   if (data.is_none()) return nullptr;
   return data.cast<std::shared_ptr<nn::Dataset>>();
@@ -204,17 +212,40 @@ void init_model(py::module_& m) {
         if (d.size() < 0) throw py::type_error("this dataset does not know its number of batches");
         return d.size();
       });
+  py::class_<ArrayPass>(m, "_ArrayPass")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", [](ArrayPass& p) -> py::tuple {
+        std::optional<nn::Batch> b = p.data->next();
+        if (!b) throw py::stop_iteration();
+        if (b->sample_weight.defined()) return py::make_tuple(b->x, wrap(b->y), b->sample_weight);
+        return py::make_tuple(b->x, wrap(b->y));
+      });
   py::class_<nn::ArrayDataset, nn::Dataset, std::shared_ptr<nn::ArrayDataset>>(
-      m, "ArrayDataset",
+      m, "ArrayDataset", py::dynamic_attr(),
       "Rows of x (and y) in batches of batch_size, the last one smaller when they do not divide; "
       "shuffled per epoch from seed with shuffle (the order of epoch e depends only on seed and e).")
-      .def(py::init([](const Tensor& x, py::object y, int64_t batch_size, bool shuffle, uint64_t seed) {
+      .def(py::init([](const Tensor& x, py::object y, int64_t batch_size, bool shuffle, uint64_t seed,
+                       py::object sample_weight) {
              return std::make_shared<nn::ArrayDataset>(x, y.is_none() ? Tensor() : y.cast<Tensor>(), batch_size,
-                                                       shuffle, seed);
+                                                       shuffle, seed,
+                                                       sample_weight.is_none() ? Tensor() : sample_weight.cast<Tensor>());
            }),
            py::arg("x"), py::arg("y") = py::none(), py::arg("batch_size") = 32, py::arg("shuffle") = false,
-           py::arg("seed") = 0)
+           py::arg("seed") = 0, py::arg("sample_weight") = py::none())
       .def("order", &nn::ArrayDataset::order, py::arg("epoch"), "The row order of pass `epoch`.")
+      .def(
+          "__iter__",
+          [](py::object self) {
+            // Each iteration is the next pass (a new order when shuffled), read from a copy, so
+            // that two iterations at once do not share a position.
+            const int epoch = self.attr("__dict__").attr("get")("_passes", 0).cast<int>();
+            self.attr("_passes") = epoch + 1;
+            auto pass = std::make_shared<nn::ArrayDataset>(self.cast<const nn::ArrayDataset&>());
+            pass->start(epoch);
+            return ArrayPass{std::move(pass)};
+          },
+          "Iterates the batches of the next pass: (x, y) tuples (y None without targets), with the sample\n"
+          "weights as a third item when given.")
       .def(
           "batches",
           [](nn::ArrayDataset& d, int epoch) {
@@ -282,6 +313,13 @@ void init_model(py::module_& m) {
            }),
            py::arg("schedule"), py::arg("per_epoch") = false);
 
+  py::class_<nn::Metric>(m, "Metric",
+                         "A metric computed from counts over a pass (encore.metrics.AUC, Precision, Recall).")
+      .def_static("auc", &nn::Metric::auc, py::arg("num_thresholds") = 200, py::arg("name") = "auc")
+      .def_static("precision", &nn::Metric::precision, py::arg("threshold") = 0.5, py::arg("name") = "precision")
+      .def_static("recall", &nn::Metric::recall, py::arg("threshold") = 0.5, py::arg("name") = "recall")
+      .def_readonly("name", &nn::Metric::name);
+
   py::class_<PyModel>(m, "Model", py::custom_type_setup([](PyHeapTypeObject* heap_type) {
                         auto* type = &heap_type->ht_type;
                         type->tp_flags |= Py_TPFLAGS_HAVE_GC;
@@ -306,7 +344,8 @@ void init_model(py::module_& m) {
                                         ? nn::OptimizerSpec(optimizer.cast<std::string>())
                                         : nn::OptimizerSpec(optimizer.cast<std::shared_ptr<nn::Optimizer>>());
             check_loss_like(loss, "loss");
-            for (py::handle mt : metrics) check_loss_like(mt, "a metric");
+            for (py::handle mt : metrics)
+              if (!py::isinstance<nn::Metric>(mt)) check_loss_like(mt, "a metric");
             std::optional<nn::Loss> l;
             if (py::isinstance<py::str>(loss))
               l.emplace(loss.cast<std::string>());
@@ -316,6 +355,8 @@ void init_model(py::module_& m) {
             for (py::handle mt : metrics) {
               if (py::isinstance<py::str>(mt))
                 o.metrics.emplace_back(mt.cast<std::string>());
+              else if (py::isinstance<nn::Metric>(mt))
+                o.metrics.push_back(mt.cast<nn::Metric>());
               else
                 o.metrics.emplace_back(callable_name(mt, "metric"), borrowed_fn(self, py::reinterpret_borrow<py::object>(mt)));
             }
@@ -341,8 +382,11 @@ void init_model(py::module_& m) {
           "fit",
           [](PyModel& self, py::object x, py::object y, int64_t batch_size, int epochs, int initial_epoch,
              bool shuffle, uint64_t seed, double validation_split, py::object validation, py::list callbacks,
-             int verbose) {
+             int verbose, std::map<int64_t, double> class_weight, py::object sample_weight, int64_t steps_per_epoch) {
             nn::FitOptions o;
+            o.class_weight = std::move(class_weight);
+            if (!sample_weight.is_none()) o.sample_weight = sample_weight.cast<Tensor>();
+            o.steps_per_epoch = steps_per_epoch;
             o.batch_size = batch_size;
             o.epochs = epochs;
             o.initial_epoch = initial_epoch;
@@ -371,12 +415,13 @@ void init_model(py::module_& m) {
             }
             py::dict history;
             for (const auto& [k, v] : h.history) history[py::str(k)] = py::cast(v);
-            return py::make_tuple(history, py::cast(h.epoch), h.cost);
+            return py::make_tuple(history, py::cast(h.epoch), h.cost, h.warning);
           },
           py::arg("x"), py::arg("y"), py::arg("batch_size"), py::arg("epochs"), py::arg("initial_epoch"),
           py::arg("shuffle"), py::arg("seed"), py::arg("validation_split"), py::arg("validation"),
-          py::arg("callbacks"), py::arg("verbose"),
-          "Trains on tensors x, y (batched here) or on a Dataset x; returns (history, epochs, cost).")
+          py::arg("callbacks"), py::arg("verbose"), py::arg("class_weight"), py::arg("sample_weight"),
+          py::arg("steps_per_epoch"),
+          "Trains on tensors x, y (batched here) or on a Dataset x; returns (history, epochs, cost, warning).")
       .def(
           "evaluate",
           [](PyModel& self, std::shared_ptr<nn::Dataset> data, int verbose) {
@@ -399,16 +444,17 @@ void init_model(py::module_& m) {
           py::arg("data"), py::arg("verbose"))
       .def(
           "train_on_batch",
-          [](PyModel& self, const Tensor& x, const Tensor& y) {
+          [](PyModel& self, const Tensor& x, const Tensor& y, py::object sample_weight) {
             nn::Model& model = self.get();
+            const Tensor w = sample_weight.is_none() ? Tensor() : sample_weight.cast<Tensor>();
             nn::Logs logs;
             {
               py::gil_scoped_release release;
-              logs = model.train_on_batch(x, y);
+              logs = model.train_on_batch(x, y, w);
             }
             return to_dict(logs);
           },
-          py::arg("x"), py::arg("y"))
+          py::arg("x"), py::arg("y"), py::arg("sample_weight") = py::none())
       .def(
           "test_on_batch",
           [](PyModel& self, const Tensor& x, const Tensor& y) {

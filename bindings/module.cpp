@@ -16,5 +16,4 @@ PYBIND11_MODULE(_C, m) {
   init_model(m);
   init_distributed(m);
   init_argument_errors(m);
-  m.attr("cuda_built") = encore::cuda_built();
 }

@@ -166,6 +166,16 @@ void module_to(nn::Module& module, py::handle target) {
   module.to(to_dtype(target));
 }
 
+// A module's input: a Tensor, a NumPy array (shared where it can be), or another library's
+// tensor through DLPack (torch, CuPy, JAX: zero-copy, on its device).
+Tensor module_input(const nn::Module& module, py::handle x) {
+  if (py::isinstance<Tensor>(x)) return x.cast<Tensor>();
+  if (py::isinstance<py::array>(x) || is_dlpack_producer(x))
+    return tensor_from_data(x, py::none(), py::none(), false, /*share=*/true);
+  throw py::type_error("[" + module.label() + "] expected a Tensor, a NumPy array or a DLPack tensor (torch, CuPy, "
+                       "JAX), got " + std::string(py::str(py::type::handle_of(x).attr("__name__"))));
+}
+
 // Whether `root` is `target` or holds it.
 bool contains(const nn::Module& root, const nn::Module* target) {
   if (&root == target) return true;
@@ -218,13 +228,14 @@ void init_nn(py::module_& m) {
           "__call__",
           // With the GIL held: a module builds itself on first use and its autograd records
           // are shared state, so two Python threads must not run it at once.
-          [](nn::Module& module, const Tensor& x) { return module(x); },
+          [](nn::Module& module, py::handle x) { return module(module_input(module, x)); },
           py::arg("x"))
       .def(
           "forward",
-          [](nn::Module& module, const Tensor& x) {
+          [](nn::Module& module, py::handle x) {
+            const Tensor t = module_input(module, x);
             py::gil_scoped_release release;
-            return module.forward(x);
+            return module.forward(t);
           },
           py::arg("x"))
       .def(
@@ -324,6 +335,14 @@ void init_nn(py::module_& m) {
           "named_weights",
           [](const nn::Module& module) { return named(module.named_weights()); },
           "Parameters, then buffers, as (name, Tensor) pairs: what save() writes.")
+      // The conventions of Keras and PyTorch; encore/nn.py wraps them (NumPy arrays, mappings).
+      .def("_summary", &nn::Module::summary)
+      .def("_state_dict", [](const nn::Module& module) { return named(module.state_dict()); })
+      .def("_load_state_dict", &nn::Module::load_state_dict, py::arg("state"), py::arg("strict"))
+      .def("_get_weights", &nn::Module::get_weights)
+      .def("_set_weights", &nn::Module::set_weights, py::arg("values"))
+      .def("zero_grad", &nn::Module::zero_grad, py::arg("set_to_none") = true,
+           "PyTorch's zero_grad: every parameter's gradient set to None (default), or to zeros in place.")
       .def(
           "to",
           [](ModulePtr module, py::object target) {
@@ -431,12 +450,7 @@ void init_nn(py::module_& m) {
              if (i < 0) i += n;
              if (i < 0 || i >= n) throw py::index_error("layer index out of range");
              return s.layers()[i].second;
-           })
-      .def(
-          "summary",
-          [](nn::Sequential& s, py::object shape) { return s.summary(to_shape(shape, "summary")); },
-          py::arg("input_shape"),
-          "A Keras-like summary (layer, output shape, parameters) as text.");
+           });
 
   m.def(
       "save_module",

@@ -143,6 +143,11 @@ Tensor tensor_from_data(py::handle data, py::handle dtype, py::handle device, bo
     const Tensor& src = data.cast<const Tensor&>();
     t = share ? src.detach() : src.detach().clone();
     if (!dtype.is_none()) t = t.to(to_dtype(dtype));
+  } else if (is_dlpack_producer(data)) {
+    // A torch / CuPy / JAX tensor: its memory through DLPack (on its device), not through NumPy.
+    const Tensor view = tensor_from_dlpack(data);
+    t = share ? view : view.clone();
+    if (!dtype.is_none()) t = t.to(to_dtype(dtype));
   } else {
     py::module_ np = py::module_::import("numpy");
     const bool is_array = py::isinstance<py::array>(data);

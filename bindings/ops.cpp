@@ -76,7 +76,9 @@ void init_ops(py::module_& m) {
   init_generators(m);
   py::object tensor_class = m.attr("Tensor");
   py::list names, methods;
-  for (const OpDef* def : all_ops()) {
+  // defined_ops, not all_ops: listing the functions must not load the CUDA plugin (and with it
+  // the CUDA libraries, ~0.9 s) on every import.
+  for (const OpDef* def : defined_ops()) {
     if (!def->signature) continue;
     const Signature& s = signature_of(*def);
     const InvokeFn invoke = def->invoke;

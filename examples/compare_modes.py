@@ -72,6 +72,11 @@ def main():
     args = parser.parse_args()  # unknown options are errors (exit status 2)
     if args.device.startswith("cuda") and not encore.cuda.is_available():
         parser.error(f"--device {args.device}: no CUDA device is available; use --device cpu")
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401  (report.plot needs it: say so before the measurements)
+        except ImportError:
+            parser.error("--plot needs matplotlib: pip install matplotlib (or scripts/python_env.sh --plot)")
     device = encore.Device(args.device)
     print(f"encore compare_modes (Python) on {device}, cpu threads {encore.num_threads()}\n")
     reports = []
@@ -95,7 +100,8 @@ def main():
         reports.append(report.to_dict())
         if args.plot:
             path = args.plot.removesuffix(".png") + f"-{name}.png"
-            print(f"wrote {path}" if report.plot(path) else "matplotlib is not installed: no plot")
+            report.plot(path)
+            print(f"wrote {path}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(reports, f, indent=2)

@@ -9,14 +9,21 @@
 
 namespace encore::nn {
 
-ArrayDataset::ArrayDataset(Tensor x, Tensor y, int64_t batch_size, bool shuffle, uint64_t seed)
-    : x_(std::move(x)), y_(std::move(y)), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
+ArrayDataset::ArrayDataset(Tensor x, Tensor y, int64_t batch_size, bool shuffle, uint64_t seed,
+                           Tensor sample_weight)
+    : x_(std::move(x)), y_(std::move(y)), w_(std::move(sample_weight)), batch_size_(batch_size), shuffle_(shuffle),
+      seed_(seed) {
   ENCORE_CHECK(x_.defined() && x_.dim() >= 1, ValueError, "[data] x must be a tensor with a batch axis",
                x_.defined() ? ", got " + describe(x_) : "");
   ENCORE_CHECK(!y_.defined() || (y_.dim() >= 1 && y_.shape()[0] == x_.shape()[0]), ShapeError,
                "[data] x and y must have the same number of rows, got ", describe(x_), " and ",
                y_.defined() ? describe(y_) : "none");
   ENCORE_CHECK(batch_size >= 1, ValueError, "[data] batch_size must be >= 1, got ", batch_size);
+  ENCORE_CHECK(!w_.defined() || (w_.dim() == 1 && w_.shape()[0] == x_.shape()[0]), ShapeError,
+               "[data] sample_weight must hold one weight per row of x ", describe(x_), ", got ",
+               w_.defined() ? describe(w_) : "none");
+  ENCORE_CHECK(!w_.defined() || is_floating(w_.dtype()), DTypeError, "[data] sample_weight must be floating, got ",
+               w_.defined() ? describe(w_) : "none");
 }
 
 int64_t ArrayDataset::size() const { return (rows() + batch_size_ - 1) / batch_size_; }
@@ -40,7 +47,8 @@ void ArrayDataset::start(int epoch) {
 std::optional<Batch> ArrayDataset::next() {
   if (at_ >= rows()) return std::nullopt;
   const int64_t end = std::min(at_ + batch_size_, rows());
-  Batch b{gather(x_, at_, end), y_.defined() ? gather(y_, at_, end) : Tensor()};
+  Batch b{gather(x_, at_, end), y_.defined() ? gather(y_, at_, end) : Tensor(),
+          w_.defined() ? gather(w_, at_, end) : Tensor()};
   at_ = end;
   return b;
 }

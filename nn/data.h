@@ -9,9 +9,11 @@
 
 namespace encore::nn {
 
-/// Inputs and targets of one batch (targets undefined for predict).
+/// Inputs and targets of one batch (targets undefined for predict), and the weight of each
+/// row in the loss (Keras' sample_weight; undefined: every row weighs 1).
 struct Batch {
   Tensor x, y;
+  Tensor sample_weight = {};
 };
 
 class Dataset {
@@ -32,7 +34,9 @@ class Dataset {
 /// views of the arrays; shuffled ones are gathered into new tensors.
 class ArrayDataset : public Dataset {
  public:
-  ArrayDataset(Tensor x, Tensor y, int64_t batch_size, bool shuffle = false, uint64_t seed = 0);
+  /// `sample_weight` (optional): one weight per row, batched with the rows.
+  ArrayDataset(Tensor x, Tensor y, int64_t batch_size, bool shuffle = false, uint64_t seed = 0,
+               Tensor sample_weight = {});
 
   void start(int epoch) override;
   std::optional<Batch> next() override;
@@ -45,7 +49,7 @@ class ArrayDataset : public Dataset {
  private:
   Tensor gather(const Tensor& t, int64_t begin, int64_t end) const;
 
-  Tensor x_, y_;
+  Tensor x_, y_, w_;
   int64_t batch_size_;
   bool shuffle_;
   uint64_t seed_;

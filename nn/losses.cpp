@@ -12,6 +12,32 @@ namespace encore::nn {
 
 namespace {
 
+thread_local SampleWeights* current_weights = nullptr;
+
+}  // namespace
+
+SampleWeights::SampleWeights(Tensor weights) : weights_(std::move(weights)), previous_(current_weights) {
+  current_weights = this;
+}
+
+SampleWeights::~SampleWeights() { current_weights = previous_; }
+
+Tensor loss_mean(const Tensor& v, const Tensor& like) {
+  if (!current_weights || !current_weights->weights_.defined()) return graph::valid_mean(v, like);
+  const Tensor& w = current_weights->weights_;
+  ENCORE_CHECK(v.dim() >= 1 && v.shape()[0] == w.numel(), ShapeError, "[sample_weight] ", w.numel(),
+               " weights for a batch of ", v.dim() ? v.shape()[0] : 0, " rows (the loss's values ", describe(v), ")");
+  if (const auto l = graph::lengths_of(like))
+    ENCORE_CHECK(l->axis != 0, UnsupportedError,
+                 "[sample_weight] is not supported with a bucket policy on the batch axis");
+  current_weights->used_ = true;
+  std::vector<int64_t> row(static_cast<size_t>(v.dim()), 1);
+  row[0] = w.numel();
+  return graph::valid_mean(v * w.to(v.dtype()).reshape(Shape(row)), like);
+}
+
+namespace {
+
 // Inputs are checked here, so that a mistake is reported under the loss's name and not under
 // an op inside it ("[mul] dtypes differ").
 void check_pair(const char* loss, const Tensor& y_true, const Tensor& y_pred) {
@@ -41,7 +67,7 @@ Tensor sigmoid_logits(const Tensor& p) {
 
 // `like`: the predictions as the caller passed them (what a bucketed trace registered).
 Tensor binary_crossentropy_of_logits(const Tensor& y_true, const Tensor& z, const Tensor& like) {
-  return graph::valid_mean(binary_crossentropy_logits(z, y_true), like);
+  return loss_mean(binary_crossentropy_logits(z, y_true), like);
 }
 
 // Probabilities as Keras 3 takes them when not from_logits: scaled to sum to 1 over the class
@@ -72,13 +98,13 @@ Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from
     return binary_crossentropy_of_logits(y_true, z, y_pred);
   constexpr double kEps = 1e-7;
   const Tensor p = clip(y_pred, kEps, 1.0 - kEps);
-  return neg(graph::valid_mean(y_true * log(p) + (1.0 - y_true) * log(1.0 - p), y_pred));
+  return neg(loss_mean(y_true * log(p) + (1.0 - y_true) * log(1.0 - p), y_pred));
 }
 
 Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred) {
   check_pair("mean_squared_error", y_true, y_pred);
   const Tensor d = y_pred - y_true;
-  return graph::valid_mean(d * d, y_pred);
+  return loss_mean(d * d, y_pred);
 }
 
 Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits) {
@@ -87,7 +113,7 @@ Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool
   ENCORE_CHECK(y_pred.dim() >= 1, ShapeError, "[", loss, "] predictions ", describe(y_pred),
                " need a class axis (the last)");
   const Tensor logp = from_logits ? log_softmax(y_pred, -1) : keras_log_probabilities(y_pred);
-  return neg(graph::valid_mean(sum(y_true * logp, {-1}), y_pred));
+  return neg(loss_mean(sum(y_true * logp, {-1}), y_pred));
 }
 
 Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pred, bool from_logits) {
@@ -113,7 +139,7 @@ Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pre
     if (what.empty()) throw;
     throw ValueError(detail::cat("[", loss, "] ", what));
   }
-  return neg(graph::valid_mean(picked, y_pred));
+  return neg(loss_mean(picked, y_pred));
 }
 
 double binary_accuracy(const Tensor& y_true, const Tensor& y_pred, double threshold) {

@@ -29,6 +29,31 @@ Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool
 Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pred,
                                        bool from_logits = false);
 
+/// Keras' sample_weight: while a SampleWeights is alive on this thread, the losses above (and
+/// any loss that takes its mean with loss_mean) weight each row of their mean by `weights` (one
+/// per row, axis 0): the mean of loss_i * w_i over the rows, as Keras' "sum_over_batch_size".
+/// Model::fit and evaluate set it around the loss only (metrics stay unweighted, as Keras').
+class SampleWeights {
+ public:
+  explicit SampleWeights(Tensor weights);
+  ~SampleWeights();
+  SampleWeights(const SampleWeights&) = delete;
+  SampleWeights& operator=(const SampleWeights&) = delete;
+  /// Whether a loss took its mean with these weights (undefined weights: false).
+  bool used() const { return used_; }
+
+ private:
+  friend Tensor loss_mean(const Tensor& v, const Tensor& like);
+  Tensor weights_;
+  SampleWeights* previous_;
+  bool used_ = false;
+};
+
+/// The mean a loss takes of its per-element values `v`: over the valid entries of a bucketed
+/// trace (graph::valid_mean, `like` the predictions), each row weighted by the SampleWeights in
+/// effect.
+Tensor loss_mean(const Tensor& v, const Tensor& like);
+
 /// Fraction of predictions on the right side of `threshold` (probabilities) — not differentiable.
 double binary_accuracy(const Tensor& y_true, const Tensor& y_pred, double threshold = 0.5);
 

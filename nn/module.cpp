@@ -1,6 +1,8 @@
 #include "nn/module.h"
 
-#include <cstdio>
+#include <algorithm>
+#include <array>
+#include <set>
 
 #include "core/modes.h"
 
@@ -116,6 +118,175 @@ int64_t Module::num_parameters() const {
   return n;
 }
 
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  for (auto& [name, t] : named_weights()) out.emplace_back(name, t.detach());
+  return out;
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "'" : ", '") + n + "'";
+  return s.empty() ? "none" : s;
+}
+
+// Writes `values[i]` into `targets[i]` in place (same storage: traced steps keep replaying),
+// converted to its dtype and device, once every shape has been checked.
+void assign(const std::vector<std::pair<std::string, Tensor>>& targets, const std::vector<Tensor>& values,
+            const char* op) {
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const Tensor& t = targets[i].second;
+    const Tensor& v = values[i];
+    ENCORE_CHECK(v.defined(), ValueError, "[", op, "] the value for '", targets[i].first, "' is undefined");
+    ENCORE_CHECK(v.shape() == t.shape(), ShapeError, "[", op, "] '", targets[i].first, "' has shape ",
+                 t.shape().str(), " but the value ", describe(v), " does not");
+  }
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    Tensor t = targets[i].second.detach();
+    t.copy_(values[i].to(t.dtype()).to(t.device()));
+  }
+}
+
+}  // namespace
+
+std::pair<std::vector<std::string>, std::vector<std::string>> Module::load_state_dict(const NamedTensors& state,
+                                                                                      bool strict) {
+  const NamedTensors own = named_weights();
+  std::set<std::string> given;
+  for (const auto& [name, t] : state)
+    ENCORE_CHECK(given.insert(name).second, ValueError, "[load_state_dict] '", name, "' is given twice");
+  std::vector<std::string> missing, unexpected;
+  std::set<std::string> known;
+  NamedTensors targets;
+  std::vector<Tensor> values;
+  for (const auto& [name, t] : own) {
+    known.insert(name);
+    const auto it = std::find_if(state.begin(), state.end(), [&](const auto& e) { return e.first == name; });
+    if (it == state.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    targets.emplace_back(name, t);
+    values.push_back(it->second);
+  }
+  for (const auto& [name, t] : state)
+    if (!known.count(name)) unexpected.push_back(name);
+  ENCORE_CHECK(!strict || (missing.empty() && unexpected.empty()), ValueError, "[load_state_dict] the state of ",
+               label(), " does not match: missing ", joined(missing), "; unexpected ", joined(unexpected),
+               " (strict=False loads the names that match)");
+  assign(targets, values, "load_state_dict");
+  return {missing, unexpected};
+}
+
+namespace {
+
+// Keras' order: a module's own parameters and buffers, then its children's.
+void keras_order(const Module& m, const std::string& prefix, NamedTensors& out) {
+  NamedTensors own = m.named_weights();
+  std::set<std::string> in_children;
+  for (const auto& [name, child] : m.children())
+    for (const auto& [n, t] : child->named_weights()) in_children.insert(name + "." + n);
+  for (auto& [n, t] : own)
+    if (!in_children.count(n)) out.emplace_back(prefix + n, t);
+  for (const auto& [name, child] : m.children()) keras_order(*child, prefix + name + ".", out);
+}
+
+}  // namespace
+
+std::vector<Tensor> Module::get_weights() const {
+  NamedTensors ordered;
+  keras_order(*this, "", ordered);
+  std::vector<Tensor> out;
+  for (const auto& [n, t] : ordered) out.push_back(t.detach().to(Device::cpu()).clone());
+  return out;
+}
+
+void Module::set_weights(const std::vector<Tensor>& values) {
+  NamedTensors ordered;
+  keras_order(*this, "", ordered);
+  ENCORE_CHECK(values.size() == ordered.size(), ValueError, "[set_weights] ", label(), " has ", ordered.size(),
+               " weights, got ", values.size(), " values");
+  assign(ordered, values, "set_weights");
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (Tensor& p : parameters()) {
+    if (set_to_none) {
+      p.set_grad(Tensor());
+      continue;
+    }
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    NoGradGuard no_grad;
+    g.zero_();
+  }
+}
+
+namespace {
+
+int64_t count(const NamedTensors& tensors) {
+  int64_t n = 0;
+  for (const auto& [name, t] : tensors) n += t.numel();
+  return n;
+}
+
+// 1234567 -> "1,234,567"
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// "(None, 35, 128)": the batch is whatever a call brings, as Keras shows it.
+std::string output_shape_of(const Module& m) {
+  if (!m.built()) return "?";
+  const Shape& s = m.output_shape();
+  std::string out = "(";
+  for (int i = 0; i < s.size(); ++i) out += (i ? ", " : "") + (i == 0 ? std::string("None") : std::to_string(s[i]));
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+void summary_rows(const Module& m, const std::string& prefix, std::vector<std::array<std::string, 3>>& rows) {
+  for (const auto& [name, child] : m.children()) {
+    if (!child->built() && !child->children().empty()) {
+      summary_rows(*child, prefix + name + ".", rows);
+      continue;
+    }
+    rows.push_back({prefix + name + " (" + child->type_name() + ")", output_shape_of(*child),
+                    grouped(count(child->named_weights()))});
+  }
+}
+
+}  // namespace
+
+std::string Module::summary() const {
+  ENCORE_CHECK(built_, ValueError, "[", label(), "] summary needs a built model: call it on a batch, or build(",
+               "input_shape) first");
+  std::vector<std::array<std::string, 3>> rows;
+  summary_rows(*this, "", rows);
+  std::array<size_t, 3> width{std::string("Layer (type)").size(), std::string("Output Shape").size(),
+                              std::string("Param #").size()};
+  for (const auto& r : rows)
+    for (size_t i = 0; i < 3; ++i) width[i] = std::max(width[i], r[i].size());
+  auto line = [&](const std::array<std::string, 3>& r) {
+    std::string s = r[0] + std::string(width[0] + 3 - r[0].size(), ' ') + r[1] +
+                    std::string(width[1] + 3 - r[1].size(), ' ');
+    return s + std::string(width[2] - r[2].size(), ' ') + r[2] + "\n";
+  };
+  const std::string rule(width[0] + width[1] + width[2] + 6, '=');
+  std::string s = "Model: \"" + label() + "\"\n" + line({"Layer (type)", "Output Shape", "Param #"}) + rule + "\n";
+  for (const auto& r : rows) s += line(r);
+  const int64_t trainable = count(named_parameters()), fixed = count(named_buffers());
+  return s + rule + "\nTotal params: " + grouped(trainable + fixed) + "\nTrainable params: " + grouped(trainable) +
+         "\nNon-trainable params: " + grouped(fixed) + "\n";
+}
+
 void Module::to(Device device) {
   for (auto& [n, t] : named_weights())
     if (t.device() != device) t.set_data(t.detach().to(device));
@@ -162,17 +333,7 @@ Tensor Sequential::forward_impl(const Tensor& x) {
 
 std::string Sequential::summary(const Shape& input_shape) {
   if (!built()) build(input_shape);
-  std::string s;
-  char line[160];
-  std::snprintf(line, sizeof line, "%-34s %-20s %10s\n", "layer", "output shape", "params");
-  s += line;
-  for (auto& [n, layer] : children_) {
-    std::snprintf(line, sizeof line, "%-34s %-20s %10lld\n", (n + " (" + layer->type_name() + ")").c_str(),
-                  layer->output_shape().str().c_str(), static_cast<long long>(layer->num_parameters()));
-    s += line;
-  }
-  std::snprintf(line, sizeof line, "total parameters: %lld\n", static_cast<long long>(num_parameters()));
-  return s + line;
+  return summary();
 }
 
 }  // namespace encore::nn

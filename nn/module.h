@@ -50,6 +50,29 @@ class Module {
   std::vector<Tensor> parameters() const;
   int64_t num_parameters() const;
 
+  /// PyTorch's state_dict: every parameter and buffer by its name (named_weights), as tensors
+  /// that share the module's storage but not its autograd (detached).
+  NamedTensors state_dict() const;
+  /// Copies `state` into the parameters and buffers in place, all or nothing. With `strict`, the
+  /// names must be exactly the module's (else ValueError naming the missing and unexpected
+  /// ones); without, matching names are loaded and the rest ignored. Shapes must match
+  /// (ShapeError); values are converted to each tensor's dtype and device. Returns the names of
+  /// the module missing from `state`, then those of `state` the module does not have.
+  std::pair<std::vector<std::string>, std::vector<std::string>> load_state_dict(const NamedTensors& state,
+                                                                                bool strict = true);
+  /// Keras' get_weights: copies of every weight on the CPU, module by module (a module's
+  /// parameters, its buffers, then its children's, in order), the order Keras layers list them.
+  std::vector<Tensor> get_weights() const;
+  /// Keras' set_weights: values in get_weights' order, all or nothing (count, shapes checked).
+  void set_weights(const std::vector<Tensor>& values);
+  /// PyTorch's zero_grad: every parameter's gradient set to None, or to zeros in place.
+  void zero_grad(bool set_to_none = true);
+  /// A Keras-like summary of a built module: a row per child (name, type, output shape with the
+  /// batch as None, weights; a child never built that holds modules shows them instead), then
+  /// total, trainable (parameters) and non-trainable (buffers) weight counts. ValueError when
+  /// the module is not built.
+  std::string summary() const;
+
   /// Sets training mode (on) or inference mode (off) for this module and every module inside
   /// it. Modules start in training mode, as in PyTorch: dropout is active in `model(x)` until
   /// `eval()`. Model::predict / evaluate always run in inference mode.
@@ -122,8 +145,9 @@ class Sequential : public Module {
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& layers() const { return children_; }
 
   std::string type_name() const override { return "sequential"; }
-  /// A Keras-like summary: layer, output shape, parameter count.
+  /// Builds the model for `input_shape` when it is not built, then Module::summary().
   std::string summary(const Shape& input_shape);
+  using Module::summary;
 
  protected:
   Shape build_impl(const Shape& input_shape) override;

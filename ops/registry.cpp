@@ -75,6 +75,10 @@ const OpDef& op(std::string_view name) {
 
 std::span<OpDef* const> all_ops() {
   (void)backend(DeviceType::CUDA);  // the CUDA plugin's ops are listed too
+  return defined_ops();
+}
+
+std::span<OpDef* const> defined_ops() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   return r.order;

@@ -26,6 +26,11 @@ const OpDef* find_op(std::string_view name);
 /// Every op, in registration order (tests cover each; bindings expose the public ones), the
 /// CUDA plugin's included when it loads.
 std::span<OpDef* const> all_ops();
+/// The ops defined so far, without loading the CUDA plugin: libencore's own, which include every
+/// op with a public function (the plugin's ops have none). The bindings list their functions
+/// from these, so `import encore` loads no CUDA library; _ops.py, generated from all_ops(),
+/// imports each public function from _C and would fail to import if the plugin added one.
+std::span<OpDef* const> defined_ops();
 /// The parsed signature of an op with a public function.
 const Signature& signature_of(const OpDef& def);
 /// The fused whole-sequence recurrence of `cell` that runs on devices of `type` (cudnn_lstm on

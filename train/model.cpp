@@ -1,6 +1,8 @@
 #include "train/model.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -20,7 +22,7 @@ namespace encore::nn {
 namespace {
 
 // Means over the valid entries in a bucketed trace (graph/lengths.h), as the losses.
-Tensor mean_absolute_error(const Tensor& y, const Tensor& p) { return graph::valid_mean(abs(p - y), p); }
+Tensor mean_absolute_error(const Tensor& y, const Tensor& p) { return loss_mean(abs(p - y), p); }
 
 LossFn binary_accuracy_fn(double threshold) {
   return [threshold](const Tensor& y, const Tensor& p) {
@@ -47,7 +49,96 @@ LossFn metric_fn(const std::string& name, const Loss& loss) {
   if (name == "mse" || name == "mean_squared_error") return mean_squared_error;
   if (name == "mae" || name == "mean_absolute_error") return mean_absolute_error;
   throw ValueError(detail::cat("[compile] unknown metric '", name,
-                               "': use accuracy, binary_accuracy, sparse_categorical_accuracy, mse, mae or a function"));
+                               "': use accuracy, binary_accuracy, sparse_categorical_accuracy, mse, mae, auc, "
+                               "precision, recall or a function"));
+}
+
+// Binary targets and predictions as float64 columns (rows, 1), for the count metrics.
+std::pair<Tensor, Tensor> binary_columns(const char* metric, const Tensor& y, const Tensor& p) {
+  ENCORE_CHECK(y.defined() && p.defined() && y.numel() == p.numel(), ShapeError, "[", metric,
+               "] needs binary targets with one value per prediction, got targets ",
+               y.defined() ? describe(y) : "none", " and predictions ", p.defined() ? describe(p) : "none");
+  ENCORE_CHECK(!graph::lengths_of(p), UnsupportedError, "[", metric,
+               "] counts every entry: it is not supported under a bucket shape policy");
+  return {y.to(DType::Float64).reshape({-1, 1}), p.reshape({-1, 1})};
+}
+
+double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }  // Keras' divide_no_nan
+
+// Precision (`recall` false: true positives over predicted positives) or recall (over actual ones).
+Metric precision_or_recall(bool recall, double threshold, std::string name) {
+  const char* metric = recall ? "recall" : "precision";
+  Metric m(std::move(name));
+  m.width = 2;
+  m.counts = [recall, threshold, metric](const Tensor& y, const Tensor& p) {
+    const auto [ty, tp] = binary_columns(metric, y, p);
+    const Tensor positive = gt(tp, threshold).to(DType::Float64);
+    return concat({sum(positive * ty).reshape({1}), sum(recall ? ty : positive).reshape({1})}, 0);
+  };
+  m.result = [](const std::vector<double>& c) { return ratio(c[0], c[1]); };
+  return m;
+}
+
+}  // namespace
+
+Metric Metric::auc(int num_thresholds, std::string name) {
+  ENCORE_CHECK(num_thresholds > 1, ValueError, "[auc] num_thresholds must be > 1, got ", num_thresholds);
+  const int64_t n = num_thresholds;
+  Metric m(std::move(name));
+  m.width = 2 * n + 2;
+  m.counts = [n](const Tensor& y, const Tensor& p) {
+    const auto [ty, tp] = binary_columns("auc", y, p);
+    // Keras' thresholds: 0 - eps, i / (n - 1) for 0 < i < n - 1, 1 + eps (in float64, then in the
+    // predictions' dtype, as Keras compares them).
+    constexpr double kEps = 1e-7;
+    const Tensor i = arange(0, n, 1, DType::Float64, p.device());
+    const Tensor t = i / static_cast<double>(n - 1) - eq(i, 0.0) * kEps + eq(i, static_cast<double>(n - 1)) * kEps;
+    const Tensor positive = gt(tp, t.to(p.dtype()).reshape({1, n})).to(DType::Float64);
+    const Tensor positives = sum(ty);
+    return concat({sum(positive * ty, {0}), sum(positive * (1.0 - ty), {0}), positives.reshape({1}),
+                   (static_cast<double>(ty.numel()) - positives).reshape({1})},
+                  0);
+  };
+  m.result = [n](const std::vector<double>& c) {
+    const double positives = c[2 * n], negatives = c[2 * n + 1];
+    double area = 0;
+    for (int64_t i = 0; i + 1 < n; ++i) {
+      const double tpr = ratio(c[i], positives), next_tpr = ratio(c[i + 1], positives);
+      const double fpr = ratio(c[n + i], negatives), next_fpr = ratio(c[n + i + 1], negatives);
+      area += (fpr - next_fpr) * (tpr + next_tpr) / 2;
+    }
+    return area;
+  };
+  return m;
+}
+
+Metric Metric::precision(double threshold, std::string name) {
+  return precision_or_recall(false, threshold, std::move(name));
+}
+
+Metric Metric::recall(double threshold, std::string name) { return precision_or_recall(true, threshold, std::move(name)); }
+
+namespace {
+
+// A batch's sample weights: its own, else those of its rows' classes (Keras' class_weight: the
+// argmax of a one-hot row, else the rounded label), else none.
+Tensor batch_weights(const Batch& b, const std::map<int64_t, double>& class_weight) {
+  if (b.sample_weight.defined() || class_weight.empty()) return b.sample_weight;
+  const Tensor& y = b.y;
+  const int64_t rows = y.dim() ? y.shape()[0] : 1;
+  const bool one_hot = y.dim() == 2 && y.shape()[1] > 1;
+  ENCORE_CHECK(one_hot || y.numel() == rows, ShapeError,
+               "[fit] class_weight needs one label per row (or one-hot rows), got targets ", describe(y));
+  const std::vector<double> v = y.detach().to(DType::Float64).to_vector<double>();
+  const int64_t width = one_hot ? y.shape()[1] : 1;
+  std::vector<float> w(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    const auto row = v.begin() + i * width;
+    const int64_t label = one_hot ? std::max_element(row, row + width) - row : std::llround(v[i]);
+    const auto it = class_weight.find(label);
+    w[i] = static_cast<float>(it == class_weight.end() ? 1.0 : it->second);
+  }
+  return from_vector(w, {rows});
 }
 
 constexpr const char* kOptimizers[] = {"sgd", "adam", "adamw", "rmsprop"};
@@ -140,8 +231,13 @@ void Model::compile(OptimizerSpec optimizer, Loss loss, CompileOptions options) 
                ValueError, "[compile] unknown optimizer '", optimizer.name,
                "': use sgd, adam, adamw, rmsprop or an optimizer");
   std::vector<Metric> metrics = options.metrics;
-  for (Metric& m : metrics)
-    if (!m.fn) m.fn = metric_fn(m.name, loss);
+  for (Metric& m : metrics) {
+    if (m.fn || m.counts) continue;
+    if (m.name == "auc") m = Metric::auc();
+    else if (m.name == "precision") m = Metric::precision();
+    else if (m.name == "recall") m = Metric::recall();
+    else m.fn = metric_fn(m.name, loss);
+  }
   for (size_t i = 0; i < metrics.size(); ++i)
     for (size_t j = 0; j <= i; ++j)
       ENCORE_CHECK(metrics[i].name != (j < i ? metrics[j].name : "loss"), ValueError, "[compile] metric name '",
@@ -158,6 +254,8 @@ void Model::compile(OptimizerSpec optimizer, Loss loss, CompileOptions options) 
   train_fn_.reset();
   test_fn_.reset();
   predict_fn_.reset();
+  weighted_train_fn_.reset();
+  weighted_test_fn_.reset();
   train_acc_ = test_acc_ = {};
   compiled_ = true;
 }
@@ -209,27 +307,47 @@ void Model::prepare(const Tensor& x) {
   if (!optimizer_) optimizer_ = make_optimizer(optimizer_name_, module_->parameters());
   if (!train_acc_.sums.defined() || train_acc_.sums.device() != device_) {
     for (Accumulator* acc : {&train_acc_, &test_acc_}) {
-      acc->sums = zeros({static_cast<int64_t>(1 + metrics_.size())}, DType::Float64, device_);
+      int64_t slots = 1;
+      for (const Metric& m : metrics_) slots += m.counts ? m.width : 1;
+      acc->sums = zeros({slots}, DType::Float64, device_);
       acc->rows = zeros({}, DType::Float64, device_);
     }
   }
   if (options_.mode == ExecutionMode::Eager || train_fn_) return;
-  train_fn_ = make("train_step", {"x", "y"}, [this](const std::vector<Arg>& a) {
-    train_step(std::get<Tensor>(a[0]), std::get<Tensor>(a[1]));
-    return std::vector<Tensor>{};
-  });
-  test_fn_ = make("test_step", {"x", "y"}, [this](const std::vector<Arg>& a) {
-    test_step(std::get<Tensor>(a[0]), std::get<Tensor>(a[1]));
-    return std::vector<Tensor>{};
-  });
+  // Each step with weights (a third input) or without: the latter's graph has no weights in it.
+  auto step = [&](const char* name, bool weighted, void (Model::*fn)(const Tensor&, const Tensor&, const Tensor&)) {
+    std::vector<std::string> args{"x", "y"};
+    if (weighted) args.push_back("sample_weight");
+    return make(name, std::move(args), [this, weighted, fn](const std::vector<Arg>& a) {
+      (this->*fn)(std::get<Tensor>(a[0]), std::get<Tensor>(a[1]), weighted ? std::get<Tensor>(a[2]) : Tensor());
+      return std::vector<Tensor>{};
+    });
+  };
+  train_fn_ = step("train_step", false, &Model::train_step);
+  test_fn_ = step("test_step", false, &Model::test_step);
+  weighted_train_fn_ = step("train_step_weighted", true, &Model::train_step);
+  weighted_test_fn_ = step("test_step_weighted", true, &Model::test_step);
 }
 
 Tensor Model::on_device(const Tensor& t) const { return t.device() == device_ ? t : t.to(device_); }
 
-Tensor Model::loss_of(const Tensor& y, const Tensor& pred) const {
-  Tensor loss = loss_->fn(y, pred);
-  ENCORE_CHECK(loss.defined() && loss.numel() == 1, ShapeError, "[", loss_->name, "] the loss must be a scalar, got ",
-               loss.defined() ? describe(loss) : "nothing");
+Tensor Model::loss_of(const Tensor& y, const Tensor& pred, const Tensor& w) const {
+  Tensor loss;
+  bool weighed = false;
+  {
+    const SampleWeights weights(w);  // the built-in losses weigh their rows (nn/losses.h)
+    loss = loss_->fn(y, pred);
+    weighed = weights.used();
+  }
+  ENCORE_CHECK(loss.defined(), ValueError, "[", loss_->name, "] the loss gave nothing");
+  if (loss.dim() >= 1) {
+    // A function's loss per row (Keras' form), reduced here, with the weights.
+    const SampleWeights weights(w);
+    return loss_mean(loss, pred);
+  }
+  ENCORE_CHECK(!w.defined() || weighed, ValueError, "[", loss_->name,
+               "] sample_weight and class_weight need a loss that weighs rows: a built-in loss, or a function "
+               "that returns one loss per row (shape (batch,)) instead of their mean");
   return loss;
 }
 
@@ -244,32 +362,38 @@ void Model::accumulate(Accumulator& acc, const Tensor& loss, const Tensor& y, co
     graph::set_lengths(p, *l);
     if (l->axis == 0) real_rows = l->length.to(DType::Float64).reshape({});
   }
-  std::vector<Tensor> values{loss.detach().to(DType::Float64).reshape({1})};
+  // Means are summed weighted by the batch's rows; counts as they are.
+  auto weighted = [&](const Tensor& v) { return real_rows.defined() ? v * real_rows : v * rows; };
+  std::vector<Tensor> values{weighted(loss.detach().to(DType::Float64).reshape({1}))};
   for (const Metric& m : metrics_) {
+    if (m.counts) {
+      const Tensor c = m.counts(y, p);
+      ENCORE_CHECK(c.numel() == m.width, ShapeError, "[", m.name, "] gave ", c.numel(), " counts, not ", m.width);
+      values.push_back(c.to(DType::Float64).reshape({m.width}));
+      continue;
+    }
     const Tensor v = m.fn(y, p);
     ENCORE_CHECK(v.numel() == 1, ShapeError, "[", m.name, "] a metric must give a scalar, got ", describe(v));
-    values.push_back(v.to(DType::Float64).reshape({1}));
+    values.push_back(weighted(v.to(DType::Float64).reshape({1})));
   }
-  if (real_rows.defined()) {
-    acc.sums.copy_(acc.sums + concat(values, 0) * real_rows);
+  acc.sums.copy_(acc.sums + concat(values, 0));
+  if (real_rows.defined())
     acc.rows.copy_(acc.rows + real_rows);
-  } else {
-    acc.sums.copy_(acc.sums + concat(values, 0) * rows);
+  else
     acc.rows.copy_(acc.rows + rows);
-  }
 }
 
-void Model::train_step(const Tensor& x, const Tensor& y) {
+void Model::train_step(const Tensor& x, const Tensor& y, const Tensor& w) {
   optimizer_->zero_grad();
   const Tensor pred = (*module_)(x);
-  const Tensor loss = loss_of(y, pred);
+  const Tensor loss = loss_of(y, pred, w);
   loss.backward();
   optimizer_->step();
   accumulate(train_acc_, loss, y, pred);
 }
 
 // One update in training mode, through the traced step or eagerly.
-void Model::run_train_step(const Tensor& x, const Tensor& y) {
+void Model::run_train_step(const Tensor& x, const Tensor& y, const Tensor& w) {
   TrainingGuard training(true);
   EnableGradGuard grad;
   if (!optimizer_checked_) {
@@ -278,16 +402,18 @@ void Model::run_train_step(const Tensor& x, const Tensor& y) {
   }
   optimizer_->match_param_dtypes();  // after Module::to(dtype): outside the traced step
   const Tensor bx = on_device(x), by = on_device(y);
-  if (train_fn_)
+  if (w.defined() && weighted_train_fn_)
+    (*weighted_train_fn_)({bx, by, on_device(w)});
+  else if (train_fn_ && !w.defined())
     (*train_fn_)({bx, by});
   else
-    train_step(bx, by);
+    train_step(bx, by, w.defined() ? on_device(w) : w);
   ++iterations_;
 }
 
-void Model::test_step(const Tensor& x, const Tensor& y) {
+void Model::test_step(const Tensor& x, const Tensor& y, const Tensor& w) {
   const Tensor pred = (*module_)(x);
-  accumulate(test_acc_, loss_of(y, pred), y, pred);
+  accumulate(test_acc_, loss_of(y, pred, w), y, pred);
 }
 
 Tensor Model::predict_step(const Tensor& x) { return (*module_)(x); }
@@ -302,8 +428,16 @@ Logs Model::read(const Accumulator& acc, const std::string& prefix) const {
   if (!acc.sums.defined()) return logs;
   const std::vector<double> sums = acc.sums.to_vector<double>();
   const double rows = acc.rows.item();
-  const std::vector<std::string> names = log_names();
-  for (size_t i = 0; i < names.size(); ++i) logs[prefix + names[i]] = sums[i] / rows;
+  logs[prefix + "loss"] = sums[0] / rows;
+  size_t at = 1;
+  for (const Metric& m : metrics_) {
+    if (m.counts) {
+      logs[prefix + m.name] = m.result({sums.begin() + at, sums.begin() + at + m.width});
+      at += m.width;
+    } else {
+      logs[prefix + m.name] = sums[at++] / rows;
+    }
+  }
   return logs;
 }
 
@@ -332,11 +466,15 @@ History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
     const auto held = static_cast<int64_t>(static_cast<double>(rows) * options.validation_split);
     ENCORE_CHECK(held >= 1 && held < rows, ValueError, "[fit] validation_split ", options.validation_split,
                  " of ", rows, " rows leaves no rows for validation or for training");
-    options.validation_data = std::make_shared<ArrayDataset>(x.slice(0, rows - held, rows), y.slice(0, rows - held, rows),
-                                                             options.batch_size);
+    const Tensor& w = options.sample_weight;
+    options.validation_data = std::make_shared<ArrayDataset>(
+        x.slice(0, rows - held, rows), y.slice(0, rows - held, rows), options.batch_size, false, 0,
+        w.defined() ? w.slice(0, rows - held, rows) : Tensor());
     rows -= held;
   }
-  ArrayDataset train(x.slice(0, 0, rows), y.slice(0, 0, rows), options.batch_size, options.shuffle, options.seed);
+  const Tensor& w = options.sample_weight;
+  ArrayDataset train(x.slice(0, 0, rows), y.slice(0, 0, rows), options.batch_size, options.shuffle, options.seed,
+                     w.defined() ? w.slice(0, 0, rows) : Tensor());
   return fit(train, std::move(options));
 }
 
@@ -350,7 +488,8 @@ History Model::fit(Dataset& all_data, FitOptions options) {
   if (parallel && dist::rank() != 0) options.verbose = 0;
   bool weights_shared = !parallel;
   ProgressBar bar = progress_bar(options.verbose);
-  const CostMark mark = CostMark::now({train_fn_.get(), test_fn_.get()});
+  const CostMark mark =
+      CostMark::now({train_fn_.get(), test_fn_.get(), weighted_train_fn_.get(), weighted_test_fn_.get()});
   const int64_t steps_before = iterations_;
   const ModeRestore modes(*module_);
   module_->train(true);
@@ -364,16 +503,31 @@ History Model::fit(Dataset& all_data, FitOptions options) {
   if (options.validation_data)
     for (const std::string& n : log_names()) names.push_back("val_" + n);
 
+  ENCORE_CHECK(options.steps_per_epoch >= 0, ValueError, "[fit] steps_per_epoch must be >= 0, got ",
+               options.steps_per_epoch);
+  const int64_t per_epoch = options.steps_per_epoch;
+  // With steps_per_epoch a pass goes on across epochs: the batches it gave so far.
+  int64_t pass_batches = -1;
+
   History history;
   for (const auto& cb : options.callbacks) cb->on_train_begin(*this);
   for (int epoch = options.initial_epoch; epoch < options.epochs && !stop_training; ++epoch) {
     for (const auto& cb : options.callbacks) cb->on_epoch_begin(*this, epoch);
-    data.start(epoch);
-    bar.start(data.size(), detail::cat("Epoch ", epoch + 1, "/", options.epochs), names);
+    if (!per_epoch || pass_batches < 0) {
+      data.start(epoch);
+      pass_batches = 0;
+    }
+    bar.start(per_epoch ? per_epoch : data.size(), detail::cat("Epoch ", epoch + 1, "/", options.epochs), names);
     int64_t batch = 0;
-    while (!stop_training) {
+    while (!stop_training && (!per_epoch || batch < per_epoch)) {
       std::optional<Batch> b = data.next();
+      if (!b && per_epoch && pass_batches > 0) {
+        data.start(epoch);  // the pass ended: another, as Keras does for data it can read again
+        pass_batches = 0;
+        b = data.next();
+      }
       if (!b) break;
+      ++pass_batches;
       ENCORE_CHECK(b->x.defined() && b->y.defined(), ValueError, "[fit] batch ", batch, " has no ",
                    b->x.defined() ? "targets" : "inputs");
       prepare(b->x);
@@ -384,14 +538,23 @@ History Model::fit(Dataset& all_data, FitOptions options) {
       if (batch_hooks)
         for (const auto& cb : options.callbacks) cb->on_batch_begin(*this, batch);
       if (batch == 0) reset(train_acc_);
-      run_train_step(b->x, b->y);
+      run_train_step(b->x, b->y, batch_weights(*b, options.class_weight));
       ++batch;
       if (batch_hooks)
         for (const auto& cb : options.callbacks) cb->on_batch_end(*this, batch - 1);
       bar.update(batch, [this] { return running_logs(); });
     }
+    if (per_epoch && batch < per_epoch && !stop_training) {
+      // Keras: "Your input ran out of data; interrupting training."
+      history.warning = detail::cat("[fit] the training data ran out after ", batch, " of ", per_epoch,
+                                    " steps of epoch ", epoch + 1, ": training stops (a one-shot iterable, such "
+                                    "as a generator, gives steps_per_epoch * epochs batches at most)");
+      stop_training = true;
+      if (batch == 0) break;
+    }
     ENCORE_CHECK(batch > 0, ValueError, "[fit] the training data gave no batches in epoch ", epoch + 1,
-                 " (an iterable that can be read only once, such as a generator, gives none after the first)");
+                 " (an iterable that can be read only once, such as a generator, gives none after the first: "
+                 "pass steps_per_epoch, or an iterable whose __iter__ starts afresh)");
     Logs logs = read_all_ranks(train_acc_);
     if (options.validation_data) {
       const Logs val = evaluate_pass(*options.validation_data, nullptr);
@@ -404,6 +567,12 @@ History Model::fit(Dataset& all_data, FitOptions options) {
     bar.finish(batch, logs);
   }
   for (const auto& cb : options.callbacks) cb->on_train_end(*this);
+  if (!history.warning.empty() && options.verbose > 0) {
+    if (output_)
+      output_(history.warning + "\n");
+    else
+      std::cerr << history.warning << std::endl;
+  }
 
   // The cost summary, from the ledger and the traced steps' records.
   const int64_t steps = iterations_ - steps_before;
@@ -414,7 +583,8 @@ History Model::fit(Dataset& all_data, FitOptions options) {
   } else {
     std::string traces;
     int64_t n = 0;
-    for (const TracedFunction* f : {train_fn_.get(), test_fn_.get()}) {
+    for (const TracedFunction* f :
+         {train_fn_.get(), test_fn_.get(), weighted_train_fn_.get(), weighted_test_fn_.get()}) {
       if (!f) continue;
       const TraceStats& s = f->stats();
       const int64_t new_traces = s.traces - mark.traces_before(f);
@@ -457,10 +627,13 @@ Logs Model::evaluate_pass(Dataset& all_data, ProgressBar* bar) {
     TrainingGuard inference(false);
     NoGradGuard no_grad;
     const Tensor bx = on_device(b->x), by = on_device(b->y);
-    if (test_fn_)
+    const Tensor bw = b->sample_weight.defined() ? on_device(b->sample_weight) : Tensor();
+    if (bw.defined() && weighted_test_fn_)
+      (*weighted_test_fn_)({bx, by, bw});
+    else if (test_fn_ && !bw.defined())
       (*test_fn_)({bx, by});
     else
-      test_step(bx, by);
+      test_step(bx, by, bw);
     ++batch;
     if (bar) bar->update(batch, [&] { return read(test_acc_, ""); });
   }
@@ -470,8 +643,8 @@ Logs Model::evaluate_pass(Dataset& all_data, ProgressBar* bar) {
   return logs;
 }
 
-Logs Model::evaluate(const Tensor& x, const Tensor& y, int64_t batch_size, int verbose) {
-  ArrayDataset data(x, y, batch_size);
+Logs Model::evaluate(const Tensor& x, const Tensor& y, int64_t batch_size, int verbose, const Tensor& sample_weight) {
+  ArrayDataset data(x, y, batch_size, false, 0, sample_weight);
   return evaluate(data, verbose);
 }
 
@@ -500,13 +673,13 @@ Tensor Model::predict(Dataset& data, int verbose) {
   return outputs.size() == 1 ? outputs[0] : concat(outputs, 0);
 }
 
-Logs Model::train_on_batch(const Tensor& x, const Tensor& y) {
+Logs Model::train_on_batch(const Tensor& x, const Tensor& y, const Tensor& sample_weight) {
   require_compiled("train_on_batch");
   prepare(x);
   const ModeRestore modes(*module_);
   module_->train(true);
   reset(train_acc_);
-  run_train_step(x, y);
+  run_train_step(x, y, sample_weight);
   return running_logs();
 }
 

@@ -63,14 +63,29 @@ struct Loss {
 };
 
 /// A metric: a name — "accuracy" / "acc" (binary or sparse categorical, after the loss),
-/// "binary_accuracy", "sparse_categorical_accuracy", "mse", "mae" and their long names — or any
-/// function of (y_true, y_pred) giving a per-batch mean. Epoch values weight batches by size.
+/// "binary_accuracy", "sparse_categorical_accuracy", "mse", "mae" and their long names, "auc",
+/// "precision", "recall" — or any function of (y_true, y_pred) giving a per-batch mean. Epoch
+/// values of mean metrics weight batches by size; AUC, precision and recall are computed from
+/// counts over the whole pass, as Keras' (not means of per-batch values).
 struct Metric {
   Metric(const char* name) : Metric(std::string(name)) {}
   Metric(std::string name) : name(std::move(name)) {}
   Metric(std::string name, LossFn fn) : name(std::move(name)), fn(std::move(fn)) {}
+  /// Keras' AUC (ROC, interpolated Riemann sum) of binary targets and probabilities, from true and
+  /// false positive counts at `num_thresholds` thresholds: 0 - 1e-7, i / (n - 1) for 0 < i < n - 1,
+  /// 1 + 1e-7.
+  static Metric auc(int num_thresholds = 200, std::string name = "auc");
+  /// Keras' Precision and Recall: y_pred > threshold counts as positive, targets are 0 or 1.
+  static Metric precision(double threshold = 0.5, std::string name = "precision");
+  static Metric recall(double threshold = 0.5, std::string name = "recall");
+
   std::string name;
-  LossFn fn;  // empty: resolved from the name by compile
+  LossFn fn;  // a per-batch mean; empty: resolved from the name by compile (or counts below)
+  /// A metric of counts: `counts(y_true, y_pred)` gives `width` float64 counts, summed over the
+  /// pass; `result` the value from the sums.
+  LossFn counts;
+  int64_t width = 0;
+  std::function<double(const std::vector<double>& sums)> result;
 };
 
 /// An optimizer, or the name of one made over the module's parameters, with its defaults, once
@@ -105,6 +120,16 @@ struct FitOptions {
   double validation_split = 0.0;
   /// Validation batches (instead of validation_split).
   std::shared_ptr<Dataset> validation_data = nullptr;
+  /// Keras' class_weight: the loss weight of each row is that of its class (a row's label:
+  /// integer, rounded float, or the argmax of a one-hot row), 1 for classes not listed. Applied
+  /// to rows without a sample weight of their own.
+  std::map<int64_t, double> class_weight = {};
+  /// Keras' sample_weight for fit(x, y): one loss weight per row of x.
+  Tensor sample_weight = {};
+  /// Batches per epoch (Keras' steps_per_epoch), taken from one pass over the data that goes on
+  /// across epochs; a pass that ends starts another. Data that gives no batch when started again
+  /// (a one-shot generator) ends training, with History::warning. 0: one whole pass per epoch.
+  int64_t steps_per_epoch = 0;
   std::vector<std::shared_ptr<Callback>> callbacks = {};
   /// 0 silent, 1 progress bar, 2 one line per epoch; the cost summary with 1 and 2.
   int verbose = 1;
@@ -116,6 +141,8 @@ struct History {
   std::map<std::string, std::vector<double>> history;
   /// The fit's cost summary line.
   std::string cost;
+  /// Set when fit stopped early because the data ran out (steps_per_epoch); empty otherwise.
+  std::string warning;
 };
 
 class Model {
@@ -134,7 +161,8 @@ class Model {
   /// Trains on the batches of `data` (batch_size, shuffle, seed and validation_split unused).
   History fit(Dataset& data, FitOptions options = {});
   /// The loss and metrics over (x, y), in inference mode.
-  Logs evaluate(const Tensor& x, const Tensor& y, int64_t batch_size = 32, int verbose = 0);
+  Logs evaluate(const Tensor& x, const Tensor& y, int64_t batch_size = 32, int verbose = 0,
+                const Tensor& sample_weight = {});
   Logs evaluate(Dataset& data, int verbose = 0);
   /// The module's outputs for every row of x, in inference mode without autograd, batched and
   /// concatenated along axis 0 (on the model's device).
@@ -142,7 +170,7 @@ class Model {
   Tensor predict(Dataset& data, int verbose = 0);
 
   /// One update on one batch (training mode); the batch's loss and metrics.
-  Logs train_on_batch(const Tensor& x, const Tensor& y);
+  Logs train_on_batch(const Tensor& x, const Tensor& y, const Tensor& sample_weight = {});
   /// The batch's loss and metrics in inference mode.
   Logs test_on_batch(const Tensor& x, const Tensor& y);
   /// The module's output for one batch in inference mode.
@@ -185,11 +213,11 @@ class Model {
   void require_compiled(const char* what) const;
   void prepare(const Tensor& x);
   ProgressBar progress_bar(int verbose) const;
-  Tensor loss_of(const Tensor& y, const Tensor& pred) const;
+  Tensor loss_of(const Tensor& y, const Tensor& pred, const Tensor& w) const;
   Tensor on_device(const Tensor& t) const;
-  void run_train_step(const Tensor& x, const Tensor& y);
-  void train_step(const Tensor& x, const Tensor& y);
-  void test_step(const Tensor& x, const Tensor& y);
+  void run_train_step(const Tensor& x, const Tensor& y, const Tensor& w);
+  void train_step(const Tensor& x, const Tensor& y, const Tensor& w);
+  void test_step(const Tensor& x, const Tensor& y, const Tensor& w);
   Tensor predict_step(const Tensor& x);
   void accumulate(Accumulator& acc, const Tensor& loss, const Tensor& y, const Tensor& pred);
   Logs read(const Accumulator& acc, const std::string& prefix) const;
@@ -213,7 +241,9 @@ class Model {
   Tensor probe_;  // the first parameter: where the model lives
   Device device_;
   Accumulator train_acc_, test_acc_;
-  std::unique_ptr<TracedFunction> train_fn_, test_fn_, predict_fn_;
+  // The traced steps; the weighted ones (sample or class weights) take the weights as a third
+  // input and are made on first use.
+  std::unique_ptr<TracedFunction> train_fn_, test_fn_, predict_fn_, weighted_train_fn_, weighted_test_fn_;
   int64_t iterations_ = 0;
   int epoch_ = 0;
 };

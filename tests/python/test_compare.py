@@ -139,8 +139,19 @@ def test_plot_draws_a_png(tmp_path):
     model = per_step_model()
     report = encore.compare_modes(lambda x, y: model(x), make(6), steps=2, warmup=0)
     path = tmp_path / "modes.png"
-    assert report.plot(str(path))
+    assert report.plot(str(path)) is None
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib_raises_a_clear_import_error(tmp_path, monkeypatch):
+    model = per_step_model()
+    report = encore.compare_modes(lambda x, y: model(x), make(6), steps=1, warmup=0)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    path = tmp_path / "modes.png"
+    with pytest.raises(ImportError, match=r"Report.plot needs matplotlib: pip install matplotlib") as raised:
+        report.plot(str(path))
+    assert raised.value.name == "matplotlib"
+    assert not path.exists()
 
 
 SCRIPT = """
@@ -177,8 +188,30 @@ def test_cli_runs_a_script_and_rejects_unknown_flags(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "traced_new_length" in done.stdout
     assert [m["mode"] for m in json.loads(out.read_text())["modes"]] == ["eager", "traced", "traced_new_length"]
+    assert "RuntimeWarning" not in done.stderr  # runpy's "found in sys.modules" warning
     bad = run_cli(tmp_path, "--stpes", "2")
     assert bad.returncode == 2 and "unrecognized arguments: --stpes" in bad.stderr
+
+
+def test_cli_help_gives_no_runpy_warning():
+    # `import encore` must not import encore.compare, or runpy warns before running it as __main__.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-W", "error", "-m", "encore.compare", "--help"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and "usage: python -m encore.compare" in done.stdout
+
+
+def test_cli_plot_without_matplotlib_stops_before_comparing(tmp_path):
+    script = tmp_path / "my_model.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    hide = ("import runpy, sys; sys.modules['matplotlib'] = None; sys.argv = ['encore.compare'] + sys.argv[1:]; "
+            "runpy.run_module('encore.compare', run_name='__main__', alter_sys=True)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", hide, str(script), "--plot", str(tmp_path / "p.png")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "--plot: Report.plot needs matplotlib" in done.stderr and done.stdout == ""
 
 
 def test_structured_retrace_records_and_axis_values():

@@ -104,10 +104,10 @@ def test_iterables_of_batches():
 
     def once():
         yield from batches
-    with pytest.raises(ValueError, match="no batches in epoch 2"):
+    with pytest.raises(ValueError, match="x is a one-shot iterator .* Pass steps_per_epoch"):
         make_model().fit(once(), epochs=2, verbose=0)
-    with pytest.raises(ValueError, match=r"a batch is \(x, y\) or x"):
-        make_model().fit([(x, y, y)], verbose=0)
+    with pytest.raises(ValueError, match=r"a batch is \(x, y\), \(x, y, sample_weight\) or x"):
+        make_model().fit([(x, y, y, y)], verbose=0)
 
 
 def test_numpy_conversions():

@@ -61,8 +61,11 @@ def test_sequential():
     assert names == ["conv1d.kernel", "conv1d.bias", "dense.kernel", "dense.bias"]
     assert [p.name for p in model.parameters()] == names
     assert all(p.requires_grad for p in model.parameters())
-    summary = model.summary((2, 10, 3))
-    assert "conv1d" in summary and "total parameters" in summary
+    lines = []
+    model.summary(print_fn=lines.append)
+    assert lines[3].startswith("conv1d (conv1d)") and "Total params: 45" in lines
+    with pytest.raises(TypeError, match=r"\[summary\] print_fn must be callable, got tuple"):
+        model.summary((2, 10, 3))  # the former form, which took an input shape
     assert [layer.type_name for layer in model.layers] == ["conv1d", "global_average_pooling1d", "dense"]
     assert model(encore.randn(2, 10, 3)).shape == (2, 1)
     assert "sequential" in repr(model)

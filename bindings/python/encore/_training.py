@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from typing import Any, Dict, Iterable, List, Optional, Union
 
 import numpy as np
@@ -50,6 +51,11 @@ def _as_tensor(self: Module, a: Any, target: bool = False) -> _C.Tensor:
     get them as floats, and 1-D targets as a column."""
     if isinstance(a, _C.Tensor):
         return a
+    if not isinstance(a, np.ndarray) and hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__"):
+        a = _C.from_dlpack(a)  # a torch / CuPy / JAX tensor, zero-copy
+        if a.device.type != "cpu":
+            return a
+        a = a.numpy()  # a view: converted below like any array
     arr = np.asarray(a)
     float_target = target and self.__dict__.get("_sparse_targets") is False
     if arr.dtype.kind in "fb" or (float_target and arr.dtype.kind in "iu"):
@@ -66,8 +72,15 @@ def _is_array(a: Any) -> bool:
     return isinstance(a, list) and bool(a) and isinstance(a[0], (int, float, list))
 
 
+def _one_shot(data: Any) -> bool:
+    """Whether ``data`` can be iterated once only: an iterator (a generator) is its own iterator;
+    a re-iterable (a list, a loader) makes a fresh one per ``iter``."""
+    return iter(data) is data
+
+
 def _batches(self: Module, data: Iterable, name: str) -> _C._PythonBatches:
-    """An iterable of batches, read afresh each epoch: (x, y) pairs, or x alone for predict."""
+    """An iterable of batches, read afresh each epoch: (x, y) pairs, (x, y, sample_weight)
+    triples, or x alone for predict."""
     try:
         size = len(data)  # type: ignore[arg-type]
     except TypeError:
@@ -76,14 +89,25 @@ def _batches(self: Module, data: Iterable, name: str) -> _C._PythonBatches:
     def batches(epoch: int):
         for item in data:
             if isinstance(item, (tuple, list)):
-                if len(item) not in (1, 2):
-                    raise ValueError(f"[{name}] a batch is (x, y) or x, got a sequence of {len(item)}")
-                x, y = item[0], item[1] if len(item) == 2 else None
+                if len(item) not in (1, 2, 3):
+                    raise ValueError(f"[{name}] a batch is (x, y), (x, y, sample_weight) or x, got a sequence of "
+                                     f"{len(item)}")
+                x, y = item[0], item[1] if len(item) >= 2 else None
+                w = item[2] if len(item) == 3 else None
             else:
-                x, y = item, None
-            yield _as_tensor(self, x), None if y is None else _as_tensor(self, y, target=True)
+                x, y, w = item, None, None
+            yield (_as_tensor(self, x), None if y is None else _as_tensor(self, y, target=True),
+                   None if w is None else _weights(self, w))
 
     return _C._PythonBatches(batches, size)
+
+
+def _weights(self: Module, w: Any) -> _C.Tensor:
+    """Sample weights, one per row, in the model's float dtype."""
+    t = _as_tensor(self, np.asarray(w, dtype=_float_dtype(self)) if not isinstance(w, _C.Tensor) else w)
+    if len(t.shape) != 1:
+        raise ValueError(f"[fit] sample_weight must hold one weight per row (shape (rows,)), got shape {t.shape}")
+    return t
 
 
 _HOOKS = tuple(name for name in vars(Callback) if name.startswith("on_"))
@@ -102,13 +126,19 @@ def _callbacks(callbacks: Optional[List[Any]]) -> List[Any]:
     return callbacks
 
 
-def _data(self: Module, x: Any, y: Any, batch_size: int, name: str):
+def _data(self: Module, x: Any, y: Any, batch_size: int, name: str, sample_weight: Any = None):
+    if isinstance(x, _C.Dataset):
+        return x
     if y is None and x is not None and not _is_array(x):
+        if sample_weight is not None:
+            raise ValueError(f"[{name}] sample_weight goes with arrays x and y; batches give theirs as "
+                             "(x, y, sample_weight)")
         return _batches(self, x, name)
     if x is None:
         raise ValueError(f"[{name}] needs data: arrays x and y, or an iterable of (x, y) batches")
     tx = _as_tensor(self, x)
-    return _C.ArrayDataset(tx, None if y is None else _as_tensor(self, y, target=True), batch_size)
+    return _C.ArrayDataset(tx, None if y is None else _as_tensor(self, y, target=True), batch_size,
+                           sample_weight=None if sample_weight is None else _weights(self, sample_weight))
 
 
 def compile(self: Module, optimizer: Union[str, Any] = "adam", loss: Any = None,
@@ -133,46 +163,80 @@ def compile(self: Module, optimizer: Union[str, Any] = "adam", loss: Any = None,
 
 def fit(self: Module, x: Any = None, y: Any = None, batch_size: int = 32, epochs: int = 1, verbose: int = 1,
         callbacks: Optional[List[Any]] = None, validation_split: float = 0.0, validation_data: Any = None,
-        shuffle: bool = True, seed: int = 0, initial_epoch: int = 0) -> History:
-    """Trains for ``epochs`` epochs on arrays (NumPy or encore) ``x`` and ``y`` in batches of
-    ``batch_size`` (shuffled per epoch from ``seed``), or on an iterable ``x`` of ``(x, y)``
-    batches that can be iterated once per epoch (a list, a data loader; not a generator).
+        shuffle: bool = True, seed: int = 0, initial_epoch: int = 0, class_weight: Optional[Dict[int, float]] = None,
+        sample_weight: Any = None, steps_per_epoch: Optional[int] = None) -> History:
+    """Trains for ``epochs`` epochs on arrays (NumPy, encore, or DLPack tensors such as torch's)
+    ``x`` and ``y`` in batches of ``batch_size`` (shuffled per epoch from ``seed``); on an
+    ``encore.data.ArrayDataset``; or on an iterable ``x`` of ``(x, y)`` or ``(x, y, sample_weight)``
+    batches. An iterable whose ``__iter__`` starts afresh (a list, a data loader) is read once
+    per epoch; a one-shot iterator (a generator) needs ``steps_per_epoch`` to train more than one
+    epoch (a ValueError says so before training). ``steps_per_epoch`` (Keras): batches per epoch,
+    from one pass that goes on across epochs; data that runs out stops training with a warning.
     ``validation_split`` holds out the last fraction of the rows; ``validation_data`` is
-    ``(x_val, y_val)`` or an iterable of batches. The last batch of an epoch is smaller when the
-    rows do not divide evenly: it is kept and, as a signature of its own, traced once (in the first
-    epoch), not every epoch. ``callbacks``: encore.callbacks (EarlyStopping, ModelCheckpoint,
-    LearningRateScheduler) and Callback subclasses. ``verbose``: 0 silent, 1 a progress bar per
-    epoch, 2 one line per epoch; with 1 or 2 a cost summary line ends the fit. Returns a History.
-    Ctrl-C stops training (KeyboardInterrupt)."""
+    ``(x_val, y_val)``, ``(x_val, y_val, val_sample_weight)`` or an iterable of batches.
+    ``class_weight`` ({class: weight}) and ``sample_weight`` (one per row of x) weigh the loss of
+    each row, as Keras (the mean of loss_i * w_i; metrics stay unweighted). The last batch of an
+    epoch is smaller when the rows do not divide evenly: it is kept and, as a signature of its own,
+    traced once (in the first epoch), not every epoch. ``callbacks``: encore.callbacks
+    (EarlyStopping, ModelCheckpoint, LearningRateScheduler) and Callback subclasses. ``verbose``: 0
+    silent, 1 a progress bar per epoch, 2 one line per epoch; with 1 or 2 a cost summary line ends
+    the fit. Returns a History. Ctrl-C stops training (KeyboardInterrupt)."""
     model = _model(self)
-    if y is None and x is not None and not _is_array(x):
+    steps = 0 if steps_per_epoch is None else int(steps_per_epoch)
+    if steps < 0:
+        raise ValueError(f"[fit] steps_per_epoch must be >= 0, got {steps_per_epoch}")
+    weights = None
+    if isinstance(x, _C.Dataset):
+        if sample_weight is not None or validation_split:
+            raise ValueError("[fit] an ArrayDataset carries its own sample_weight; validation_split needs arrays")
+        tx, ty = x, None
+    elif y is None and x is not None and not _is_array(x):
         if validation_split:
             raise ValueError("[fit] validation_split needs arrays x and y; give validation_data instead")
+        if sample_weight is not None:
+            raise ValueError("[fit] sample_weight goes with arrays x and y; batches give theirs as (x, y, sample_weight)")
+        if _one_shot(x) and not steps and epochs - initial_epoch > 1:
+            raise ValueError(f"[fit] x is a one-shot iterator ({type(x).__name__}): it gives its batches once, so "
+                             f"epochs={epochs} would train one epoch. Pass steps_per_epoch=N to take N batches per "
+                             "epoch from it, or an iterable whose __iter__ starts afresh (a list, a class with "
+                             "__iter__)")
         tx, ty = _batches(self, x, "fit"), None
     else:
         if x is None or y is None:
             raise ValueError("[fit] needs arrays x and y, or an iterable of (x, y) batches as x")
         tx, ty = _as_tensor(self, x), _as_tensor(self, y, target=True)
+        if sample_weight is not None:
+            weights = _weights(self, sample_weight)
     validation = None
     if validation_data is not None:
-        if isinstance(validation_data, tuple) and len(validation_data) == 2 and _is_array(validation_data[0]):
-            validation = _data(self, validation_data[0], validation_data[1], batch_size, "fit")
+        v = validation_data
+        if isinstance(v, tuple) and len(v) in (2, 3) and _is_array(v[0]):
+            validation = _data(self, v[0], v[1], batch_size, "fit", v[2] if len(v) == 3 else None)
         else:
-            validation = _batches(self, validation_data, "fit")
+            if _one_shot(v) and epochs - initial_epoch > 1:
+                raise ValueError(f"[fit] validation_data is a one-shot iterator ({type(v).__name__}): it would "
+                                 "validate the first epoch only; pass arrays or an iterable whose __iter__ starts "
+                                 "afresh")
+            validation = _data(self, v, None, batch_size, "fit")
     model.set_output(_write, _interactive())
-    history, epochs_run, cost = model.fit(tx, ty, batch_size, epochs, initial_epoch, shuffle, seed,
-                                          validation_split, validation, _callbacks(callbacks), verbose)
+    cw = {int(k): float(w) for k, w in (class_weight or {}).items()}
+    history, epochs_run, cost, warning = model.fit(tx, ty, batch_size, epochs, initial_epoch, shuffle, seed,
+                                                   validation_split, validation, _callbacks(callbacks), verbose,
+                                                   cw, weights, steps)
+    if warning:
+        warnings.warn(warning, UserWarning, stacklevel=2)
     return History(history, epochs_run, cost)
 
 
 def evaluate(self: Module, x: Any = None, y: Any = None, batch_size: int = 32, verbose: int = 0,
-             return_dict: bool = False) -> Union[float, List[float], Dict[str, float]]:
-    """The loss and metrics over the data (arrays, or an iterable of (x, y) batches), in inference
-    mode without autograd: the loss alone when there are no metrics, else [loss, *metrics] (Keras'
-    order), or a dict with ``return_dict``."""
+             return_dict: bool = False, sample_weight: Any = None) -> Union[float, List[float], Dict[str, float]]:
+    """The loss and metrics over the data (arrays, an ArrayDataset, or an iterable of (x, y) or
+    (x, y, sample_weight) batches), in inference mode without autograd: the loss alone when there
+    are no metrics, else [loss, *metrics] (Keras' order), or a dict with ``return_dict``.
+    ``sample_weight`` weighs each row's loss, as in fit."""
     model = _model(self)
     model.set_output(_write, _interactive())
-    logs = model.evaluate(_data(self, x, y, batch_size, "evaluate"), verbose)
+    logs = model.evaluate(_data(self, x, y, batch_size, "evaluate", sample_weight), verbose)
     return _result(model, logs, return_dict)
 
 
@@ -184,10 +248,13 @@ def predict(self: Module, x: Any, batch_size: int = 32, verbose: int = 0) -> np.
     return model.predict(_data(self, x, None, batch_size, "predict"), verbose).numpy()
 
 
-def train_on_batch(self: Module, x: Any, y: Any, return_dict: bool = False) -> Any:
-    """One update on one batch; that batch's loss and metrics (see evaluate for the form)."""
+def train_on_batch(self: Module, x: Any, y: Any, return_dict: bool = False, sample_weight: Any = None) -> Any:
+    """One update on one batch (``sample_weight``: one loss weight per row); that batch's loss and
+    metrics (see evaluate for the form)."""
     model = _model(self)
-    return _result(model, model.train_on_batch(_as_tensor(self, x), _as_tensor(self, y, target=True)), return_dict)
+    w = None if sample_weight is None else _weights(self, sample_weight)
+    return _result(model, model.train_on_batch(_as_tensor(self, x), _as_tensor(self, y, target=True), w),
+                   return_dict)
 
 
 def test_on_batch(self: Module, x: Any, y: Any, return_dict: bool = False) -> Any:

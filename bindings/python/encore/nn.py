@@ -29,7 +29,9 @@ inference mode. ``encore.training(False)`` still turns every module's training o
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
 
 from . import _C
 from ._C import (
@@ -44,15 +46,19 @@ from ._C import (
 if TYPE_CHECKING:
     from ._C import *  # noqa: F401,F403  (type checkers see the layer classes of _C.pyi)
 
-# Every layer class of the extension (a subclass of Module) is an encore.nn layer: a new layer
-# needs no line here.
+# Every layer class of the extension (a subclass of Module) is an encore.nn layer at run time; a
+# new one is also added to __all__ below (a test says so).
 _LAYERS = sorted(name for name, value in vars(_C).items() if isinstance(value, type) and issubclass(value, Module))
 globals().update({name: getattr(_C, name) for name in _LAYERS})
 
-__all__ = _LAYERS + [
+# A literal list, the form type checkers read: the layers (tests/python/test_package.py checks
+# them against _LAYERS), then the functions.
+__all__ = [
+    "Activation", "AveragePooling1D", "BatchNormalization", "Bidirectional", "Conv1D", "Dense", "Dropout", "Embedding",
+    "Flatten", "GRU", "GlobalAveragePooling1D", "GlobalMaxPooling1D", "LSTM", "LayerNormalization", "MaxPooling1D",
+    "Module", "Recurrent", "Sequential",
     "save", "load", "save_checkpoint", "load_checkpoint", "binary_crossentropy", "categorical_crossentropy",
-    "mean_squared_error",
-    "sparse_categorical_crossentropy", "binary_accuracy",
+    "mean_squared_error", "sparse_categorical_crossentropy", "binary_accuracy", "IncompatibleKeys",
 ]
 
 
@@ -108,6 +114,67 @@ def _init_subclass(cls: type, **kwargs: Any) -> None:
     cls.build = build
 
 
+def _summary(self: Module, print_fn: Optional[Callable[[str], Any]] = None) -> None:
+    """Prints a Keras-like summary of the built model: a row per layer (name, type, output shape
+    with the batch as None, weights), then the total, trainable and non-trainable weight counts.
+    ``print_fn`` is called with each line instead of ``print`` (to log it, or to collect it). A
+    model that is not built yet raises ValueError: call it on a batch, or ``build(input_shape)``."""
+    if print_fn is not None and not callable(print_fn):
+        raise TypeError(f"[summary] print_fn must be callable, got {type(print_fn).__name__} (summary takes no "
+                        "input shape: build the model, or call it on a batch, first)")
+    for line in self._summary().splitlines():
+        (print_fn or print)(line)
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict`` did not match (as in PyTorch): the module's names the state lacks,
+    and the state's names the module does not have."""
+
+    missing_keys: List[str]
+    unexpected_keys: List[str]
+
+
+def _as_value(value: Any) -> _C.Tensor:
+    return value if isinstance(value, _C.Tensor) else _C.as_tensor(value)
+
+
+def _state_dict(self: Module) -> Dict[str, _C.Tensor]:
+    """PyTorch's state_dict: every parameter and buffer by name (the names of ``named_weights`` and
+    of checkpoint files), as tensors sharing the module's memory, detached from autograd. Save it
+    with ``safetensors.numpy.save_file({k: v.numpy() for k, v in sd.items()}, path)`` or
+    ``encore.nn.save``; load it back with ``load_state_dict``."""
+    return dict(self._state_dict())
+
+
+def _load_state_dict(self: Module, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
+    """Copies ``state_dict`` (name -> Tensor, NumPy array or DLPack tensor such as torch's) into
+    the parameters and buffers in place, all or nothing. With ``strict`` (the default) the names
+    must be exactly the module's (ValueError naming the missing and unexpected ones); without, the
+    matching names are loaded. Shapes must match (ShapeError); values take each tensor's dtype.
+    Returns ``IncompatibleKeys(missing_keys, unexpected_keys)``."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"[load_state_dict] expected a mapping of names to tensors, got {type(state_dict).__name__}")
+    missing, unexpected = self._load_state_dict([(str(k), _as_value(v)) for k, v in state_dict.items()], strict)
+    return IncompatibleKeys(missing, unexpected)
+
+
+def _get_weights(self: Module) -> List[np.ndarray]:
+    """Keras' get_weights: copies of every weight as NumPy arrays, layer by layer (a layer's
+    trainable weights, then its non-trainable ones, as Keras lists them)."""
+    return [w.numpy() for w in self._get_weights()]
+
+
+def _set_weights(self: Module, weights: Sequence[Any]) -> None:
+    """Keras' set_weights: values (NumPy arrays, tensors) in ``get_weights``' order, all or nothing:
+    the count and every shape must match."""
+    self._set_weights([_as_value(w) for w in weights])
+
+
+Module.summary = _summary  # type: ignore[method-assign]
+Module.state_dict = _state_dict  # type: ignore[method-assign]
+Module.load_state_dict = _load_state_dict  # type: ignore[method-assign,assignment]
+Module.get_weights = _get_weights  # type: ignore[method-assign]
+Module.set_weights = _set_weights  # type: ignore[method-assign]
 Module.__setattr__ = _setattr  # type: ignore[method-assign,assignment]
 Module.__delattr__ = _delattr  # type: ignore[method-assign,assignment]
 Module.__init_subclass__ = classmethod(_init_subclass)  # type: ignore[assignment]
