@@ -94,7 +94,9 @@ const Signature& signature_of(const OpDef& def) {
 
 const OpDef* fused_recurrence_op(RecurrentCell cell, DeviceType type) {
   if (cell == RecurrentCell::None) return nullptr;
-  for (const OpDef* def : all_ops())
+  // The plugin's rows are asked for only for CUDA (whose tensors have loaded it already): a CPU
+  // layer must not load the CUDA libraries (tests/python/test_cuda_plugin.py).
+  for (const OpDef* def : type == DeviceType::CUDA ? all_ops() : defined_ops())
     if (def->fused_cell == cell && def->backends && def->runs_on(type)) return def;
   return nullptr;
 }
