@@ -9,6 +9,7 @@
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
+#include "ops/sigmoid_origin.h"
 
 namespace encore::autograd {
 
@@ -81,8 +82,9 @@ void take_sole_owned(Node& node, std::vector<std::shared_ptr<Node>>& out) {
   for (const Tensor& saved : node.saved_inputs) {
     for (const std::shared_ptr<TensorImpl>* impl = &saved.impl_ptr(); *impl && impl->use_count() == 1;) {
       take((*impl)->grad_fn);
-      if (!(*impl)->sigmoid_origin) break;
-      impl = &(*impl)->sigmoid_origin->logits;
+      const SigmoidOrigin* origin = sigmoid_origin(**impl);
+      if (!origin) break;
+      impl = &origin->logits;
     }
   }
 }
@@ -165,8 +167,9 @@ void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
 }
 
 namespace {
-// The dispatcher knows nothing of autograd: it calls this hook, installed when the library loads.
-const bool kTapeInstalled = (set_tape_hook(&record), true);
+// The dispatcher and Tensor::backward know nothing of autograd: they call these hooks, installed
+// when the library loads.
+const bool kTapeInstalled = (set_tape_hook(&record), set_backward_hook(&backward), true);
 }  // namespace
 
 void backward(const Tensor& root, const Tensor& grad) {
@@ -277,26 +280,3 @@ void backward(const Tensor& root, const Tensor& grad) {
 }
 
 }  // namespace encore::autograd
-
-namespace encore {
-
-void Tensor::backward(const Tensor& grad) const {
-  ENCORE_CHECK(requires_grad(), ValueError, "[backward] ", describe(*this),
-               " does not require grad: no op that produced it involved a tensor requiring grad");
-  Tensor g = grad;
-  if (!g.defined()) {
-    ENCORE_CHECK(numel() == 1, ShapeError, "[backward] implicit gradient needs a scalar, got ",
-                 describe(*this), "; pass a gradient tensor");
-    g = ones(shape(), dtype(), device());
-  }
-  ENCORE_CHECK(g.shape() == shape(), ShapeError, "[backward] gradient ", describe(g),
-               " does not match ", describe(*this));
-  ENCORE_CHECK(g.dtype() == dtype(), DTypeError, "[backward] gradient ", describe(g),
-               " does not match the dtype of ", describe(*this), "; convert it with .to(",
-               ::encore::name(dtype()), ")");
-  ENCORE_CHECK(g.device() == device(), DeviceError, "[backward] gradient ", describe(g),
-               " is not on the device of ", describe(*this));
-  autograd::backward(*this, g);
-}
-
-}  // namespace encore

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 
 namespace encore::autograd {
 

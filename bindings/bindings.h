@@ -46,6 +46,11 @@ Shape to_shape(py::handle obj, const char* op, bool infer = false);
 /// A shape from `*shape` arguments: f(2, 3) or f((2, 3)).
 Shape shape_from_args(const py::args& args, const char* op, bool infer = false);
 
+/// Binds a Python call (`self` first for a method) to a row's signature, as Python would:
+/// positional parameters in order, a *varargs parameter takes the remaining positionals (or one
+/// sequence), keywords by name, defaults for the rest (bindings/call_args.cpp).
+CallArgs bind_call(const Signature& s, py::handle self, const py::args& args, const py::kwargs& kwargs);
+
 /// The Python value of a tensor that may be undefined (None then).
 inline py::object wrap(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
 

@@ -9,8 +9,6 @@
 // while C++ can still call it.
 #include <pybind11/trampoline_self_life_support.h>
 
-#include <cctype>
-
 #include "bindings.h"
 #include "nn/init.h"
 
@@ -19,24 +17,6 @@ namespace encore::python {
 namespace {
 
 using ModulePtr = std::shared_ptr<nn::Module>;
-
-// "MyBlock" -> "my_block": the type name of a Python subclass (Keras' naming).
-std::string snake_case(const std::string& name) {
-  std::string out;
-  for (size_t i = 0; i < name.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(name[i]);
-    if (std::isupper(c)) {
-      const bool after_lower = i > 0 && std::islower(static_cast<unsigned char>(name[i - 1]));
-      const bool before_lower = i + 1 < name.size() && std::islower(static_cast<unsigned char>(name[i + 1]));
-      if (i > 0 && (after_lower || (before_lower && std::isupper(static_cast<unsigned char>(name[i - 1])))))
-        out += '_';
-      out += static_cast<char>(std::tolower(c));
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
 
 py::tuple shape_tuple(const Shape& s) {
   py::tuple t(s.size());
@@ -51,7 +31,7 @@ class PyModule : public nn::Module, public py::trampoline_self_life_support {
       py::gil_scoped_acquire gil;
       const py::handle self = py::detail::get_object_handle(static_cast<const nn::Module*>(this),
                                                             py::detail::get_type_info(typeid(nn::Module)));
-      type_name_ = self ? snake_case(py::str(py::type::handle_of(self).attr("__name__"))) : "module";
+      type_name_ = self ? nn::snake_case(std::string(py::str(py::type::handle_of(self).attr("__name__")))) : "module";
     }
     return type_name_;
   }
@@ -139,12 +119,31 @@ py::list named(const nn::NamedTensors& v) {
   return out;
 }
 
-nn::RecurrentImplementation to_implementation(const std::string& s, const char* layer) {
-  if (s == "auto") return nn::RecurrentImplementation::Auto;
-  if (s == "composed") return nn::RecurrentImplementation::Composed;
-  if (s == "cudnn") return nn::RecurrentImplementation::Cudnn;
-  throw encore::ValueError(std::string("[") + layer +
-                           "] implementation must be 'auto', 'composed' or 'cudnn', got '" + s + "'");
+// The docstring of a layer class: its full signature, what it does, and each option.
+std::string layer_doc(const nn::LayerDef& def) {
+  std::string doc = nn::layer_signature(def).str() + "\n\n" + def.doc;
+  const std::span<const nn::OptionField> options = nn::layer_options(def);
+  if (!options.empty()) doc += "\n\nOptions:";
+  for (const nn::OptionField& f : options) doc += "\n    " + f.param.name + ": " + f.doc;
+  return doc;
+}
+
+// A built-in layer's class, its __init__ bound from the layer's row (nn/layer.h): the arguments
+// are converted by the row's signature, with the defaults of its options list, so the Python
+// class cannot drift from the C++ one.
+template <class L, class Base = nn::Module>
+py::class_<L, Base, py::smart_holder> layer_class(py::module_& m, const char* name) {
+  const nn::LayerDef& def = nn::layer_def(name);
+  const std::string doc = layer_doc(def);
+  py::class_<L, Base, py::smart_holder> cls(m, name, py::dynamic_attr(), doc.c_str());
+  cls.def(py::init([&def](const py::args& args, const py::kwargs& kwargs) {
+            std::shared_ptr<L> layer =
+                std::dynamic_pointer_cast<L>(def.make(bind_call(nn::layer_signature(def), py::handle(), args, kwargs)));
+            ENCORE_CHECK(layer, encore::Error, "[", def.name, "] its row made another layer (an internal error)");
+            return layer;
+          }),
+          doc.c_str());
+  return cls;
 }
 
 // Module.to(device), .to(dtype), .to("cuda"), .to("float64"): in place, returns the module.
@@ -359,69 +358,17 @@ void init_nn(py::module_& m) {
         return s + ">";
       });
 
-  py::class_<nn::Dense, nn::Module, py::smart_holder>(
-      m, "Dense", py::dynamic_attr(), "y = activation(x @ kernel + bias) over the last axis.")
-      .def(py::init([](int64_t units, const std::string& activation, bool use_bias) {
-             return std::make_shared<nn::Dense>(units, nn::DenseOptions{activation, use_bias});
-           }),
-           py::arg("units"), py::arg("activation") = "linear", py::arg("use_bias") = true);
-
-  py::class_<nn::Conv1D, nn::Module, py::smart_holder>(
-      m, "Conv1D", py::dynamic_attr(),
-      "1-D convolution over steps on (batch, steps, channels); kernel (kernel_size, in, filters).")
-      .def(py::init([](int64_t filters, int64_t kernel_size, int64_t strides,
-                       const std::string& padding, int64_t dilation_rate,
-                       const std::string& activation, bool use_bias) {
-             return std::make_shared<nn::Conv1D>(
-                 filters, kernel_size,
-                 nn::Conv1DOptions{strides, padding, dilation_rate, activation, use_bias});
-           }),
-           py::arg("filters"), py::arg("kernel_size"), py::arg("strides") = 1,
-           py::arg("padding") = "valid", py::arg("dilation_rate") = 1,
-           py::arg("activation") = "linear", py::arg("use_bias") = true);
-
+  // The built-in layers: each __init__ from its row (layer_class), plus what a layer adds.
+  layer_class<nn::Dense>(m, "Dense");
+  layer_class<nn::Conv1D>(m, "Conv1D");
   py::class_<nn::Recurrent, nn::Module, py::smart_holder>(
       m, "Recurrent", py::dynamic_attr(), "A recurrent layer (LSTM, GRU): what Bidirectional wraps.");
-
-  py::class_<nn::LSTM, nn::Recurrent, py::smart_holder>(
-      m, "LSTM", py::dynamic_attr(), "LSTM with Keras semantics (gates i, f, c, o).")
-      .def(py::init([](int64_t units, const std::string& activation,
-                       const std::string& recurrent_activation, bool return_sequences, bool reverse,
-                       bool unit_forget_bias, const std::string& implementation) {
-             nn::LSTMOptions o;
-             o.activation = activation;
-             o.recurrent_activation = recurrent_activation;
-             o.return_sequences = return_sequences;
-             o.reverse = reverse;
-             o.unit_forget_bias = unit_forget_bias;
-             o.implementation = to_implementation(implementation, "lstm");
-             return std::make_shared<nn::LSTM>(units, o);
-           }),
-           py::arg("units"), py::arg("activation") = "tanh",
-           py::arg("recurrent_activation") = "sigmoid", py::arg("return_sequences") = false,
-           py::arg("reverse") = false, py::arg("unit_forget_bias") = true,
-           py::arg("implementation") = "auto")
+  layer_class<nn::LSTM, nn::Recurrent>(m, "LSTM")
       .def_property_readonly("units", &nn::LSTM::units)
-      .def("uses_cudnn", &nn::LSTM::uses_cudnn, py::arg("x"),
-           "Whether a forward on `x` takes the cuDNN path.")
+      .def("uses_cudnn", &nn::LSTM::uses_cudnn, py::arg("x"), "Whether a forward on `x` takes the cuDNN path.")
       .def("uses_onednn", &nn::LSTM::uses_onednn, py::arg("x"),
            "Whether a forward on `x` takes oneDNN's LSTM (the CPU's fused path).");
-
-  py::class_<nn::GRU, nn::Recurrent, py::smart_holder>(
-      m, "GRU", py::dynamic_attr(), "GRU with Keras semantics (gates z, r, h; reset_after=True by default).")
-      .def(py::init([](int64_t units, const std::string& activation,
-                       const std::string& recurrent_activation, bool return_sequences,
-                       bool return_state, bool go_backwards, bool reset_after,
-                       const std::string& implementation) {
-             return std::make_shared<nn::GRU>(
-                 units, nn::GRUOptions{activation, recurrent_activation, return_sequences,
-                                       return_state, go_backwards, reset_after,
-                                       to_implementation(implementation, "gru")});
-           }),
-           py::arg("units"), py::arg("activation") = "tanh",
-           py::arg("recurrent_activation") = "sigmoid", py::arg("return_sequences") = false,
-           py::arg("return_state") = false, py::arg("go_backwards") = false,
-           py::arg("reset_after") = true, py::arg("implementation") = "auto")
+  layer_class<nn::GRU, nn::Recurrent>(m, "GRU")
       .def(
           "__call__",
           [](nn::GRU& layer, const Tensor& x) -> py::object {
@@ -431,79 +378,37 @@ void init_nn(py::module_& m) {
           },
           py::arg("x"), "The output; with return_state, (output, last state).")
       .def_property_readonly("units", &nn::GRU::units)
-      .def("uses_cudnn", &nn::GRU::uses_cudnn, py::arg("x"),
-           "Whether a forward on `x` takes the cuDNN path.")
+      .def("uses_cudnn", &nn::GRU::uses_cudnn, py::arg("x"), "Whether a forward on `x` takes the cuDNN path.")
       .def("uses_onednn", &nn::GRU::uses_onednn, py::arg("x"),
            "Whether a forward on `x` takes oneDNN's GRU (the CPU's fused path).");
-
-  py::class_<nn::Bidirectional, nn::Module, py::smart_holder>(
-      m, "Bidirectional", py::dynamic_attr(),
-      "A forward and a reversed copy of an LSTM or GRU, merged ('concat', 'sum', 'mul' or "
-      "'ave').")
-      .def(py::init([](std::shared_ptr<nn::Recurrent> layer, const std::string& merge_mode) {
-             ENCORE_CHECK(layer != nullptr, encore::ValueError,
-                          "[bidirectional] needs an LSTM or GRU layer");
-             return std::make_shared<nn::Bidirectional>(std::move(layer), merge_mode);
-           }),
-           py::arg("layer"), py::arg("merge_mode") = "concat");
-
-  py::class_<nn::Dropout, nn::Module, py::smart_holder>(
-      m, "Dropout", py::dynamic_attr(), "Inverted dropout, active in training mode.")
-      .def(py::init<double>(), py::arg("rate"));
-  py::class_<nn::GlobalAveragePooling1D, nn::Module, py::smart_holder>(
-      m, "GlobalAveragePooling1D", py::dynamic_attr(),
-      "Mean over the steps axis: (batch, steps, channels) -> (batch, channels).")
-      .def(py::init<>());
-  py::class_<nn::GlobalMaxPooling1D, nn::Module, py::smart_holder>(
-      m, "GlobalMaxPooling1D", py::dynamic_attr(),
-      "Max over the steps axis: (batch, steps, channels) -> (batch, channels).")
-      .def(py::init<>());
-  py::class_<nn::MaxPooling1D, nn::Module, py::smart_holder>(
-      m, "MaxPooling1D", py::dynamic_attr(),
-      "Keras MaxPooling1D: the max of each window of `pool_size` steps, `strides` apart (default "
-      "pool_size); padding 'valid' or 'same'.")
-      .def(py::init([](int64_t pool_size, std::optional<int64_t> strides, const std::string& padding) {
-             return std::make_shared<nn::MaxPooling1D>(pool_size, nn::Pooling1DOptions{strides, padding});
-           }),
-           py::arg("pool_size") = 2, py::arg("strides") = py::none(), py::arg("padding") = "valid");
-  py::class_<nn::AveragePooling1D, nn::Module, py::smart_holder>(
-      m, "AveragePooling1D", py::dynamic_attr(),
-      "Keras AveragePooling1D: the mean of each window of `pool_size` steps, `strides` apart (default "
-      "pool_size); padding 'valid' or 'same' (a window averages its real steps only).")
-      .def(py::init([](int64_t pool_size, std::optional<int64_t> strides, const std::string& padding) {
-             return std::make_shared<nn::AveragePooling1D>(pool_size, nn::Pooling1DOptions{strides, padding});
-           }),
-           py::arg("pool_size") = 2, py::arg("strides") = py::none(), py::arg("padding") = "valid");
-  py::class_<nn::BatchNormalization, nn::Module, py::smart_holder>(
-      m, "BatchNormalization", py::dynamic_attr(),
-      "Keras BatchNormalization: batch statistics (biased variance) in training mode, which also\n"
-      "update the buffers moving_mean and moving_variance; the moving statistics in inference mode.")
-      .def(py::init([](int64_t axis, double momentum, double epsilon, bool center, bool scale) {
-             return std::make_shared<nn::BatchNormalization>(
-                 nn::BatchNormalizationOptions{axis, momentum, epsilon, center, scale});
-           }),
-           py::arg("axis") = -1, py::arg("momentum") = 0.99, py::arg("epsilon") = 1e-3,
-           py::arg("center") = true, py::arg("scale") = true)
+  layer_class<nn::Bidirectional>(m, "Bidirectional");
+  layer_class<nn::Dropout>(m, "Dropout");
+  layer_class<nn::GlobalAveragePooling1D>(m, "GlobalAveragePooling1D");
+  layer_class<nn::GlobalMaxPooling1D>(m, "GlobalMaxPooling1D");
+  layer_class<nn::MaxPooling1D>(m, "MaxPooling1D");
+  layer_class<nn::AveragePooling1D>(m, "AveragePooling1D");
+  layer_class<nn::BatchNormalization>(m, "BatchNormalization")
       .def_property_readonly("moving_mean", &nn::BatchNormalization::moving_mean)
       .def_property_readonly("moving_variance", &nn::BatchNormalization::moving_variance);
-  py::class_<nn::LayerNormalization, nn::Module, py::smart_holder>(
-      m, "LayerNormalization", py::dynamic_attr(), "Keras LayerNormalization: each sample normalized along `axis`.")
-      .def(py::init([](int64_t axis, double epsilon, bool center, bool scale) {
-             return std::make_shared<nn::LayerNormalization>(
-                 nn::LayerNormalizationOptions{axis, epsilon, center, scale});
-           }),
-           py::arg("axis") = -1, py::arg("epsilon") = 1e-3, py::arg("center") = true,
-           py::arg("scale") = true);
-  py::class_<nn::Embedding, nn::Module, py::smart_holder>(
-      m, "Embedding", py::dynamic_attr(),
-      "Keras Embedding: int32/int64 indices of any shape -> (..., output_dim) rows of the table.")
-      .def(py::init<int64_t, int64_t>(), py::arg("input_dim"), py::arg("output_dim"));
-  py::class_<nn::ActivationLayer, nn::Module, py::smart_holder>(
-      m, "Activation", py::dynamic_attr(), "Keras Activation: applies an activation by name ('relu', 'gelu', 'softmax', ...).")
-      .def(py::init<const std::string&>(), py::arg("activation"));
-  py::class_<nn::Flatten, nn::Module, py::smart_holder>(
-      m, "Flatten", py::dynamic_attr(), "(batch, ...) -> (batch, product of the rest).")
-      .def(py::init<>());
+  layer_class<nn::LayerNormalization>(m, "LayerNormalization");
+  layer_class<nn::Embedding>(m, "Embedding");
+  layer_class<nn::ActivationLayer>(m, "Activation");
+  layer_class<nn::Flatten>(m, "Flatten");
+  m.def("_layer_rows", [] {
+    py::list names;
+    for (const nn::LayerDef* def : nn::all_layers()) names.append(def->name);
+    return names;
+  });
+  // The layer's example for tests/python/test_layer_table.py: its arguments as written, its
+  // input (float32 on the CPU, the C++ table's values), and the C++ layer's output on it, made
+  // with the generators seeded by `seed`.
+  m.def("_layer_example", [](const std::string& name, uint64_t seed) {
+    const nn::LayerDef& def = nn::layer_def(name);
+    const Tensor x = nn::layer_example_input(def, DType::Float32, Device::cpu());
+    manual_seed(seed);
+    const Tensor y = (*nn::make_example_layer(def))(x);
+    return py::make_tuple(def.example.args, def.example.make == nullptr, x, y);
+  });
 
   py::class_<nn::Sequential, nn::Module, py::smart_holder>(
       m, "Sequential", py::dynamic_attr(),

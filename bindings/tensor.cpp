@@ -229,7 +229,8 @@ void init_tensor(py::module_& m) {
       .def(
           "fill_", [](Tensor& t, Scalar v) { return t.fill_(v); }, py::arg("value"))
       .def("zero_", [](Tensor& t) { return t.zero_(); })
-      .def("set_data", &Tensor::set_data, py::arg("other"),
+      .def(
+          "set_data", [](Tensor& t, const Tensor& other) { t.set_data(other); }, py::arg("other"),
            "Makes this tensor view `other`'s storage (shapes must match); traces that captured it "
            "retrace.");
 

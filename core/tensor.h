@@ -1,11 +1,12 @@
-// Tensor: a shared handle to a strided view of a Storage. Copying a Tensor copies the handle,
-// never the data. Math lives in ops/ops.h as free functions; this class holds geometry,
-// views, conversions, value access and the autograd hooks.
+// TensorBase: a shared handle to a strided view of a Storage. Copying one copies the handle,
+// never the data. This is the part of a tensor core defines: geometry, storage, the gradient
+// slot and the autograd flags. The Tensor that programs use (ops/tensor.h) adds the methods that
+// run ops (views, copies, values, backward); math lives in ops/ops.h as free functions.
 #pragma once
 
+#include <array>
 #include <initializer_list>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,19 +20,10 @@
 namespace encore {
 
 namespace autograd { struct Node; }
-class Tensor;
 struct TensorImpl;
 
-/// Where a tensor of probabilities came from: set by `sigmoid` (ops/ops.h) so that
-/// binary_crossentropy can compute from the logits (numerically stable, and a saturated output
-/// keeps its gradient), as Keras does. Valid while neither storage changed since: the versions
-/// and the logits' storage are recorded to tell.
-struct SigmoidOrigin {
-  std::shared_ptr<TensorImpl> logits;
-  std::weak_ptr<const Storage> logits_storage;  // set_data may give the logits another one
-  uint32_t logits_version = 0;
-  uint32_t version = 0;  // of the probabilities' storage
-};
+/// How many layers above core may keep state of their own on a tensor (TensorExtension).
+constexpr int kTensorExtensions = 2;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -45,28 +37,45 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;  // the op that produced this tensor, if tracked
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
   bool view = false;  // made by a view op (slice, reshape, transpose): shares another's memory
-  /// Owned by the graph layer: the persistent buffer that traced steps write this leaf's
-  /// gradient into when its .grad was None, so every Plan writes the tensor users read.
-  std::shared_ptr<TensorImpl> trace_grad;
   std::string name;  // set for parameters ("dense_1.kernel"); used in explanations
-  std::optional<SigmoidOrigin> sigmoid_origin;
+  /// What higher layers keep per tensor, each in the slot it claimed (TensorExtension): the
+  /// graph layer's gradient buffer for traced steps, the logits behind sigmoid's probabilities.
+  /// Core only holds them.
+  std::array<std::shared_ptr<void>, kTensorExtensions> extensions;
 };
 
-class Tensor {
+/// Claims a slot of TensorImpl::extensions for `owner` (at static initialization; an Error
+/// when none is left).
+int claim_tensor_extension(const char* owner);
+
+/// Typed access to one slot of TensorImpl::extensions, claimed when constructed: a layer above
+/// core keeps its per-tensor state there (graph/tracer.h, ops/ops.h).
+template <class T> class TensorExtension {
  public:
-  Tensor() = default;
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  explicit TensorExtension(const char* owner) : slot_(claim_tensor_extension(owner)) {}
+  T* get(const TensorImpl& t) const { return static_cast<T*>(t.extensions[slot_].get()); }
+  std::shared_ptr<T> shared(const TensorImpl& t) const { return std::static_pointer_cast<T>(t.extensions[slot_]); }
+  void set(TensorImpl& t, std::shared_ptr<T> value) const { t.extensions[slot_] = std::move(value); }
+
+ private:
+  int slot_;
+};
+
+class TensorBase {
+ public:
+  TensorBase() = default;
+  explicit TensorBase(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   /// Uninitialized contiguous tensor.
-  static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  static TensorBase empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
   /// A view with the given geometry on `storage` (no copy).
-  static Tensor make_view(std::shared_ptr<Storage> storage, const Shape& shape,
-                          const Strides& strides, int64_t offset, DType dtype);
+  static TensorBase make_view(std::shared_ptr<Storage> storage, const Shape& shape, const Strides& strides,
+                              int64_t offset, DType dtype);
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
-  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+  bool same(const TensorBase& o) const { return impl_ == o.impl_; }
 
   const Shape& shape() const { return impl_->shape; }
   int dim() const { return impl_->shape.size(); }
@@ -92,50 +101,20 @@ class Tensor {
     return static_cast<T*>(data_ptr());
   }
 
-  // Values (copied to the host). Inside a trace these throw: the data does not exist yet.
-  double item() const;
-  template <class T> std::vector<T> to_vector() const;
-  std::string str() const;
-
-  // Views: no copy, share storage.
-  Tensor reshape(const Shape& shape) const;  // one dimension may be -1; copies if not viewable
-  Tensor transpose(int64_t a, int64_t b) const;
-  Tensor permute(const std::vector<int64_t>& order) const;
-  Tensor slice(int64_t axis, int64_t start, int64_t stop, int64_t step = 1) const;
-  Tensor expand(const Shape& shape) const;
-  Tensor squeeze(int64_t axis) const;
-  Tensor unsqueeze(int64_t axis) const;
-  Tensor flatten(int64_t start_axis = 0) const;
-
-  // Copies.
-  Tensor contiguous() const;
-  Tensor clone() const;
-  Tensor to(Device device) const;
-  Tensor to(DType dtype) const;
-
-  // In place (not differentiable; bump the storage version).
-  Tensor& copy_(const Tensor& src);
-  /// An integer tensor takes a finite value within its range, truncated toward zero.
-  Tensor& fill_(Scalar value);
-  Tensor& add_(const Tensor& other);  // `other` broadcasts to this tensor's shape
-  Tensor& add_(Scalar value);
-  Tensor& zero_() { return fill_(0); }
   /// Makes this tensor view `other`'s storage, geometry and dtype (shapes must match). Traces
   /// that captured the old storage notice on their next call and retrace.
-  void set_data(const Tensor& other);
+  void set_data(const TensorBase& other);
 
   // Autograd.
   bool requires_grad() const { return impl_->requires_grad; }
-  Tensor& set_requires_grad(bool on = true);
+  void set_requires_grad(bool on = true);
   bool is_leaf() const { return impl_->grad_fn == nullptr; }
   /// The accumulated gradient (undefined: None). Reads and writes go through the thread's
   /// GradObserver, if any, so a trace knows which gradient slots its graph depends on.
-  Tensor grad() const;
-  void set_grad(const Tensor& g);
-  /// Reverse-mode differentiation from this tensor; `grad` defaults to 1 for a scalar.
-  void backward(const Tensor& grad = {}) const;
+  TensorBase grad() const;
+  void set_grad(const TensorBase& g);
   /// A tensor sharing storage but cut from the autograd graph.
-  Tensor detach() const;
+  TensorBase detach() const;
 
   const std::string& name() const { return impl_->name; }
   void set_name(std::string n) { impl_->name = std::move(n); }
@@ -145,10 +124,10 @@ class Tensor {
 };
 
 /// "(32, 140, 30) float32 on cpu"
-std::string describe(const Tensor& t);
+std::string describe(const TensorBase& t);
 /// Throws ValueError naming `op` when `t`'s values cannot be read: inside a trace (they do not
 /// exist yet), or for a tensor made inside a trace.
-void check_readable(const Tensor& t, const char* op);
+void check_readable(const TensorBase& t, const char* op);
 
 /// Sees every read and write of a tensor's `.grad` slot on this thread. A tracer installs one
 /// while it records: whether a gradient existed when the function ran decides whether the

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 #include "core/threads.h"
 #include "ops/ops.h"
 

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 
 namespace encore::graph {
 

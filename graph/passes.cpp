@@ -1,7 +1,6 @@
 #include "graph/passes.h"
 
 #include <algorithm>
-#include <string_view>
 #include <vector>
 
 #include "ops/dispatch.h"
@@ -97,7 +96,7 @@ int elide_copies_into_captured(Graph& g) {
 }
 
 int remove_layout_round_trips(Graph& g) {
-  const auto is = [](const Node& n, std::string_view op) { return std::string_view(n.op->name) == op; };
+  const auto is = [](const Node& n, LayoutRole role) { return n.op->layout == role; };
   const auto producer_of = [&](uint32_t buffer, size_t before) -> const Node* {
     for (size_t j = before; j-- > 0;)
       for (const Value& v : g.nodes[j].out)
@@ -112,15 +111,15 @@ int remove_layout_round_trips(Graph& g) {
   int removed = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& to = g.nodes[i];
-    if (!is(to, "to_blocked") || !whole(g, to.in[0]) || !whole(g, to.out[0])) continue;
+    if (!is(to, LayoutRole::ToBlocked) || !whole(g, to.in[0]) || !whole(g, to.out[0])) continue;
     const Node* from = producer_of(to.in[0].buffer, i);
-    if (!from || !is(*from, "from_blocked") || !whole(g, from->in[0]) ||
+    if (!from || !is(*from, LayoutRole::FromBlocked) || !whole(g, from->in[0]) ||
         from->in[0].shape != to.out[0].shape || from->in[0].dtype != to.out[0].dtype)
       continue;
     const Value u = from->in[0];
     const uint32_t t = to.out[0].buffer;
     const Node* conv = producer_of(u.buffer, i);
-    if (!conv || !(std::string_view(conv->op->name).starts_with("conv1d") || is(*conv, "to_blocked")) ||
+    if (!conv || !(is(*conv, LayoutRole::Convolution) || is(*conv, LayoutRole::ToBlocked)) ||
         written_in_place[u.buffer] ||
         written_in_place[t] || returned[t] || g.buffers[t].kind != BufferKind::Internal)
       continue;

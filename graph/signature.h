@@ -8,7 +8,7 @@
 #include <variant>
 #include <vector>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 
 namespace encore::graph {
 

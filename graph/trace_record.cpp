@@ -48,11 +48,11 @@ class FlagLog final : public ModeFlagObserver {
 // The persistent buffer a traced step writes `leaf`'s gradient into when the function
 // assigned its .grad: the same tensor in every Plan, so users read one .grad.
 Tensor persistent_grad(TensorImpl& leaf) {
-  Tensor buffer(leaf.trace_grad);
+  Tensor buffer(graph::trace_grad(leaf));
   if (!buffer.defined() || buffer.shape() != leaf.shape || buffer.dtype() != leaf.dtype ||
       buffer.device() != leaf.device) {
     buffer = Tensor::empty(leaf.shape, leaf.dtype, leaf.device);
-    leaf.trace_grad = buffer.impl_ptr();
+    graph::set_trace_grad(leaf, buffer.impl_ptr());
   }
   return buffer;
 }

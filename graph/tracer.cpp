@@ -8,6 +8,13 @@
 namespace encore::graph {
 
 namespace {
+const TensorExtension<TensorImpl> kTraceGrad("the graph layer's gradient buffers (graph/tracer.h)");
+}  // namespace
+
+std::shared_ptr<TensorImpl> trace_grad(const TensorImpl& leaf) { return kTraceGrad.shared(leaf); }
+void set_trace_grad(TensorImpl& leaf, std::shared_ptr<TensorImpl> buffer) { kTraceGrad.set(leaf, std::move(buffer)); }
+
+namespace {
 std::atomic<uint64_t> g_next_trace_id{1};
 }
 

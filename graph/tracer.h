@@ -13,6 +13,12 @@
 
 namespace encore::graph {
 
+/// The persistent buffer that traced steps write `leaf`'s gradient into when its .grad was None,
+/// so every Plan writes the tensor users read (null before the first such trace). It is kept on
+/// the leaf, in the graph layer's slot of TensorImpl::extensions.
+std::shared_ptr<TensorImpl> trace_grad(const TensorImpl& leaf);
+void set_trace_grad(TensorImpl& leaf, std::shared_ptr<TensorImpl> buffer);
+
 /// What a trace did to one leaf's `.grad` slot.
 struct GradSlot {
   std::weak_ptr<TensorImpl> leaf;

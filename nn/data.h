@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 
 namespace encore::nn {
 

@@ -1,9 +1,8 @@
 #include "nn/gru.h"
 
 #include "nn/init.h"
-#include "ops/dispatch.h"
-#include "ops/nn.h"
 #include "ops/ops.h"
+#include "ops/registry.h"
 
 namespace encore::nn {
 
@@ -30,28 +29,33 @@ std::shared_ptr<Recurrent> GRU::reversed() const {
   return std::make_shared<GRU>(units_, o);
 }
 
-std::string_view GRU::fused_op(const Tensor& x) const {
+const OpDef* GRU::fused_op(const Tensor& x) const {
   // Neither library has empty problems: an empty batch takes the composed path, as does a
   // bucketed call (the valid lengths are a tensor there).
   const bool supported = !graph::lengths_of(x) && activation_ == Activation::Tanh &&
                          recurrent_activation_ == Activation::Sigmoid && options_.reset_after &&
                          x.dtype() == DType::Float32 && x.numel() > 0;
-  const bool cuda = x.device().is_cuda();
+  const OpDef* fused = fused_recurrence_op(RecurrentCell::Gru, x.device().type);
   switch (options_.implementation) {
-    case RecurrentImplementation::Composed: return {};
+    case RecurrentImplementation::Composed: return nullptr;
     case RecurrentImplementation::Cudnn:
-      ENCORE_CHECK(supported && cuda, UnsupportedError, "[", label(),
+      ENCORE_CHECK(supported && x.device().is_cuda() && fused, UnsupportedError, "[", label(),
                    "] the cuDNN implementation needs non-empty float32 input on a CUDA device, "
                    "activation='tanh', recurrent_activation='sigmoid' and reset_after=True");
-      return "cudnn_gru";
+      return fused;
     case RecurrentImplementation::Auto: break;
   }
-  if (!supported) return {};
-  return cuda ? "cudnn_gru" : "onednn_gru";
+  return supported ? fused : nullptr;
 }
 
-bool GRU::uses_cudnn(const Tensor& x) const { return fused_op(x) == "cudnn_gru"; }
-bool GRU::uses_onednn(const Tensor& x) const { return fused_op(x) == "onednn_gru"; }
+bool GRU::uses_cudnn(const Tensor& x) const {
+  const OpDef* fused = fused_op(x);
+  return fused && fused->runs_on(DeviceType::CUDA);
+}
+bool GRU::uses_onednn(const Tensor& x) const {
+  const OpDef* fused = fused_op(x);
+  return fused && fused->runs_on(DeviceType::CPU);
+}
 
 std::pair<Tensor, Tensor> GRU::call_with_state(const Tensor& x) {
   prepare_forward(x);
@@ -64,7 +68,7 @@ std::pair<Tensor, Tensor> GRU::run(const Tensor& x) {
   ENCORE_CHECK(x.dim() == 3 && x.shape()[2] == kernel_.shape()[0] && x.shape()[1] >= 1, ShapeError,
                "[", label(), "] input ", x.shape().str(), " must be (batch, steps >= 1, ",
                kernel_.shape()[0], ")");
-  if (const std::string_view fused = fused_op(x); !fused.empty()) return run_fused(x, fused);
+  if (const OpDef* fused = fused_op(x)) return run_fused(x, *fused);
   return options_.reset_after ? run_sequence(x) : run_steps(x);
 }
 
@@ -119,11 +123,25 @@ std::pair<Tensor, Tensor> GRU::run_steps(const Tensor& x) {
   return {options_.return_sequences ? stack(states, 1) : h, h};
 }
 
-std::pair<Tensor, Tensor> GRU::run_fused(const Tensor& x, std::string_view fused) {
-  const Tensor h0 = zeros({x.shape()[0], units_}, x.dtype(), x.device());
-  const Tensor in[] = {options_.go_backwards ? flip(x, 1) : x, h0, kernel_, recurrent_kernel_, bias_};
-  const OutList out = dispatch(op(std::string(fused)), in, LstmAttrs{activation_, recurrent_activation_});
-  return {options_.return_sequences ? out[0] : out[1], out[1]};
+std::pair<Tensor, Tensor> GRU::run_fused(const Tensor& x, const OpDef& fused) {
+  const auto [y, h] = fused_recurrence(fused, options_.go_backwards ? flip(x, 1) : x, kernel_, recurrent_kernel_, bias_,
+                                       activation_, recurrent_activation_);
+  return {options_.return_sequences ? y : h, h};
 }
 
+}  // namespace encore::nn
+
+namespace encore::nn {
+namespace {
+
+const LayerDef& gru_layer = define_layer({
+    .name = "GRU",
+    .signature = "GRU(units: int)",
+    .options = &GRUOptions::fields,
+    .make = [](const CallArgs& a) -> LayerPtr { return std::make_shared<GRU>(a.integer(0), options_of<GRUOptions>(a)); },
+    .doc = "GRU with Keras semantics (gates z, r, h) over (batch, steps, features).",
+    .example = {.args = "units=3, go_backwards=True, reset_after=False", .input = {{2, 5, 4}}},
+});
+
+}  // namespace
 }  // namespace encore::nn

@@ -11,27 +11,29 @@
 // on the CPU; `implementation=Composed` forces the composed ops).
 #pragma once
 
-#include <string_view>
 #include <utility>
 
 #include "nn/recurrent.h"
 #include "ops/activation.h"
+#include "ops/op.h"
 
 namespace encore::nn {
 
-struct GRUOptions {
-  std::string activation = "tanh";
-  std::string recurrent_activation = "sigmoid";
-  bool return_sequences = false;
-  /// Also return the last state (call_with_state; Python's call returns [output, state]).
-  bool return_state = false;
-  /// Process the steps last to first; a sequence output is then in processing order
-  /// (reversed), as in Keras.
-  bool go_backwards = false;
-  bool reset_after = true;
-  /// Auto: cuDNN on a CUDA device for tanh/sigmoid with reset_after, else composed.
-  RecurrentImplementation implementation = RecurrentImplementation::Auto;
-};
+#define ENCORE_GRU_OPTIONS(X)                                                                      \
+  X(std::string, activation, "tanh", "of the candidate state, by name (not softmax)")                \
+  X(std::string, recurrent_activation, "sigmoid", "of the gates z, r, by name (not softmax)")        \
+  X(bool, return_sequences, false, "return the state of every step (batch, steps, units), not "       \
+    "only the last (batch, units)")                                                                 \
+  X(bool, return_state, false, "also return the last state (call_with_state; Python's call "        \
+    "returns (output, state))")                                                                     \
+  X(bool, go_backwards, false, "process the steps last to first; a sequence output is then in "      \
+    "processing order (reversed), as in Keras")                                                     \
+  X(bool, reset_after, true, "apply the reset gate after the recurrent GEMM (cuDNN's GRU, Keras' "  \
+    "default; bias (2, 3 units)), else before it (bias (3 units))")                                 \
+  X(RecurrentImplementation, implementation, RecurrentImplementation::Auto,                          \
+    "'auto': fused (cuDNN on a CUDA device, oneDNN on the CPU) for tanh/sigmoid with reset_after on " \
+    "float32 input without bucketing lengths, else composed; 'composed' or 'cudnn' to force one")
+ENCORE_LAYER_OPTIONS(GRUOptions, ENCORE_GRU_OPTIONS);
 
 class GRU : public Recurrent {
  public:
@@ -59,9 +61,10 @@ class GRU : public Recurrent {
   std::pair<Tensor, Tensor> run(const Tensor& x);
   std::pair<Tensor, Tensor> run_sequence(const Tensor& x);
   std::pair<Tensor, Tensor> run_steps(const Tensor& x);
-  /// The fused op a forward on `x` runs (cudnn_gru, onednn_gru); empty: the composed path.
-  std::string_view fused_op(const Tensor& x) const;
-  std::pair<Tensor, Tensor> run_fused(const Tensor& x, std::string_view fused);
+  /// The fused op a forward on `x` runs (the registry's GRU for its device: cudnn_gru,
+  /// onednn_gru); null: the composed path.
+  const OpDef* fused_op(const Tensor& x) const;
+  std::pair<Tensor, Tensor> run_fused(const Tensor& x, const OpDef& fused);
   std::pair<Tensor, Tensor> valid_outputs(const Tensor& y, const Tensor& length) const;
 
   int64_t units_;

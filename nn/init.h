@@ -2,7 +2,7 @@
 // the CPU default generator, so `manual_seed` makes model construction reproducible).
 #pragma once
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 #include "ops/random.h"
 
 namespace encore::nn::init {

@@ -107,11 +107,11 @@ Tensor GlobalMaxPooling1D::forward_impl(const Tensor& x) {
   return max(x, {1});
 }
 
-Pooling1D::Pooling1D(const char* op, PoolFn pool, int64_t pool_size, Pooling1DOptions options)
-    : op_(op), pool_(pool), pool_size_(pool_size), options_(std::move(options)) {
-  ENCORE_CHECK(pool_size >= 1 && options_.strides.value_or(1) >= 1, ValueError, "[", op,
-               "] pool_size and strides must be >= 1, got ", pool_size, " and ",
-               options_.strides.value_or(pool_size));
+Pooling1D::Pooling1D(const char* op, PoolFn pool, Pooling1DOptions options)
+    : op_(op), pool_(pool), pool_size_(options.pool_size), options_(std::move(options)) {
+  ENCORE_CHECK(pool_size_ >= 1 && options_.strides.value_or(1) >= 1, ValueError, "[", op,
+               "] pool_size and strides must be >= 1, got ", pool_size_, " and ",
+               options_.strides.value_or(pool_size_));
   const Padding p = Padding::parse(options_.padding, op);
   ENCORE_CHECK(p.kind != Padding::Causal, ValueError, "[", op, "] padding must be 'valid' or 'same'");
 }
@@ -125,11 +125,11 @@ Tensor Pooling1D::forward_impl(const Tensor& x) {
   return pool_(x, pool_size_, options_.strides, Padding::parse(options_.padding, op_));
 }
 
-MaxPooling1D::MaxPooling1D(int64_t pool_size, Pooling1DOptions options)
-    : Pooling1D("max_pooling1d", &max_pool1d, pool_size, std::move(options)) {}
+MaxPooling1D::MaxPooling1D(Pooling1DOptions options)
+    : Pooling1D("max_pooling1d", &max_pool1d, std::move(options)) {}
 
-AveragePooling1D::AveragePooling1D(int64_t pool_size, Pooling1DOptions options)
-    : Pooling1D("average_pooling1d", &avg_pool1d, pool_size, std::move(options)) {}
+AveragePooling1D::AveragePooling1D(Pooling1DOptions options)
+    : Pooling1D("average_pooling1d", &avg_pool1d, std::move(options)) {}
 
 Embedding::Embedding(int64_t input_dim, int64_t output_dim) : input_dim_(input_dim), output_dim_(output_dim) {
   ENCORE_CHECK(input_dim >= 1 && output_dim >= 1, ValueError,
@@ -156,4 +156,101 @@ Shape Flatten::build_impl(const Shape& s) {
 }
 Tensor Flatten::forward_impl(const Tensor& x) { return x.flatten(1); }
 
+}  // namespace encore::nn
+
+namespace encore::nn {
+namespace {
+
+// ---- rows ------------------------------------------------------------------------------
+const LayerDef& dense_layer = define_layer({
+    .name = "Dense",
+    .signature = "Dense(units: int)",
+    .options = &DenseOptions::fields,
+    .make = [](const CallArgs& a) -> LayerPtr {
+      return std::make_shared<Dense>(a.integer(0), options_of<DenseOptions>(a));
+    },
+    .doc = "y = activation(x @ kernel + bias) over the last axis; kernel (features, units).",
+    .example = {.args = "units=3, activation='relu'", .input = {{2, 5, 4}}},
+});
+const LayerDef& conv1d_layer = define_layer({
+    .name = "Conv1D",
+    .signature = "Conv1D(filters: int, kernel_size: int)",
+    .options = &Conv1DOptions::fields,
+    .make = [](const CallArgs& a) -> LayerPtr {
+      return std::make_shared<Conv1D>(a.integer(0), a.integer(1), options_of<Conv1DOptions>(a));
+    },
+    .doc = "1-D convolution over the steps of (batch, steps, channels); kernel (kernel_size, channels, filters).",
+    .example = {.args = "filters=4, kernel_size=3, strides=2, padding='same', activation='tanh'",
+                .input = {{2, 9, 3}}},
+});
+const LayerDef& dropout_layer = define_layer({
+    .name = "Dropout",
+    .signature = "Dropout(rate: float)",
+    .make = [](const CallArgs& a) -> LayerPtr { return std::make_shared<Dropout>(a.real(0)); },
+    .doc = "Inverted dropout: in training mode, zeroes each entry with probability rate and scales the rest by "
+           "1 / (1 - rate); the identity in inference mode.",
+    .example = {.args = "rate=0.5", .input = {{2, 5, 3}}},
+});
+const LayerDef& global_average_pooling1d_layer = define_layer({
+    .name = "GlobalAveragePooling1D",
+    .signature = "GlobalAveragePooling1D()",
+    .make = [](const CallArgs&) -> LayerPtr { return std::make_shared<GlobalAveragePooling1D>(); },
+    .doc = "The mean over the steps: (batch, steps, channels) -> (batch, channels).",
+    .example = {.input = {{2, 5, 3}}},
+});
+const LayerDef& global_max_pooling1d_layer = define_layer({
+    .name = "GlobalMaxPooling1D",
+    .signature = "GlobalMaxPooling1D()",
+    .make = [](const CallArgs&) -> LayerPtr { return std::make_shared<GlobalMaxPooling1D>(); },
+    .doc = "The max over the steps: (batch, steps, channels) -> (batch, channels).",
+    .example = {.input = {{2, 5, 3}, ExampleInput::Distinct}},
+});
+const LayerDef& max_pooling1d_layer = define_layer({
+    .name = "MaxPooling1D",
+    .signature = "MaxPooling1D()",
+    .options = &Pooling1DOptions::fields,
+    .make = [](const CallArgs& a) -> LayerPtr {
+      return std::make_shared<MaxPooling1D>(options_of<Pooling1DOptions>(a));
+    },
+    .doc = "Keras MaxPooling1D: the max of each window of steps, (batch, steps, channels) -> (batch, windows, "
+           "channels).",
+    .example = {.args = "pool_size=3, strides=2, padding='same'", .input = {{2, 9, 3}, ExampleInput::Distinct}},
+});
+const LayerDef& average_pooling1d_layer = define_layer({
+    .name = "AveragePooling1D",
+    .signature = "AveragePooling1D()",
+    .options = &Pooling1DOptions::fields,
+    .make = [](const CallArgs& a) -> LayerPtr {
+      return std::make_shared<AveragePooling1D>(options_of<Pooling1DOptions>(a));
+    },
+    .doc = "Keras AveragePooling1D: the mean of each window of steps; with 'same' padding a window averages its "
+           "real steps only.",
+    .example = {.args = "pool_size=2, padding='same'", .input = {{2, 7, 3}}},
+});
+const LayerDef& embedding_layer = define_layer({
+    .name = "Embedding",
+    .signature = "Embedding(input_dim: int, output_dim: int)",
+    .make = [](const CallArgs& a) -> LayerPtr { return std::make_shared<Embedding>(a.integer(0), a.integer(1)); },
+    .doc = "Keras Embedding: int32/int64 indices of any shape (...) -> (..., output_dim), rows of an (input_dim, "
+           "output_dim) table initialized uniform in [-0.05, 0.05]; an index outside [0, input_dim) is a "
+           "ValueError.",
+    .example = {.args = "input_dim=10, output_dim=4", .input = {{2, 5}, ExampleInput::Index, 10}},
+});
+const LayerDef& activation_layer = define_layer({
+    .name = "Activation",
+    .signature = "Activation(activation: str)",
+    .make = [](const CallArgs& a) -> LayerPtr { return std::make_shared<ActivationLayer>(a.string(0)); },
+    .doc = "Keras Activation: applies an activation by name (linear, relu, tanh, sigmoid, hard_sigmoid, gelu, "
+           "softmax). C++: ActivationLayer (Activation is the enum).",
+    .example = {.args = "activation='gelu'", .input = {{2, 3, 4}}},
+});
+const LayerDef& flatten_layer = define_layer({
+    .name = "Flatten",
+    .signature = "Flatten()",
+    .make = [](const CallArgs&) -> LayerPtr { return std::make_shared<Flatten>(); },
+    .doc = "(batch, ...) -> (batch, product of the rest).",
+    .example = {.input = {{2, 3, 4}}},
+});
+
+}  // namespace
 }  // namespace encore::nn

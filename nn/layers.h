@@ -1,18 +1,20 @@
-// Keras-style layers on batch-major, channels-last tensors: (batch, steps, channels).
+// Keras-style layers on batch-major, channels-last tensors: (batch, steps, channels). Each
+// layer's options are one list (nn/layer.h): the C++ struct, the Python signature and
+// docs/LAYERS.md are made from it; the rows are in nn/layers.cpp.
 #pragma once
 
 #include <optional>
 
-#include "nn/module.h"
+#include "nn/layer.h"
 #include "ops/activation.h"
 #include "ops/window.h"
 
 namespace encore::nn {
 
-struct DenseOptions {
-  std::string activation = "linear";
-  bool use_bias = true;
-};
+#define ENCORE_DENSE_OPTIONS(X)                                                         \
+  X(std::string, activation, "linear", "applied to the output, by name (see Activation)") \
+  X(bool, use_bias, true, "add a bias vector")
+ENCORE_LAYER_OPTIONS(DenseOptions, ENCORE_DENSE_OPTIONS);
 
 /// y = activation(x @ kernel + bias) over the last axis; kernel is (in, units).
 class Dense : public Module {
@@ -32,13 +34,15 @@ class Dense : public Module {
   Tensor kernel_, bias_;
 };
 
-struct Conv1DOptions {
-  int64_t strides = 1;
-  std::string padding = "valid";  // "valid", "same" or "causal"
-  int64_t dilation_rate = 1;
-  std::string activation = "linear";
-  bool use_bias = true;
-};
+#define ENCORE_CONV1D_OPTIONS(X)                                                                 \
+  X(int64_t, strides, 1, "steps between the starts of two windows")                              \
+  X(std::string, padding, "valid",                                                                 \
+    "'valid' (windows inside the input), 'same' (ceil(steps / strides) outputs) or 'causal' "     \
+    "(padded on the left: output t sees no later step)")                                          \
+  X(int64_t, dilation_rate, 1, "steps between the taps of the kernel")                          \
+  X(std::string, activation, "linear", "applied to the output, by name (see Activation)")        \
+  X(bool, use_bias, true, "add a bias per filter")
+ENCORE_LAYER_OPTIONS(Conv1DOptions, ENCORE_CONV1D_OPTIONS);
 
 /// 1-D convolution over steps; kernel is (kernel_size, in_channels, filters).
 class Conv1D : public Module {
@@ -96,10 +100,13 @@ class GlobalMaxPooling1D : public Module {
   std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
 };
 
-struct Pooling1DOptions {
-  std::optional<int64_t> strides;  // default: the pool size
-  std::string padding = "valid";   // "valid" or "same"
-};
+#define ENCORE_POOLING1D_OPTIONS(X)                                                             \
+  X(int64_t, pool_size, 2, "steps per window")                                                  \
+  X(std::optional<int64_t>, strides, std::nullopt, "steps between the starts of two windows "   \
+    "(None: pool_size)")                                                                          \
+  X(std::string, padding, "valid", "'valid' (windows inside the input) or 'same' "              \
+    "(ceil(steps / strides) outputs; a padded step never counts)")
+ENCORE_LAYER_OPTIONS(Pooling1DOptions, ENCORE_POOLING1D_OPTIONS);
 
 /// What MaxPooling1D and AveragePooling1D share: their options, checks and output shape; each
 /// is its pooling op over windows of steps, (batch, steps, channels) -> (batch, windows, channels).
@@ -109,7 +116,7 @@ class Pooling1D : public Module {
   std::string type_name() const override { return op_; }
 
  protected:
-  Pooling1D(const char* op, PoolFn pool, int64_t pool_size, Pooling1DOptions options);
+  Pooling1D(const char* op, PoolFn pool, Pooling1DOptions options);
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
   std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
@@ -124,14 +131,14 @@ class Pooling1D : public Module {
 /// Keras MaxPooling1D: the max of each window of steps.
 class MaxPooling1D : public Pooling1D {
  public:
-  explicit MaxPooling1D(int64_t pool_size = 2, Pooling1DOptions options = {});
+  explicit MaxPooling1D(Pooling1DOptions options = {});
 };
 
 /// Keras AveragePooling1D: the mean of each window of steps; with 'same' padding a window
 /// averages its real steps only.
 class AveragePooling1D : public Pooling1D {
  public:
-  explicit AveragePooling1D(int64_t pool_size = 2, Pooling1DOptions options = {});
+  explicit AveragePooling1D(Pooling1DOptions options = {});
 };
 
 /// Keras Embedding: int32/int64 indices of any shape (...) -> (..., output_dim), the rows of

@@ -6,6 +6,7 @@
 #include "core/modes.h"
 #include "graph/lengths.h"
 #include "ops/ops.h"
+#include "ops/sigmoid_origin.h"
 
 namespace encore::nn {
 
@@ -58,13 +59,8 @@ void check_pair(const char* loss, const Tensor& y_true, const Tensor& y_pred) {
 // probability tensor made without gradient tracking gets detached logits, so the loss does
 // not track either; one whose gradient the caller asked for directly (a leaf) keeps its own.
 Tensor sigmoid_logits(const Tensor& p) {
-  const std::optional<SigmoidOrigin>& origin = p.impl()->sigmoid_origin;
-  if (!origin) return {};
-  const Tensor z(origin->logits);
-  const bool unchanged = p.storage()->version() == origin->version &&
-                         origin->logits_storage.lock() == z.storage() &&
-                         z.storage()->version() == origin->logits_version;
-  if (!unchanged) return {};
+  const Tensor z = unchanged_sigmoid_logits(p);
+  if (!z.defined()) return {};
   if (!p.requires_grad()) return z.detach();
   return p.is_leaf() ? Tensor() : z;
 }

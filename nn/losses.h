@@ -2,7 +2,7 @@
 // bucketed trace, over the valid ones: graph/lengths.h).
 #pragma once
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 
 namespace encore::nn {
 

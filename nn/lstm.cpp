@@ -1,9 +1,8 @@
 #include "nn/lstm.h"
 
 #include "nn/init.h"
-#include "ops/dispatch.h"
-#include "ops/nn.h"
 #include "ops/ops.h"
+#include "ops/registry.h"
 
 namespace encore::nn {
 
@@ -29,35 +28,40 @@ Shape LSTM::build_impl(const Shape& s) {
   return options_.return_sequences ? Shape{s[0], s[1], u} : Shape{s[0], u};
 }
 
-std::string_view LSTM::fused_op(const Tensor& x) const {
+const OpDef* LSTM::fused_op(const Tensor& x) const {
   // Neither library has empty problems: an empty batch takes the composed path, as does a
   // bucketed call (the valid lengths are a tensor there).
   const bool supported = !graph::lengths_of(x) && activation_ == Activation::Tanh &&
                          recurrent_activation_ == Activation::Sigmoid &&
                          x.dtype() == DType::Float32 && x.numel() > 0;
-  const bool cuda = x.device().is_cuda();
+  const OpDef* fused = fused_recurrence_op(RecurrentCell::Lstm, x.device().type);
   switch (options_.implementation) {
-    case LSTMImplementation::Composed: return {};
+    case LSTMImplementation::Composed: return nullptr;
     case LSTMImplementation::Cudnn:
-      ENCORE_CHECK(supported && cuda, UnsupportedError, "[", label(),
+      ENCORE_CHECK(supported && x.device().is_cuda() && fused, UnsupportedError, "[", label(),
                    "] the cuDNN implementation needs non-empty float32 input on a CUDA device and "
                    "activation='tanh', recurrent_activation='sigmoid'");
-      return "cudnn_lstm";
+      return fused;
     case LSTMImplementation::Auto: break;
   }
-  if (!supported) return {};
-  return cuda ? "cudnn_lstm" : "onednn_lstm";
+  return supported ? fused : nullptr;
 }
 
-bool LSTM::uses_cudnn(const Tensor& x) const { return fused_op(x) == "cudnn_lstm"; }
-bool LSTM::uses_onednn(const Tensor& x) const { return fused_op(x) == "onednn_lstm"; }
+bool LSTM::uses_cudnn(const Tensor& x) const {
+  const OpDef* fused = fused_op(x);
+  return fused && fused->runs_on(DeviceType::CUDA);
+}
+bool LSTM::uses_onednn(const Tensor& x) const {
+  const OpDef* fused = fused_op(x);
+  return fused && fused->runs_on(DeviceType::CPU);
+}
 
 Tensor LSTM::forward_impl(const Tensor& x) {
   ENCORE_CHECK(x.dim() == 3 && x.shape()[2] == kernel_.shape()[0] && x.shape()[1] >= 1, ShapeError,
                "[", label(), "] input ", x.shape().str(), " must be (batch, steps >= 1, ",
                kernel_.shape()[0], ")");
-  const std::string_view fused = fused_op(x);
-  return fused.empty() ? forward_composed(x) : forward_fused(x, fused);
+  const OpDef* fused = fused_op(x);
+  return fused ? forward_fused(x, *fused) : forward_composed(x);
 }
 
 Tensor LSTM::forward_composed(const Tensor& x) {
@@ -84,14 +88,11 @@ Tensor LSTM::forward_valid(const Tensor& x, const Tensor& length) {
   return options_.reverse ? reverse_sequence(y, length) : y;
 }
 
-Tensor LSTM::forward_fused(const Tensor& x, std::string_view fused) {
-  const int64_t batch = x.shape()[0];
-  const Tensor h0 = zeros({batch, units_}, x.dtype(), x.device());
-  const Tensor c0 = zeros({batch, units_}, x.dtype(), x.device());
-  const Tensor in[] = {options_.reverse ? flip(x, 1) : x, h0, c0, kernel_, recurrent_kernel_, bias_};
-  const OutList out = dispatch(op(std::string(fused)), in, LstmAttrs{activation_, recurrent_activation_});
-  if (!options_.return_sequences) return out[1];
-  return options_.reverse ? flip(out[0], 1) : out[0];
+Tensor LSTM::forward_fused(const Tensor& x, const OpDef& fused) {
+  const auto [y, h] = fused_recurrence(fused, options_.reverse ? flip(x, 1) : x, kernel_, recurrent_kernel_, bias_,
+                                       activation_, recurrent_activation_);
+  if (!options_.return_sequences) return h;
+  return options_.reverse ? flip(y, 1) : y;
 }
 
 std::shared_ptr<Recurrent> LSTM::reversed() const {
@@ -100,4 +101,19 @@ std::shared_ptr<Recurrent> LSTM::reversed() const {
   return std::make_shared<LSTM>(units_, o);
 }
 
+}  // namespace encore::nn
+
+namespace encore::nn {
+namespace {
+
+const LayerDef& lstm_layer = define_layer({
+    .name = "LSTM",
+    .signature = "LSTM(units: int)",
+    .options = &LSTMOptions::fields,
+    .make = [](const CallArgs& a) -> LayerPtr { return std::make_shared<LSTM>(a.integer(0), options_of<LSTMOptions>(a)); },
+    .doc = "LSTM with Keras semantics (gates i, f, c, o) over (batch, steps, features).",
+    .example = {.args = "units=3, return_sequences=True", .input = {{2, 5, 4}}},
+});
+
+}  // namespace
 }  // namespace encore::nn

@@ -7,27 +7,26 @@
 //    onednn_lstm (oneDNN's LSTM primitive) on the CPU.
 #pragma once
 
-#include <string_view>
-
 #include "nn/recurrent.h"
 #include "ops/activation.h"
+#include "ops/op.h"
 
 namespace encore::nn {
 
 using LSTMImplementation = RecurrentImplementation;
 
-struct LSTMOptions {
-  std::string activation = "tanh";
-  std::string recurrent_activation = "sigmoid";
-  bool return_sequences = false;
-  /// Process the sequence from the last step to the first. Outputs stay aligned with the
-  /// input steps (unlike Keras' go_backwards, which returns them reversed).
-  bool reverse = false;
-  bool unit_forget_bias = true;
-  /// Auto: fused (cuDNN on a CUDA device, oneDNN on the CPU) when the activations are
-  /// tanh/sigmoid and the input float32 without bucketing lengths, else composed.
-  LSTMImplementation implementation = LSTMImplementation::Auto;
-};
+#define ENCORE_LSTM_OPTIONS(X)                                                                    \
+  X(std::string, activation, "tanh", "of the cell state and the candidate, by name (not softmax)")  \
+  X(std::string, recurrent_activation, "sigmoid", "of the gates i, f, o, by name (not softmax)")    \
+  X(bool, return_sequences, false, "return the state of every step (batch, steps, units), not "      \
+    "only the last (batch, units)")                                                                \
+  X(bool, reverse, false, "process the steps last to first; outputs stay aligned with the input "  \
+    "steps (unlike Keras' go_backwards, which returns them reversed)")                             \
+  X(bool, unit_forget_bias, true, "start the forget gate's bias at 1")                            \
+  X(LSTMImplementation, implementation, LSTMImplementation::Auto,                                   \
+    "'auto': fused (cuDNN on a CUDA device, oneDNN on the CPU) for tanh/sigmoid on float32 input "  \
+    "without bucketing lengths, else composed; 'composed' or 'cudnn' to force one")
+ENCORE_LAYER_OPTIONS(LSTMOptions, ENCORE_LSTM_OPTIONS);
 
 class LSTM : public Recurrent {
  public:
@@ -48,9 +47,10 @@ class LSTM : public Recurrent {
 
  private:
   Tensor forward_composed(const Tensor& x);
-  /// The fused op a forward on `x` runs (cudnn_lstm, onednn_lstm); empty: the composed path.
-  std::string_view fused_op(const Tensor& x) const;
-  Tensor forward_fused(const Tensor& x, std::string_view fused);
+  /// The fused op a forward on `x` runs (the registry's LSTM for its device: cudnn_lstm,
+  /// onednn_lstm); null: the composed path.
+  const OpDef* fused_op(const Tensor& x) const;
+  Tensor forward_fused(const Tensor& x, const OpDef& fused);
   Tensor forward_valid(const Tensor& x, const Tensor& length);
 
   int64_t units_;

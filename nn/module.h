@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/modes.h"
-#include "core/tensor.h"
+#include "ops/tensor.h"
 #include "graph/lengths.h"
 
 namespace encore::nn {

@@ -2,17 +2,17 @@
 // statistics for inference) and LayerNormalization (each sample's own statistics).
 #pragma once
 
-#include "nn/module.h"
+#include "nn/layer.h"
 
 namespace encore::nn {
 
-struct BatchNormalizationOptions {
-  int64_t axis = -1;  // the channels axis (channels-last)
-  double momentum = 0.99;
-  double epsilon = 1e-3;
-  bool center = true;  // beta, the offset
-  bool scale = true;   // gamma, the scale
-};
+#define ENCORE_BATCH_NORMALIZATION_OPTIONS(X)                                                     \
+  X(int64_t, axis, -1, "the channels axis: statistics are per channel, over every other axis")   \
+  X(double, momentum, 0.99, "of the moving statistics: m = m * momentum + batch * (1 - momentum)") \
+  X(double, epsilon, 1e-3, "added to the variance before its square root")                      \
+  X(bool, center, true, "learn an offset beta")                                                  \
+  X(bool, scale, true, "learn a scale gamma")
+ENCORE_LAYER_OPTIONS(BatchNormalizationOptions, ENCORE_BATCH_NORMALIZATION_OPTIONS);
 
 /// Keras BatchNormalization. In training mode (encore::training()) it normalizes with the
 /// mean and the biased variance of the batch (over every axis but `axis`) and updates the
@@ -38,12 +38,12 @@ class BatchNormalization : public Module {
   Tensor gamma_, beta_, moving_mean_, moving_variance_;
 };
 
-struct LayerNormalizationOptions {
-  int64_t axis = -1;
-  double epsilon = 1e-3;
-  bool center = true;
-  bool scale = true;
-};
+#define ENCORE_LAYER_NORMALIZATION_OPTIONS(X)                                  \
+  X(int64_t, axis, -1, "the axis each sample is normalized along")              \
+  X(double, epsilon, 1e-3, "added to the variance before its square root")      \
+  X(bool, center, true, "learn an offset beta")                                 \
+  X(bool, scale, true, "learn a scale gamma")
+ENCORE_LAYER_OPTIONS(LayerNormalizationOptions, ENCORE_LAYER_NORMALIZATION_OPTIONS);
 
 /// Keras LayerNormalization over one axis: each sample normalized by its own mean and biased
 /// variance along `axis`, scaled by gamma and offset by beta. The same in training and

@@ -9,7 +9,7 @@
 #include <map>
 #include <memory>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 #include "nn/module.h"
 
 namespace encore::nn {

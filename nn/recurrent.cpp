@@ -1,11 +1,17 @@
 #include "nn/recurrent.h"
 
+#include "nn/gru.h"
 #include "ops/ops.h"
 
 namespace encore::nn {
 
-Bidirectional::Bidirectional(std::shared_ptr<Recurrent> layer, std::string merge_mode)
-    : forward_(std::move(layer)), merge_mode_(std::move(merge_mode)) {
+std::span<const char* const> option_names(RecurrentImplementation) {
+  static constexpr const char* kNames[] = {"auto", "composed", "cudnn"};
+  return kNames;
+}
+
+Bidirectional::Bidirectional(std::shared_ptr<Recurrent> layer, BidirectionalOptions options)
+    : forward_(std::move(layer)), merge_mode_(std::move(options.merge_mode)) {
   ENCORE_CHECK(forward_, ValueError, "[bidirectional] needs a layer");
   ENCORE_CHECK(merge_mode_ == "concat" || merge_mode_ == "sum" || merge_mode_ == "mul" ||
                    merge_mode_ == "ave",
@@ -36,5 +42,21 @@ Tensor Bidirectional::forward_impl(const Tensor& x) {
   if (merge_mode_ == "mul") return f * b;
   return (f + b) * 0.5;
 }
+
+namespace {
+
+const LayerDef& bidirectional_layer = define_layer({
+    .name = "Bidirectional",
+    .signature = "Bidirectional(layer: Recurrent)",
+    .options = &BidirectionalOptions::fields,
+    .make = [](const CallArgs& a) -> LayerPtr {
+      return std::make_shared<Bidirectional>(layer_arg<Recurrent>(a, 0), options_of<BidirectionalOptions>(a));
+    },
+    .doc = "A recurrent layer (LSTM, GRU) and a reversed copy of it, run over the same input, their outputs merged.",
+    .example = {.make = [] { return LayerPtr(std::make_shared<Bidirectional>(std::make_shared<GRU>(3, GRUOptions{.return_sequences = true}))); },
+                .input = {{2, 5, 4}}},
+});
+
+}  // namespace
 
 }  // namespace encore::nn

@@ -5,13 +5,19 @@
 #include <memory>
 #include <string>
 
-#include "nn/module.h"
+#include "nn/layer.h"
 
 namespace encore::nn {
 
 /// Auto: the fused op (cuDNN on a CUDA device; for LSTM oneDNN on the CPU) where it computes the
 /// layer's configuration, else composed. Composed forces the composed ops (tests, benchmarks).
 enum class RecurrentImplementation { Auto, Composed, Cudnn };
+/// Their names as options ('auto', 'composed', 'cudnn').
+std::span<const char* const> option_names(RecurrentImplementation);
+
+#define ENCORE_BIDIRECTIONAL_OPTIONS(X) \
+  X(std::string, merge_mode, "concat", "how the two outputs combine: 'concat' (on the feature axis), 'sum', 'mul' or 'ave'")
+ENCORE_LAYER_OPTIONS(BidirectionalOptions, ENCORE_BIDIRECTIONAL_OPTIONS);
 
 /// A recurrent layer over (batch, steps, features) that Bidirectional can wrap.
 class Recurrent : public Module {
@@ -28,7 +34,7 @@ class Recurrent : public Module {
 /// ("concat" on the feature axis, "sum", "mul" or "ave").
 class Bidirectional : public Module {
  public:
-  explicit Bidirectional(std::shared_ptr<Recurrent> layer, std::string merge_mode = "concat");
+  explicit Bidirectional(std::shared_ptr<Recurrent> layer, BidirectionalOptions options = {});
   std::string type_name() const override { return "bidirectional"; }
 
  protected:
@@ -38,7 +44,7 @@ class Bidirectional : public Module {
 
  private:
   std::shared_ptr<Recurrent> forward_, backward_;
-  std::string merge_mode_;
+  std::string merge_mode_;  // options.merge_mode, checked
 };
 
 }  // namespace encore::nn

@@ -9,7 +9,7 @@
 
 #include "core/dist.h"
 #include "core/error.h"
-#include "core/tensor.h"
+#include "ops/tensor.h"
 
 namespace encore {
 

@@ -54,4 +54,9 @@ using TapeHook = void (*)(const OpDef& op, const Attrs& attrs, std::span<const T
                           std::span<Tensor> out);
 void set_tape_hook(TapeHook hook);
 
+/// Runs the backward pass from `root` with a gradient of its shape, dtype and device:
+/// Tensor::backward calls it; autograd installs it.
+using BackwardHook = void (*)(const Tensor& root, const Tensor& grad);
+void set_backward_hook(BackwardHook hook);
+
 }  // namespace encore

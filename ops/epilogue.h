@@ -8,7 +8,7 @@
 #include <string>
 #include <type_traits>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 #include "ops/activation.h"
 #include "ops/functors.h"
 
@@ -36,13 +36,7 @@ void bias_activation(T* y, const std::type_identity_t<T>* b, int64_t rows, int64
         for (int64_t f = 0; f < cols; ++f) y[f] = act(y[f]);
     }
   };
-  switch (a) {
-    case Activation::Relu: return apply(fn::Relu{});
-    case Activation::Sigmoid: return apply(fn::Sigmoid{});
-    case Activation::Tanh: return apply(fn::Tanh{});
-    case Activation::Linear: return apply([](T x) { return x; });
-    default: return apply([a](T x) { return fn::activate(a, x); });
-  }
+  visit_activation(a, apply);
 }
 
 /// The gradient before the activation, gy * activation'(.), from the activation's output y:

@@ -66,6 +66,11 @@ std::vector<std::pair<std::string, ArgValue>> example_keywords(const OpDef& def,
   return kw;
 }
 
+Tensor example_input(const ExampleInput& e, DType float_dtype, Device device, uint64_t seed) {
+  Generator gen(seed);
+  return make_input(e, float_dtype, device, gen);
+}
+
 Outputs run_example(const OpDef& def, const Example& e, std::span<const Tensor> inputs, Device device) {
   if (e.call) return e.call(inputs);
   ENCORE_CHECK(def.invoke, ValueError, "[", def.name, "] has neither a public function nor an example call");

@@ -3,7 +3,7 @@
 // host and the device alike; a silent float->double promotion would break CPU/GPU parity.
 #pragma once
 
-#include <math.h>
+#include <cmath>  // not <math.h>: installed headers include C++ headers only (check_install.py)
 
 #include <cstdint>
 #include <limits>
@@ -11,7 +11,6 @@
 
 #include "core/host_device.h"
 #include "core/scalar.h"
-#include "ops/activation.h"
 
 namespace encore::fn {
 
@@ -118,32 +117,6 @@ template <class T, bool Log> ENCORE_HD T softmax_value(T a, T m, const SoftmaxSu
   else return m_exp(a - m) / s.total();
 }
 
-template <class T> ENCORE_HD T activate(Activation a, T x) {
-  switch (a) {
-    case Activation::Tanh: return m_tanh(x);
-    case Activation::Sigmoid: return m_sigmoid(x);
-    case Activation::Relu: return m_max(x, T(0));
-    case Activation::HardSigmoid: return m_hard_sigmoid(x);
-    case Activation::Gelu: return m_gelu(x);
-    case Activation::Linear:
-    case Activation::Softmax: break;  // not elementwise: the recurrent cells reject it
-  }
-  return x;
-}
-// Derivative of the activation, expressed through its output y = activate(a, x) and x.
-template <class T> ENCORE_HD T activate_grad(Activation a, T x, T y) {
-  switch (a) {
-    case Activation::Tanh: return T(1) - y * y;
-    case Activation::Sigmoid: return y * (T(1) - y);
-    case Activation::Relu: return x > T(0) ? T(1) : T(0);
-    case Activation::HardSigmoid: return (x > T(-2.5) && x < T(2.5)) ? T(0.2) : T(0);
-    case Activation::Gelu: return m_gelu_grad(x);
-    case Activation::Linear:
-    case Activation::Softmax: break;
-  }
-  return T(1);
-}
-
 // A scalar operand in the tensor's type: exact for integers (the op's shape inference has
 // checked that the dtype holds it), the double otherwise.
 template <class T> ENCORE_HD T scalar_as(const Scalar& s) {
@@ -208,24 +181,6 @@ struct Gt { template <class T> ENCORE_HD T operator()(T a, T b) const { return T
 struct Ge { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a >= b); } };
 struct Lt { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a < b); } };
 struct Le { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a <= b); } };
-
-// Gradients before an activation, gy * activation'(.), from the activation's output y (relu's
-// input has the output's sign, so relu's may take either). One kernel each where the formula
-// written with ops took two to four; the same values, step by step (a mask of 0 still makes a
-// NaN or infinite gy NaN). The masks are selects, not products of a bool: GCC vectorizes those.
-struct ReluGrad {
-  template <class T> ENCORE_HD T operator()(T gy, T y) const { return y > T(0) ? gy : gy * T(0); }
-};
-struct TanhGrad { template <class T> ENCORE_HD T operator()(T gy, T y) const { return gy * (T(1) - y * y); } };
-struct SigmoidGrad {
-  template <class T> ENCORE_HD T operator()(T gy, T y) const { return gy * (y * (T(1) - y)); }
-};
-struct HardSigmoidGrad {
-  template <class T> ENCORE_HD T operator()(T gy, T y) const {
-    return y > T(0) && y < T(1) ? gy * T(0.2) : gy * T(0);
-  }
-};
-struct LinearGrad { template <class T> ENCORE_HD T operator()(T gy, T) const { return gy; } };
 
 // Binary cross-entropy of logits z against targets y, softplus(z) - z y (= -(y log sigmoid(z) +
 // (1 - y) log(1 - sigmoid(z))) without rounding through the probability), and its derivative in

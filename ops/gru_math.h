@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "ops/functors.h"
+#include "ops/activation.h"
 #include "ops/lstm_math.h"
 
 namespace encore {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "ops/functors.h"
+#include "ops/activation.h"
 
 namespace encore {
 

@@ -27,15 +27,15 @@ struct LstmAttrs {
   }
   bool operator==(const LstmAttrs&) const = default;
 };
-/// A whole recurrent sequence (lstm_sequence): the activations and the direction.
-struct SequenceAttrs {
+/// A whole recurrent sequence (lstm_sequence, gru_sequence): the activations and the direction.
+struct RecurrenceAttrs {
   Activation activation, recurrent_activation;
   bool reverse;
   std::string str() const {
     return detail::cat("activation=", name(activation), ", recurrent_activation=", name(recurrent_activation),
                        ", reverse=", reverse);
   }
-  bool operator==(const SequenceAttrs&) const = default;
+  bool operator==(const RecurrenceAttrs&) const = default;
 };
 
 }  // namespace encore

@@ -34,7 +34,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 
 namespace encore {
 
@@ -180,6 +180,16 @@ enum class OpKind : uint8_t {
   Composite,  // a public function made of other ops: never dispatched
 };
 
+/// What the layout pass (graph/passes.cpp) knows of an op: the conversions between channels-last
+/// and oneDNN's blocked layout, and the convolutions, whose blocked outputs hold zeros in the
+/// last block's missing channels (to_blocked's do too): after one of those, a from_blocked ->
+/// to_blocked round trip is the identity and is removed.
+enum class LayoutRole : uint8_t { None, ToBlocked, FromBlocked, Convolution };
+
+/// The cell of a fused whole-sequence recurrent op (cuDNN's or oneDNN's RNN): the recurrent
+/// layers ask the registry for the one that runs on their input's device (fused_recurrence_op).
+enum class RecurrentCell : uint8_t { None, Lstm, Gru };
+
 /// What the tape keeps for the backward formula.
 enum class Save : uint8_t { None = 0, Inputs = 1, Outputs = 2 };
 constexpr Save operator|(Save a, Save b) { return Save(uint8_t(a) | uint8_t(b)); }
@@ -242,6 +252,9 @@ struct OpDef {
   /// output shapes and dtypes; an all-reduce's is the identity, the value of a group of one).
   /// Null: a graph containing the op is never probed (its bucket is refused, naming the op).
   const OpDef& (*stand_in)() = nullptr;
+  LayoutRole layout = LayoutRole::None;
+  /// A fused whole-sequence recurrence of this cell (`backends` says where it runs).
+  RecurrentCell fused_cell = RecurrentCell::None;
   const AttrType* attrs = nullptr;  // &attrs_of<...>; null: the op takes none
   InferFn infer = nullptr;
   BackwardFn backward = nullptr;  // null: not differentiable

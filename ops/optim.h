@@ -4,7 +4,7 @@
 
 #include <span>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 #include "ops/optim_math.h"
 
 namespace encore {

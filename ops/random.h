@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 
 namespace encore {
 

@@ -92,6 +92,15 @@ const Signature& signature_of(const OpDef& def) {
   return *it->second;
 }
 
+const OpDef* fused_recurrence_op(RecurrentCell cell, DeviceType type) {
+  if (cell == RecurrentCell::None) return nullptr;
+  // The plugin's rows are asked for only for CUDA (whose tensors have loaded it already): a CPU
+  // layer must not load the CUDA libraries (tests/python/test_cuda_plugin.py).
+  for (const OpDef* def : type == DeviceType::CUDA ? all_ops() : defined_ops())
+    if (def->fused_cell == cell && def->backends && def->runs_on(type)) return def;
+  return nullptr;
+}
+
 std::vector<std::string> orphan_kernels() {
   (void)backend(DeviceType::CUDA);
   Registry& r = registry();

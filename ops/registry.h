@@ -33,6 +33,9 @@ std::span<OpDef* const> all_ops();
 std::span<OpDef* const> defined_ops();
 /// The parsed signature of an op with a public function.
 const Signature& signature_of(const OpDef& def);
+/// The fused whole-sequence recurrence of `cell` that runs on devices of `type` (cudnn_lstm on
+/// CUDA, onednn_lstm on the CPU), or null where there is none.
+const OpDef* fused_recurrence_op(RecurrentCell cell, DeviceType type);
 /// Backend kernels registered for a name no op has (a typo, or an op missing from this build).
 std::vector<std::string> orphan_kernels();
 

@@ -116,7 +116,7 @@ std::optional<DType> dtype_named(const std::string& s) {
 
 }  // namespace
 
-Signature Signature::parse(std::string_view text) {
+Signature Signature::parse(std::string_view text, std::span<const std::string_view> object_types) {
   Signature sig;
   const size_t open = text.find('('), close = text.rfind(')');
   if (open == std::string_view::npos || close == std::string_view::npos || close < open)
@@ -157,6 +157,12 @@ Signature Signature::parse(std::string_view text) {
       matched = true;
       break;
     }
+    for (std::string_view o : object_types) {
+      if (matched || ptype != o) continue;
+      p.type = ParamType::Object;
+      p.object_type = std::string(o);
+      matched = true;
+    }
     if (!matched) syntax(text, "unknown type '" + std::string(ptype) + "'");
     if (name_default.size() == 2) {
       p.default_text = std::string(name_default[1]);
@@ -178,7 +184,8 @@ std::string Signature::str() const {
       star = true;
     }
     if (p.varargs) star = true;
-    s += (p.varargs ? "*" : "") + p.name + ": " + type_text(p.type) + (p.optional ? " | None" : "");
+    s += (p.varargs ? "*" : "") + p.name + ": " + (p.type == ParamType::Object ? p.object_type : type_text(p.type)) +
+         (p.optional ? " | None" : "");
     if (p.default_value) s += " = " + p.default_text;
   }
   s += ")";
@@ -204,7 +211,8 @@ std::vector<std::pair<std::string, ArgValue>> parse_keyword_literals(std::string
 
 ArgValue check_arg(const Signature& s, const Param& p, ArgValue v) {
   auto wrong = [&](const char* got) -> ArgValue {
-    throw DTypeError(detail::cat("[", s.name, "] argument '", p.name, "' must be ", type_text(p.type),
+    throw DTypeError(detail::cat("[", s.name, "] argument '", p.name, "' must be ",
+                                 p.type == ParamType::Object ? p.object_type.c_str() : type_text(p.type),
                                  p.optional ? " or None" : "", ", got ", got));
   };
   if (std::holds_alternative<std::monostate>(v)) return p.optional ? v : wrong("None");
@@ -248,6 +256,8 @@ ArgValue check_arg(const Signature& s, const Param& p, ArgValue v) {
     case ParamType::Padding:
       if (const auto* pair = std::get_if<std::vector<int64_t>>(&v)) return pair->size() == 2 ? v : wrong("a sequence whose length is not 2");
       return std::holds_alternative<std::string>(v) || std::holds_alternative<int64_t>(v) ? v : wrong("something else");
+    case ParamType::Object:
+      return std::holds_alternative<std::shared_ptr<void>>(v) ? v : wrong(("a non-" + p.object_type).c_str());
   }
   return v;
 }
@@ -358,6 +368,10 @@ std::optional<Device> CallArgs::device(int i) const {
   if (is_none(i)) return std::nullopt;
   if (const Device* v = std::get_if<Device>(&values_[i])) return *v;
   wrong(i, "a device");
+}
+const std::shared_ptr<void>& CallArgs::object(int i) const {
+  if (const auto* v = std::get_if<std::shared_ptr<void>>(&values_[i])) return *v;
+  wrong(i, "an object");
 }
 Generator* CallArgs::generator(int i) const {
   if (is_none(i)) return nullptr;

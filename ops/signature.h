@@ -9,6 +9,7 @@
 // the same code in C++ and Python tests.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -16,7 +17,7 @@
 #include <variant>
 #include <vector>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 
 namespace encore {
 
@@ -36,11 +37,12 @@ enum class ParamType : uint8_t {
   Device,      // Device            (encore.Device, "cpu", "cuda:0")
   Generator,   // Generator
   Padding,     // str | int | tuple[int, int]
+  Object,      // a class of the layers above (nn's Module, Recurrent): parse names them
 };
 
 /// A value bound to a parameter; Python's None is std::monostate.
 using ArgValue = std::variant<std::monostate, Tensor, std::vector<Tensor>, int64_t, double, bool, std::string,
-                              std::vector<int64_t>, DType, Device, Generator*>;
+                              std::vector<int64_t>, DType, Device, Generator*, std::shared_ptr<void>>;
 
 struct Param {
   std::string name;
@@ -50,6 +52,7 @@ struct Param {
   bool keyword_only = false;  // after "*" or "*args"
   std::optional<ArgValue> default_value;
   std::string default_text;   // as written, for stubs and docs
+  std::string object_type;    // an Object parameter's class name, as written
 };
 
 struct Signature {
@@ -58,7 +61,8 @@ struct Signature {
   std::string returns;  // "Tensor", "tuple[Tensor, Tensor]", "None"
 
   /// Parses the notation above; throws ValueError naming the signature on a syntax error.
-  static Signature parse(std::string_view text);
+  /// `object_types` are the class names an Object parameter may have (none for ops).
+  static Signature parse(std::string_view text, std::span<const std::string_view> object_types = {});
   /// The signature as written (canonical spacing): also the stub line's body.
   std::string str() const;
   int index_of(std::string_view param) const;  // -1 when absent
@@ -98,6 +102,8 @@ class CallArgs {
   std::optional<DType> dtype(int i) const;
   std::optional<Device> device(int i) const;
   Generator* generator(int i) const;  // null when None
+  /// An Object parameter's value, of the class its parameter names (the binder checks it).
+  const std::shared_ptr<void>& object(int i) const;
   const ArgValue& raw(int i) const { return values_[i]; }
 
  private:

@@ -1,12 +1,13 @@
-// The Tensor methods that read values (item, to_vector, printing): declared in core/tensor.h
-// for convenience, defined here because they copy through ops. The view, copy and in-place
-// methods are defined with their ops in ops/defs/data.cpp.
+// The Tensor methods (ops/tensor.h) that read values (item, to_vector, printing) and backward(),
+// which hands over to autograd through its hook. The view, copy and in-place methods are defined
+// with their ops in ops/defs/data.cpp.
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 
 #include "core/modes.h"
 #include "ops/dispatch.h"
+#include "ops/ops.h"
 
 namespace encore {
 
@@ -91,6 +92,31 @@ std::string Tensor::str() const {
     case DType::Int64: format_rec(s, static_cast<const int64_t*>(p), shape(), host.strides(), 0, 7, summarize); break;
   }
   return s + suffix + ")";
+}
+
+namespace {
+BackwardHook g_backward_hook = nullptr;
+}  // namespace
+
+void set_backward_hook(BackwardHook hook) { g_backward_hook = hook; }
+
+void Tensor::backward(const Tensor& grad) const {
+  ENCORE_CHECK(requires_grad(), ValueError, "[backward] ", describe(*this),
+               " does not require grad: no op that produced it involved a tensor requiring grad");
+  Tensor g = grad;
+  if (!g.defined()) {
+    ENCORE_CHECK(numel() == 1, ShapeError, "[backward] implicit gradient needs a scalar, got ", describe(*this),
+                 "; pass a gradient tensor");
+    g = full(shape(), 1, dtype(), device());
+  }
+  ENCORE_CHECK(g.shape() == shape(), ShapeError, "[backward] gradient ", describe(g), " does not match ",
+               describe(*this));
+  ENCORE_CHECK(g.dtype() == dtype(), DTypeError, "[backward] gradient ", describe(g), " does not match the dtype of ",
+               describe(*this), "; convert it with .to(", ::encore::name(dtype()), ")");
+  ENCORE_CHECK(g.device() == device(), DeviceError, "[backward] gradient ", describe(g),
+               " is not on the device of ", describe(*this));
+  ENCORE_CHECK(g_backward_hook, Error, "[backward] autograd is not part of this program");
+  g_backward_hook(*this, g);
 }
 
 }  // namespace encore

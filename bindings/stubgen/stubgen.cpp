@@ -1,7 +1,10 @@
-// Writes what the Python package knows of the op rows, from their signatures:
+// Writes what the Python package knows of the op and layer rows, from their signatures:
 //  - encore/_C.pyi: the hand-written template (_C.pyi.in) with the stubs of every public op
-//    function and of the Tensor methods rows ask for. The template marks the two places with a
-//    line "# @generated functions" and an indented line "# @generated Tensor methods".
+//    function and of the Tensor methods rows ask for, and the __init__ of every layer class.
+//    The template marks the places with a line "# @generated functions", an indented line
+//    "# @generated Tensor methods" and a line "# @generated layers". A layer class the template
+//    declares (for what the layer adds: properties, methods, another base) gets its __init__
+//    right after its class line; the other layers' classes are written at the layers marker.
 //  - encore/_ops.py: imports every op function from _C and lists them in __all__, so that
 //    `encore/__init__.py` re-exports them and type checkers see them.
 //
@@ -12,11 +15,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "nn/layer.h"
 #include "ops/registry.h"
 
 namespace {
@@ -42,6 +47,7 @@ std::string stub_type(const Param& p) {
     case ParamType::Device: t = "DeviceLike"; break;
     case ParamType::Generator: t = "Generator"; break;
     case ParamType::Padding: t = "Union[str, _int, Tuple[_int, _int]]"; break;
+    case ParamType::Object: t = p.object_type; break;
   }
   return p.optional ? "Optional[" + t + "]" : t;
 }
@@ -52,14 +58,15 @@ std::string stub_return(const std::string& r) {
   return r;
 }
 
-// "def name(params) -> R: ..." with `self` for the first parameter of a method.
-std::string stub(const Signature& s, bool method) {
-  std::string line = "def " + s.name + "(";
+// The parameters of a stub. `self_first`: `self` replaces the first parameter (a method);
+// `self_added`: `self` comes before them (a layer's __init__).
+std::string stub_params(const Signature& s, bool self_first, bool self_added) {
+  std::string line = self_added ? "self" : "";
   bool star = false;
   for (size_t i = 0; i < s.params.size(); ++i) {
     const Param& p = s.params[i];
-    if (i) line += ", ";
-    if (method && i == 0) {
+    if (i || self_added) line += ", ";
+    if (self_first && i == 0) {
       line += "self";
       continue;
     }
@@ -71,7 +78,25 @@ std::string stub(const Signature& s, bool method) {
     line += (p.varargs ? "*" : "") + p.name + ": " + stub_type(p);
     if (p.default_value) line += " = " + p.default_text;
   }
-  return line + ") -> " + stub_return(s.returns) + ": ...";
+  return line;
+}
+
+// "def name(params) -> R: ..." with `self` for the first parameter of a method.
+std::string stub(const Signature& s, bool method) {
+  return "def " + s.name + "(" + stub_params(s, method, false) + ") -> " + stub_return(s.returns) + ": ...";
+}
+
+std::string init_stub(const encore::nn::LayerDef& def) {
+  return "def __init__(" + stub_params(encore::nn::layer_signature(def), false, true) + ") -> None: ...";
+}
+
+// The layer row a template line "class Name(Base):" declares, or null.
+const encore::nn::LayerDef* layer_class(const std::string& line) {
+  if (!line.starts_with("class ")) return nullptr;
+  const std::string name = line.substr(6, line.find_first_of("(:") - 6);
+  for (const encore::nn::LayerDef* def : encore::nn::all_layers())
+    if (name == def->name) return def;
+  return nullptr;
 }
 
 // The rows with a public function, by name.
@@ -116,14 +141,34 @@ int main(int argc, char** argv) {
     std::cerr << "encore_stubgen: cannot read " << argv[1] << "\n";
     return 1;
   }
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::set<std::string> declared;
+  for (const std::string& line : lines)
+    if (const encore::nn::LayerDef* def = layer_class(line)) declared.insert(def->name);
   std::ostringstream out;
   int markers = 0;
-  for (std::string line; std::getline(in, line);) {
+  const encore::nn::LayerDef* in_layer = nullptr;
+  for (const std::string& line : lines) {
     const size_t indent = line.find_first_not_of(' ');
     const std::string body = indent == std::string::npos ? "" : line.substr(indent);
     const bool functions = body == "# @generated functions", methods = body == "# @generated Tensor methods";
+    if (indent == 0) in_layer = layer_class(line);
+    if (in_layer && body.starts_with("def __init__(")) {
+      std::cerr << "encore_stubgen: " << argv[1] << " declares " << in_layer->name
+                << ".__init__, which comes from its layer row\n";
+      return 1;
+    }
+    if (body == "# @generated layers") {
+      ++markers;
+      for (const encore::nn::LayerDef* def : encore::nn::all_layers())
+        if (!declared.count(def->name))
+          out << "class " << def->name << "(Module):\n    " << init_stub(*def) << "\n\n";
+      continue;
+    }
     if (!functions && !methods) {
       out << line << "\n";
+      if (indent == 0 && layer_class(line)) out << "    " << init_stub(*layer_class(line)) << "\n";
       continue;
     }
     ++markers;
@@ -132,8 +177,8 @@ int main(int argc, char** argv) {
       out << line.substr(0, indent) << stub(encore::signature_of(*def), methods) << "\n";
     }
   }
-  if (markers != 2) {
-    std::cerr << "encore_stubgen: " << argv[1] << " needs both '# @generated' markers\n";
+  if (markers != 3) {
+    std::cerr << "encore_stubgen: " << argv[1] << " needs the three '# @generated' markers\n";
     return 1;
   }
   write_if_changed(argv[2], out.str());

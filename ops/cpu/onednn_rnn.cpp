@@ -474,6 +474,7 @@ OpDef row(bool backward) {
       .save = backward ? Save::None : Save::Inputs | Save::Outputs,
       .contiguous_inputs = true,
       .backends = kCpuOnly,
+      .fused_cell = backward ? RecurrentCell::None : C == Cell::Lstm ? RecurrentCell::Lstm : RecurrentCell::Gru,
       .attrs = &attrs_of<LstmAttrs>,
       .infer = backward ? infer_backward<C> : infer_forward<C>,
       .backward = backward ? nullptr : bw_forward<C>,

@@ -2,7 +2,7 @@
 // the cuDNN (or float64 direct) convolution, with the CPU's functors.
 #include "ops/cuda/conv1d.h"
 #include "ops/cuda/launch.h"
-#include "ops/functors.h"
+#include "ops/activation.h"
 
 namespace encore::cuda {
 namespace {

@@ -109,22 +109,15 @@ void activation_grad_kernel(const KernelCtx& c) {
 
 }  // namespace
 
-const bool kRegistered = register_cuda_kernels({
-    {"add", binary_kernel<fn::Add>},
-    {"sub", binary_kernel<fn::Sub>},
-    {"mul", binary_kernel<fn::Mul>},
-    {"div", binary_kernel<fn::Div>},
-    {"maximum", binary_kernel<fn::Maximum>},
-    {"minimum", binary_kernel<fn::Minimum>},
-    {"eq", binary_kernel<fn::Eq>},
-    {"ne", binary_kernel<fn::Ne>},
-    {"gt", binary_kernel<fn::Gt>},
-    {"ge", binary_kernel<fn::Ge>},
-    {"lt", binary_kernel<fn::Lt>},
-    {"le", binary_kernel<fn::Le>},
-    {"binary_crossentropy_logits", binary_kernel<fn::BceLogits, DTypeClass::Float>},
-    {"binary_crossentropy_logits_grad", binary_kernel<fn::BceLogitsGrad, DTypeClass::Float>},
-    {"activation_grad", activation_grad_kernel},
-});
+// A kernel for every two-input op of the elementwise list (ops/elementwise.h), and the
+// activation gradients.
+const bool kRegistered = [] {
+  for_each_elementwise_op([](const auto& op) {
+    using Op = std::decay_t<decltype(op)>;
+    if constexpr (Op::arity == 2)
+      register_kernel(std::string(op.name).c_str(), DeviceType::CUDA, {binary_kernel<typename Op::Functor, Op::dtypes>});
+  });
+  return register_cuda_kernels({{"activation_grad", activation_grad_kernel}});
+}();
 
 }  // namespace encore::cuda

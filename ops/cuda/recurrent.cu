@@ -53,7 +53,7 @@ __global__ void lstm_step_backward_kernel(const T* __restrict__ z, const T* __re
 
 void lstm_sequence(const KernelCtx& c) {
   const OnDevice dev(c);
-  const auto& a = c.attrs.as<SequenceAttrs>();
+  const auto& a = c.attrs.as<RecurrenceAttrs>();
   const int64_t batch = c.in[0].shape[0], steps = c.in[0].shape[1], units = c.in[1].shape[0];
   const int64_t g = 4 * units;
   if (batch * steps * units == 0) return;
@@ -79,7 +79,7 @@ void lstm_sequence(const KernelCtx& c) {
 
 void lstm_sequence_backward(const KernelCtx& c) {
   const OnDevice dev(c);
-  const auto& a = c.attrs.as<SequenceAttrs>();
+  const auto& a = c.attrs.as<RecurrenceAttrs>();
   const int64_t batch = c.in[1].shape[0], steps = c.in[1].shape[1], units = c.in[1].shape[2];
   const int64_t g = 4 * units;
   visit_float(c.in[0].dtype, [&]<class T>() {
@@ -152,7 +152,7 @@ __global__ void column_sums_kernel(const T* __restrict__ ghz, T* __restrict__ gb
 
 void gru_sequence(const KernelCtx& c) {
   const OnDevice dev(c);
-  const auto& a = c.attrs.as<SequenceAttrs>();
+  const auto& a = c.attrs.as<RecurrenceAttrs>();
   const int64_t batch = c.in[0].shape[0], steps = c.in[0].shape[1], units = c.in[1].shape[0];
   const int64_t g = 3 * units;
   if (batch * steps * units == 0) return;
@@ -179,7 +179,7 @@ void gru_sequence(const KernelCtx& c) {
 
 void gru_sequence_backward(const KernelCtx& c) {
   const OnDevice dev(c);
-  const auto& a = c.attrs.as<SequenceAttrs>();
+  const auto& a = c.attrs.as<RecurrenceAttrs>();
   const int64_t batch = c.in[2].shape[0], steps = c.in[2].shape[1], units = c.in[2].shape[2];
   const int64_t g = 3 * units;
   visit_float(c.in[0].dtype, [&]<class T>() {

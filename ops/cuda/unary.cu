@@ -73,22 +73,14 @@ void unary_kernel(const KernelCtx& c) {
 
 }  // namespace
 
-const bool kRegistered = register_cuda_kernels({
-    {"neg", unary_kernel<fn::Neg, DTypeClass::Numeric>},
-    {"exp", unary_kernel<fn::Exp, DTypeClass::Float>},
-    {"log", unary_kernel<fn::Log, DTypeClass::Float>},
-    {"sqrt", unary_kernel<fn::Sqrt, DTypeClass::Float>},
-    {"erf", unary_kernel<fn::Erf, DTypeClass::Float>},
-    {"tanh", unary_kernel<fn::Tanh, DTypeClass::Float>},
-    {"sigmoid", unary_kernel<fn::Sigmoid, DTypeClass::Float>},
-    {"relu", unary_kernel<fn::Relu, DTypeClass::Numeric>},
-    {"abs", unary_kernel<fn::Abs, DTypeClass::Numeric>},
-    {"softplus", unary_kernel<fn::Softplus, DTypeClass::Float>},
-    {"leaky_relu", unary_kernel<fn::LeakyRelu, DTypeClass::Float>},
-    {"pow_scalar", unary_kernel<fn::PowScalar, DTypeClass::Float>},
-    {"add_scalar", unary_kernel<fn::AddScalar, DTypeClass::Numeric>},
-    {"mul_scalar", unary_kernel<fn::MulScalar, DTypeClass::Numeric>},
-    {"clip", unary_kernel<fn::Clip, DTypeClass::Numeric>},
-});
+// A kernel for every one-input op of the elementwise list (ops/elementwise.h).
+const bool kRegistered = [] {
+  for_each_elementwise_op([](const auto& op) {
+    using Op = std::decay_t<decltype(op)>;
+    if constexpr (Op::arity == 1)
+      register_kernel(std::string(op.name).c_str(), DeviceType::CUDA, {unary_kernel<typename Op::Functor, Op::dtypes>});
+  });
+  return true;
+}();
 
 }  // namespace encore::cuda

@@ -87,14 +87,7 @@ void normal_kernel(const KernelCtx& c) {
 }
 
 
-Outputs one(Tensor t, bool requires_grad = false) {
-  if (requires_grad) t.set_requires_grad(true);
-  return {t};
-}
-
-// The options every creation function takes: dtype (default float32), device (default CPU).
-DType dtype_arg(const CallArgs& a, int i, DType fallback = DType::Float32) { return a.dtype(i).value_or(fallback); }
-Device device_arg(const CallArgs& a, int i, Device fallback = Device::cpu()) { return a.device(i).value_or(fallback); }
+Outputs one(Tensor t) { return {std::move(t)}; }
 
 OpDef& full_op = define_op({
     .name = "full",
@@ -106,7 +99,7 @@ OpDef& full_op = define_op({
     .signature = "full(shape: tuple[int, ...], fill_value: float, dtype: DType | None = None, "
                  "device: Device | None = None, requires_grad: bool = False) -> Tensor",
     .invoke = [](const CallArgs& a) {
-      return one(full(Shape(a.integers(0)), a.scalar(1), dtype_arg(a, 2), device_arg(a, 3)), a.boolean(4));
+      return one(full(Shape(a.integers(0)), a.scalar(1), a.dtype(2), a.device(3), a.boolean(4)));
     },
     .examples = {{.args = "shape=(2, 3), fill_value=2.5"}},
 });
@@ -119,14 +112,9 @@ OpDef& arange_op = define_op({
     .cpu = {arange_kernel},
     .signature = "arange(start: float, stop: float | None = None, step: float = 1, dtype: DType | None = None, "
                  "device: Device | None = None, requires_grad: bool = False) -> Tensor",
-    // arange(stop) or arange(start, stop[, step]); integer bounds and step make int64 unless a dtype is given.
     .invoke = [](const CallArgs& a) {
-      const bool ints = std::holds_alternative<int64_t>(a.raw(0)) &&
-                        (a.is_none(1) || std::holds_alternative<int64_t>(a.raw(1))) &&
-                        std::holds_alternative<int64_t>(a.raw(2));
-      const Scalar start = a.is_none(1) ? Scalar(0) : a.scalar(0), stop = a.is_none(1) ? a.scalar(0) : a.scalar(1);
-      return one(arange(start, stop, a.scalar(2), dtype_arg(a, 3, ints ? DType::Int64 : DType::Float32), device_arg(a, 4)),
-                 a.boolean(5));
+      const std::optional<Scalar> stop = a.is_none(1) ? std::nullopt : std::optional<Scalar>(a.scalar(1));
+      return one(arange(a.scalar(0), stop, a.scalar(2), a.dtype(3), a.device(4), a.boolean(5)));
     },
     .doc = "arange(stop) or arange(start, stop, step=1): int64 for integer bounds, else float32",
     .examples = {{.args = "start=1, stop=4.5, step=0.5, dtype='float64'"}},
@@ -140,8 +128,8 @@ OpDef& uniform_op = define_op({
     .signature = "uniform(shape: tuple[int, ...], low: float = 0.0, high: float = 1.0, *, dtype: DType | None = None, "
                  "device: Device | None = None, generator: Generator | None = None, requires_grad: bool = False) -> Tensor",
     .invoke = [](const CallArgs& a) {
-      return one(uniform(Shape(a.integers(0)), a.real(1), a.real(2), dtype_arg(a, 3), device_arg(a, 4), a.generator(5)),
-                 a.boolean(6));
+      return one(uniform(Shape(a.integers(0)), a.real(1), a.real(2), a.dtype(3), a.device(4), a.generator(5),
+                         a.boolean(6)));
     },
     .examples = {{.args = "shape=(3, 4), low=-2.0, high=3.0"}},
 });
@@ -154,26 +142,24 @@ OpDef& normal_op = define_op({
     .signature = "normal(shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0, *, dtype: DType | None = None, "
                  "device: Device | None = None, generator: Generator | None = None, requires_grad: bool = False) -> Tensor",
     .invoke = [](const CallArgs& a) {
-      return one(normal(Shape(a.integers(0)), a.real(1), a.real(2), dtype_arg(a, 3), device_arg(a, 4), a.generator(5)),
-                 a.boolean(6));
+      return one(normal(Shape(a.integers(0)), a.real(1), a.real(2), a.dtype(3), a.device(4), a.generator(5),
+                        a.boolean(6)));
     },
     .examples = {{.args = "shape=(3, 4), mean=1.0, std=2.0"}},
 });
 
 // ---- compositions ----------------------------------------------------------------------
-template <int Value> Outputs filled(const CallArgs& a) {
-  return one(full(Shape(a.integers(0)), Value, dtype_arg(a, 1), device_arg(a, 2)), a.boolean(3));
+template <Tensor (*F)(const Shape&, std::optional<DType>, std::optional<Device>, bool)>
+Outputs filled(const CallArgs& a) {
+  return one(F(Shape(a.integers(0)), a.dtype(1), a.device(2), a.boolean(3)));
 }
-template <int Value> Outputs filled_like(const CallArgs& a) {
-  const Tensor& t = a.tensor(0);
-  return one(full(t.shape(), Value, dtype_arg(a, 1, t.dtype()), device_arg(a, 2, t.device())));
+template <Tensor (*F)(const Tensor&, std::optional<DType>, std::optional<Device>)>
+Outputs filled_like(const CallArgs& a) {
+  return one(F(a.tensor(0), a.dtype(1), a.device(2)));
 }
-template <bool Normal> Outputs random(const CallArgs& a) {
-  const Shape s(a.integers(0));
-  const DType dt = dtype_arg(a, 1);
-  const Device d = device_arg(a, 2);
-  return one(Normal ? normal(s, 0.0, 1.0, dt, d, a.generator(3)) : uniform(s, 0.0, 1.0, dt, d, a.generator(3)),
-             a.boolean(4));
+template <Tensor (*F)(const Shape&, std::optional<DType>, std::optional<Device>, Generator*, bool)>
+Outputs random(const CallArgs& a) {
+  return one(F(Shape(a.integers(0)), a.dtype(1), a.device(2), a.generator(3), a.boolean(4)));
 }
 
 OpDef& zeros_op = define_op({
@@ -181,7 +167,7 @@ OpDef& zeros_op = define_op({
     .kind = OpKind::Composite,
     .signature = "zeros(*shape: int, dtype: DType | None = None, device: Device | None = None, "
                  "requires_grad: bool = False) -> Tensor",
-    .invoke = filled<0>,
+    .invoke = filled<zeros>,
     .examples = {{.args = "shape=(2, 3)"}},
 });
 OpDef& ones_op = define_op({
@@ -189,28 +175,28 @@ OpDef& ones_op = define_op({
     .kind = OpKind::Composite,
     .signature = "ones(*shape: int, dtype: DType | None = None, device: Device | None = None, "
                  "requires_grad: bool = False) -> Tensor",
-    .invoke = filled<1>,
+    .invoke = filled<ones>,
     .examples = {{.args = "shape=(2, 3), dtype='int32'"}},
 });
 OpDef& empty_op = define_op({
     .name = "empty",
     .kind = OpKind::Composite,
     .signature = "empty(*shape: int, dtype: DType | None = None, device: Device | None = None) -> Tensor",
-    .invoke = [](const CallArgs& a) { return one(Tensor::empty(Shape(a.integers(0)), dtype_arg(a, 1), device_arg(a, 2))); },
+    .invoke = [](const CallArgs& a) { return one(empty(Shape(a.integers(0)), a.dtype(1), a.device(2))); },
     .examples = {{.args = "shape=(0, 3)"}},
 });
 OpDef& zeros_like_op = define_op({
     .name = "zeros_like",
     .kind = OpKind::Composite,
     .signature = "zeros_like(t: Tensor, dtype: DType | None = None, device: Device | None = None) -> Tensor",
-    .invoke = filled_like<0>,
+    .invoke = filled_like<zeros_like>,
     .examples = {{.inputs = {{{2, 3}}}}},
 });
 OpDef& ones_like_op = define_op({
     .name = "ones_like",
     .kind = OpKind::Composite,
     .signature = "ones_like(t: Tensor, dtype: DType | None = None, device: Device | None = None) -> Tensor",
-    .invoke = filled_like<1>,
+    .invoke = filled_like<ones_like>,
     .examples = {{.inputs = {{{2, 3}}}}},
 });
 OpDef& full_like_op = define_op({
@@ -218,10 +204,7 @@ OpDef& full_like_op = define_op({
     .kind = OpKind::Composite,
     .signature = "full_like(t: Tensor, fill_value: float, dtype: DType | None = None, device: Device | None = None) "
                  "-> Tensor",
-    .invoke = [](const CallArgs& a) {
-      const Tensor& t = a.tensor(0);
-      return one(full(t.shape(), a.scalar(1), dtype_arg(a, 2, t.dtype()), device_arg(a, 3, t.device())));
-    },
+    .invoke = [](const CallArgs& a) { return one(full_like(a.tensor(0), a.scalar(1), a.dtype(2), a.device(3))); },
     .examples = {{.inputs = {{{2, 3}}}, .args = "fill_value=-1.5"}},
 });
 OpDef& rand_op = define_op({
@@ -229,7 +212,7 @@ OpDef& rand_op = define_op({
     .kind = OpKind::Composite,
     .signature = "rand(*shape: int, dtype: DType | None = None, device: Device | None = None, "
                  "generator: Generator | None = None, requires_grad: bool = False) -> Tensor",
-    .invoke = random<false>,
+    .invoke = random<rand>,
     .examples = {{.args = "shape=(3, 4)"}},
 });
 OpDef& randn_op = define_op({
@@ -237,22 +220,56 @@ OpDef& randn_op = define_op({
     .kind = OpKind::Composite,
     .signature = "randn(*shape: int, dtype: DType | None = None, device: Device | None = None, "
                  "generator: Generator | None = None, requires_grad: bool = False) -> Tensor",
-    .invoke = random<true>,
+    .invoke = random<randn>,
     .examples = {{.args = "shape=(3, 4)"}},
 });
 
 }  // namespace
 
-Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
-  return call(full_op, {}, FullAttrs{shape, dtype, device, value, 0});
-}
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
-Tensor full_like(const Tensor& t, Scalar value) { return full(t.shape(), value, t.dtype(), t.device()); }
-Tensor zeros_like(const Tensor& t) { return full_like(t, 0); }
-Tensor ones_like(const Tensor& t) { return full_like(t, 1); }
+namespace {
 
-Tensor arange(Scalar start, Scalar stop, Scalar step, DType dtype, Device device) {
+// The defaults of every creation function: float32, on the CPU.
+DType or_float32(std::optional<DType> dtype) { return dtype.value_or(DType::Float32); }
+Device or_cpu(std::optional<Device> device) { return device.value_or(Device::cpu()); }
+
+Tensor leaf(Tensor t, bool requires_grad) {
+  if (requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
+}  // namespace
+
+Tensor full(const Shape& shape, Scalar fill_value, std::optional<DType> dtype, std::optional<Device> device,
+            bool requires_grad) {
+  const FullAttrs attrs{shape, or_float32(dtype), or_cpu(device), fill_value, 0};
+  return leaf(call(full_op, {}, attrs), requires_grad);
+}
+Tensor zeros(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device, bool requires_grad) {
+  return full(shape, 0, dtype, device, requires_grad);
+}
+Tensor ones(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device, bool requires_grad) {
+  return full(shape, 1, dtype, device, requires_grad);
+}
+Tensor empty(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device) {
+  return Tensor::empty(shape, or_float32(dtype), or_cpu(device));
+}
+Tensor full_like(const Tensor& t, Scalar fill_value, std::optional<DType> dtype, std::optional<Device> device) {
+  return full(t.shape(), fill_value, dtype.value_or(t.dtype()), device.value_or(t.device()));
+}
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype, std::optional<Device> device) {
+  return full_like(t, 0, dtype, device);
+}
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype, std::optional<Device> device) {
+  return full_like(t, 1, dtype, device);
+}
+
+Tensor arange(Scalar start, std::optional<Scalar> stop_or_none, Scalar step, std::optional<DType> dtype_or_none,
+              std::optional<Device> device, bool requires_grad) {
+  // arange(stop): from 0.
+  const Scalar stop = stop_or_none.value_or(start);
+  if (!stop_or_none) start = Scalar(int64_t{0});
+  const DType dtype =
+      dtype_or_none.value_or(start.integral && stop.integral && step.integral ? DType::Int64 : DType::Float32);
   ENCORE_CHECK(step.d != 0.0 && std::isfinite(start.d) && std::isfinite(stop.d) && std::isfinite(step.d),
                ValueError, "[arange] needs finite bounds and a non-zero step");
   double n;
@@ -274,7 +291,7 @@ Tensor arange(Scalar start, Scalar stop, Scalar step, DType dtype, Device device
                             : Scalar(start.d + step.d * static_cast<double>(count - 1));
     last.check(dtype, "arange");
   }
-  return call(arange_op, {}, FullAttrs{{count}, dtype, device, start, step});
+  return leaf(call(arange_op, {}, FullAttrs{{count}, dtype, or_cpu(device), start, step}), requires_grad);
 }
 
 template <class T> Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device) {
@@ -293,14 +310,29 @@ Tensor tensor(std::initializer_list<double> values, const Shape& shape, DType dt
   return from_vector(std::vector<double>(values), shape).to(dtype).to(device);
 }
 
-Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device device, Generator* gen) {
-  return call(uniform_op, {generator_for(gen, device, "uniform").state()},
-              FullAttrs{shape, dtype, device, low, high});
+Tensor uniform(const Shape& shape, double low, double high, std::optional<DType> dtype, std::optional<Device> device,
+               Generator* generator, bool requires_grad) {
+  const Device d = or_cpu(device);
+  return leaf(call(uniform_op, {generator_for(generator, d, "uniform").state()},
+                   FullAttrs{shape, or_float32(dtype), d, low, high}),
+              requires_grad);
 }
 
-Tensor normal(const Shape& shape, double mean, double std, DType dtype, Device device, Generator* gen) {
-  return call(normal_op, {generator_for(gen, device, "normal").state()},
-              FullAttrs{shape, dtype, device, mean, std});
+Tensor normal(const Shape& shape, double mean, double std, std::optional<DType> dtype, std::optional<Device> device,
+              Generator* generator, bool requires_grad) {
+  const Device d = or_cpu(device);
+  return leaf(call(normal_op, {generator_for(generator, d, "normal").state()},
+                   FullAttrs{shape, or_float32(dtype), d, mean, std}),
+              requires_grad);
+}
+
+Tensor rand(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device, Generator* generator,
+            bool requires_grad) {
+  return uniform(shape, 0.0, 1.0, dtype, device, generator, requires_grad);
+}
+Tensor randn(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device, Generator* generator,
+             bool requires_grad) {
+  return normal(shape, 0.0, 1.0, dtype, device, generator, requires_grad);
 }
 
 }  // namespace encore

@@ -5,6 +5,7 @@
 #include "ops/defs/common.h"
 #include "ops/elementwise.h"
 #include "ops/epilogue.h"
+#include "ops/sigmoid_origin.h"
 
 namespace encore {
 namespace {
@@ -158,9 +159,30 @@ void activation_grad_kernel(const KernelCtx& c) {
 
 const Scalar& scalar(const Attrs& a) { return a.as<ScalarAttrs>().value; }
 
+// The CPU kernel and shape inference of an op of kElementwiseOps (ops/elementwise.h), by name;
+// null for a name the list lacks (the op table then reports a row without a kernel).
+struct ElementwiseParts {
+  KernelFn kernel = nullptr;
+  InferFn infer = nullptr;
+};
+ElementwiseParts elementwise(std::string_view name) {
+  ElementwiseParts parts;
+  for_each_elementwise_op([&](const auto& op) {
+    using Op = std::decay_t<decltype(op)>;
+    if (op.name != name) return;
+    if constexpr (Op::arity == 1)
+      parts = {unary_kernel<typename Op::Functor, Op::dtypes>, infer_unary<Op::dtypes>};
+    else
+      parts = {binary_kernel<typename Op::Functor, Op::dtypes>,
+               Op::dtypes == DTypeClass::Float ? infer_float_binary : infer_binary};
+  });
+  return parts;
+}
+
 // Rows of one-input ops.
-OpDef unary(const char* name, DTypeClass cls, KernelFn cpu, BackwardFn backward, Save save, const char* signature,
-            InvokeFn invoke, ExampleInput::Values values, const AttrType* attrs = nullptr, Example example = {}) {
+OpDef unary(const char* name, BackwardFn backward, Save save, const char* signature, InvokeFn invoke,
+            ExampleInput::Values values, const AttrType* attrs = nullptr, Example example = {}) {
+  const ElementwiseParts parts = elementwise(name);
   // `example`'s call on a matrix, a 0-d tensor and an empty one.
   std::vector<Example> examples;
   for (const Shape& shape : {Shape{3, 4}, Shape{}, Shape{2, 0}}) {
@@ -170,9 +192,9 @@ OpDef unary(const char* name, DTypeClass cls, KernelFn cpu, BackwardFn backward,
   return {.name = name,
           .save = save,
           .attrs = attrs,
-          .infer = cls == DTypeClass::Float ? infer_unary<DTypeClass::Float> : infer_unary<DTypeClass::Numeric>,
+          .infer = parts.infer,
           .backward = backward,
-          .cpu = {cpu},
+          .cpu = {parts.kernel},
           .signature = signature,
           .invoke = invoke,
           .method = signature != nullptr,
@@ -181,15 +203,16 @@ OpDef unary(const char* name, DTypeClass cls, KernelFn cpu, BackwardFn backward,
 
 // Rows of two-input ops; the examples broadcast a row over a matrix, both operands over each
 // other, and an empty operand.
-OpDef binary(const char* name, KernelFn cpu, BackwardFn backward, Save save, const char* signature,
-             InvokeFn invoke, ExampleInput::Values values) {
+OpDef binary(const char* name, BackwardFn backward, Save save, const char* signature, InvokeFn invoke,
+             ExampleInput::Values values) {
+  const ElementwiseParts parts = elementwise(name);
   return {.name = name,
           .min_inputs = 2,
           .max_inputs = 2,
           .save = save,
-          .infer = infer_binary,
+          .infer = parts.infer,
           .backward = backward,
-          .cpu = {cpu},
+          .cpu = {parts.kernel},
           .signature = signature,
           .invoke = invoke,
           .examples = {{.inputs = {{{3, 4}, values}, {{4}, values}}},
@@ -204,12 +227,6 @@ template <Tensor (*F)(const Tensor&, const Tensor&), Tensor (*S)(const Tensor&, 
 Outputs invoke2(const CallArgs& a) {
   const auto [t, s] = a.operand(1);
   return {t.defined() ? F(a.tensor(0), t) : S(a.tensor(0), s)};
-}
-
-Tensor sub_scalar(const Tensor& a, Scalar b) { return a - b; }
-Tensor div_scalar(const Tensor& a, Scalar b) { return a / b; }
-template <Tensor (*F)(const Tensor&, const Tensor&)> Tensor versus_scalar(const Tensor& a, Scalar b) {
-  return F(a, full({}, b, a.dtype(), a.device()));
 }
 
 // d/dx of two-input ops, reduced to each input's shape (broadcasting sums).
@@ -243,41 +260,41 @@ using enum DTypeClass;
 using enum ExampleInput::Values;
 
 // ---- one input -------------------------------------------------------------------------
-OpDef& neg_op = define_op(unary("neg", Numeric, unary_kernel<fn::Neg, Numeric>,
+OpDef& neg_op = define_op(unary("neg",
     [](const BackwardCtx& c, Tensor* g) { g[0] = neg(c.grads[0]); }, Save::None,
     "neg(x: Tensor) -> Tensor", invoke1<neg>, Uniform));
-OpDef& exp_op = define_op(unary("exp", Float, unary_kernel<fn::Exp, Float>,
+OpDef& exp_op = define_op(unary("exp",
     [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * c.outputs[0]; }, Save::Outputs,
     "exp(x: Tensor) -> Tensor", invoke1<exp>, Uniform));
-OpDef& log_op = define_op(unary("log", Float, unary_kernel<fn::Log, Float>,
+OpDef& log_op = define_op(unary("log",
     [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] / c.inputs[0]; }, Save::Inputs,
     "log(x: Tensor) -> Tensor", invoke1<log>, Positive));
-OpDef& sqrt_op = define_op(unary("sqrt", Float, unary_kernel<fn::Sqrt, Float>,
+OpDef& sqrt_op = define_op(unary("sqrt",
     [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] / (c.outputs[0] * 2.0); }, Save::Outputs,
     "sqrt(x: Tensor) -> Tensor", invoke1<sqrt>, Positive));
-OpDef& erf_op = define_op(unary("erf", Float, unary_kernel<fn::Erf, Float>,
+OpDef& erf_op = define_op(unary("erf",
     [](const BackwardCtx& c, Tensor* g) {
       const Tensor& x = c.inputs[0];
       g[0] = c.grads[0] * (exp(neg(x * x)) * 1.12837916709551257390);  // 2 / sqrt(pi)
     },
     Save::Inputs, "erf(x: Tensor) -> Tensor", invoke1<erf>, Uniform));
-OpDef& tanh_op = define_op(unary("tanh", Float, unary_kernel<fn::Tanh, Float>,
+OpDef& tanh_op = define_op(unary("tanh",
     [](const BackwardCtx& c, Tensor* g) { g[0] = activation_backward(Activation::Tanh, c.grads[0], c.outputs[0]); },
     Save::Outputs, "tanh(x: Tensor) -> Tensor", invoke1<tanh>, Uniform));
-OpDef& sigmoid_op = define_op(unary("sigmoid", Float, unary_kernel<fn::Sigmoid, Float>,
+OpDef& sigmoid_op = define_op(unary("sigmoid",
     [](const BackwardCtx& c, Tensor* g) { g[0] = activation_backward(Activation::Sigmoid, c.grads[0], c.outputs[0]); },
     Save::Outputs, "sigmoid(x: Tensor) -> Tensor", invoke1<sigmoid>, Uniform));
-OpDef& relu_op = define_op(unary("relu", Numeric, unary_kernel<fn::Relu, Numeric>,
+OpDef& relu_op = define_op(unary("relu",
     // The input has the output's sign: the saved input serves activation_grad as the output would.
     [](const BackwardCtx& c, Tensor* g) { g[0] = activation_backward(Activation::Relu, c.grads[0], c.inputs[0]); },
     Save::Inputs, "relu(x: Tensor) -> Tensor", invoke1<relu>, Uniform));
-OpDef& abs_op = define_op(unary("abs", Numeric, unary_kernel<fn::Abs, Numeric>,
+OpDef& abs_op = define_op(unary("abs",
     [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * (gt(c.inputs[0], 0) - lt(c.inputs[0], 0)); },
     Save::Inputs, "abs(x: Tensor) -> Tensor", invoke1<abs>, Uniform));
-OpDef& softplus_op = define_op(unary("softplus", Float, unary_kernel<fn::Softplus, Float>,
+OpDef& softplus_op = define_op(unary("softplus",
     [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * sigmoid(c.inputs[0]); }, Save::Inputs,
     "softplus(x: Tensor) -> Tensor", invoke1<softplus>, Uniform));
-OpDef& leaky_relu_op = define_op(unary("leaky_relu", Float, unary_kernel<fn::LeakyRelu, Float>,
+OpDef& leaky_relu_op = define_op(unary("leaky_relu",
     [](const BackwardCtx& c, Tensor* g) {
       const double alpha = scalar(c.attrs).d;
       g[0] = c.grads[0] * (gt(c.inputs[0], 0) * (1.0 - alpha) + alpha);
@@ -285,21 +302,21 @@ OpDef& leaky_relu_op = define_op(unary("leaky_relu", Float, unary_kernel<fn::Lea
     Save::Inputs, "leaky_relu(x: Tensor, alpha: float = 0.3) -> Tensor",
     [](const CallArgs& a) -> Outputs { return {leaky_relu(a.tensor(0), a.real(1))}; }, Uniform,
     &attrs_of<ScalarAttrs>, {.args = "alpha=0.2"}));
-OpDef& pow_scalar_op = define_op(unary("pow_scalar", Float, unary_kernel<fn::PowScalar, Float>,
+OpDef& pow_scalar_op = define_op(unary("pow_scalar",
     [](const BackwardCtx& c, Tensor* g) {
       const double p = scalar(c.attrs).d;
       g[0] = c.grads[0] * (pow(c.inputs[0], p - 1.0) * p);
     },
     Save::Inputs, nullptr, nullptr, Positive, &attrs_of<ScalarAttrs>,
     {.call = [](std::span<const Tensor> x) -> Outputs { return {pow(x[0], 2.5)}; }}));
-OpDef& add_scalar_op = define_op(unary("add_scalar", Numeric, unary_kernel<fn::AddScalar, Numeric>,
+OpDef& add_scalar_op = define_op(unary("add_scalar",
     [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0]; }, Save::None, nullptr, nullptr, Uniform,
     &attrs_of<ScalarAttrs>, {.call = [](std::span<const Tensor> x) -> Outputs { return {x[0] + 2.0}; }}));
-OpDef& mul_scalar_op = define_op(unary("mul_scalar", Numeric, unary_kernel<fn::MulScalar, Numeric>,
+OpDef& mul_scalar_op = define_op(unary("mul_scalar",
     [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * scalar(c.attrs); }, Save::None, nullptr,
     nullptr, Uniform, &attrs_of<ScalarAttrs>,
     {.call = [](std::span<const Tensor> x) -> Outputs { return {x[0] * -3.0}; }}));
-OpDef& clip_op = define_op(unary("clip", Numeric, unary_kernel<fn::Clip, Numeric>,
+OpDef& clip_op = define_op(unary("clip",
     [](const BackwardCtx& c, Tensor* g) {
       const auto& a = c.attrs.as<ClipAttrs>();
       const Tensor& x = c.inputs[0];
@@ -310,31 +327,31 @@ OpDef& clip_op = define_op(unary("clip", Numeric, unary_kernel<fn::Clip, Numeric
     &attrs_of<ClipAttrs>, {.args = "min=-0.5, max=0.5"}));
 
 // ---- two inputs ------------------------------------------------------------------------
-OpDef& add_op = define_op(binary("add", binary_kernel<fn::Add>, bw_add, Save::None,
+OpDef& add_op = define_op(binary("add", bw_add, Save::None,
     "add(a: Tensor, b: Tensor | float) -> Tensor", invoke2<add, add>, Uniform));
-OpDef& sub_op = define_op(binary("sub", binary_kernel<fn::Sub>, bw_sub, Save::None,
-    "sub(a: Tensor, b: Tensor | float) -> Tensor", invoke2<sub, sub_scalar>, Uniform));
-OpDef& mul_op = define_op(binary("mul", binary_kernel<fn::Mul>, bw_mul, Save::Inputs,
+OpDef& sub_op = define_op(binary("sub", bw_sub, Save::None,
+    "sub(a: Tensor, b: Tensor | float) -> Tensor", invoke2<sub, sub>, Uniform));
+OpDef& mul_op = define_op(binary("mul", bw_mul, Save::Inputs,
     "mul(a: Tensor, b: Tensor | float) -> Tensor", invoke2<mul, mul>, Uniform));
-OpDef& div_op = define_op(binary("div", binary_kernel<fn::Div>, bw_div, Save::Inputs | Save::Outputs,
-    "div(a: Tensor, b: Tensor | float) -> Tensor", invoke2<div, div_scalar>, Positive));
-OpDef& maximum_op = define_op(binary("maximum", binary_kernel<fn::Maximum>, bw_maximum, Save::Inputs,
-    "maximum(a: Tensor, b: Tensor | float) -> Tensor", invoke2<maximum, versus_scalar<maximum>>, Distinct));
-OpDef& minimum_op = define_op(binary("minimum", binary_kernel<fn::Minimum>, bw_minimum, Save::Inputs,
-    "minimum(a: Tensor, b: Tensor | float) -> Tensor", invoke2<minimum, versus_scalar<minimum>>, Distinct));
+OpDef& div_op = define_op(binary("div", bw_div, Save::Inputs | Save::Outputs,
+    "div(a: Tensor, b: Tensor | float) -> Tensor", invoke2<div, div>, Positive));
+OpDef& maximum_op = define_op(binary("maximum", bw_maximum, Save::Inputs,
+    "maximum(a: Tensor, b: Tensor | float) -> Tensor", invoke2<maximum, maximum>, Distinct));
+OpDef& minimum_op = define_op(binary("minimum", bw_minimum, Save::Inputs,
+    "minimum(a: Tensor, b: Tensor | float) -> Tensor", invoke2<minimum, minimum>, Distinct));
 // Comparisons: 1/0 masks in the inputs' dtype, not differentiable.
-OpDef& eq_op = define_op(binary("eq", binary_kernel<fn::Eq>, nullptr, Save::None,
-    "eq(a: Tensor, b: Tensor | float) -> Tensor", invoke2<eq, versus_scalar<eq>>, Uniform));
-OpDef& ne_op = define_op(binary("ne", binary_kernel<fn::Ne>, nullptr, Save::None,
-    "ne(a: Tensor, b: Tensor | float) -> Tensor", invoke2<ne, versus_scalar<ne>>, Uniform));
-OpDef& gt_op = define_op(binary("gt", binary_kernel<fn::Gt>, nullptr, Save::None,
+OpDef& eq_op = define_op(binary("eq", nullptr, Save::None,
+    "eq(a: Tensor, b: Tensor | float) -> Tensor", invoke2<eq, eq>, Uniform));
+OpDef& ne_op = define_op(binary("ne", nullptr, Save::None,
+    "ne(a: Tensor, b: Tensor | float) -> Tensor", invoke2<ne, ne>, Uniform));
+OpDef& gt_op = define_op(binary("gt", nullptr, Save::None,
     "gt(a: Tensor, b: Tensor | float) -> Tensor", invoke2<gt, gt>, Uniform));
-OpDef& ge_op = define_op(binary("ge", binary_kernel<fn::Ge>, nullptr, Save::None,
-    "ge(a: Tensor, b: Tensor | float) -> Tensor", invoke2<ge, versus_scalar<ge>>, Uniform));
-OpDef& lt_op = define_op(binary("lt", binary_kernel<fn::Lt>, nullptr, Save::None,
+OpDef& ge_op = define_op(binary("ge", nullptr, Save::None,
+    "ge(a: Tensor, b: Tensor | float) -> Tensor", invoke2<ge, ge>, Uniform));
+OpDef& lt_op = define_op(binary("lt", nullptr, Save::None,
     "lt(a: Tensor, b: Tensor | float) -> Tensor", invoke2<lt, lt>, Uniform));
-OpDef& le_op = define_op(binary("le", binary_kernel<fn::Le>, nullptr, Save::None,
-    "le(a: Tensor, b: Tensor | float) -> Tensor", invoke2<le, versus_scalar<le>>, Uniform));
+OpDef& le_op = define_op(binary("le", nullptr, Save::None,
+    "le(a: Tensor, b: Tensor | float) -> Tensor", invoke2<le, le>, Uniform));
 
 // ---- fused for training: gradients that backward formulas call, and a loss -------------
 OpDef& activation_grad_op = define_op({
@@ -353,8 +370,8 @@ OpDef& binary_crossentropy_logits_grad_op = define_op({
     .name = "binary_crossentropy_logits_grad",
     .min_inputs = 2,
     .max_inputs = 2,
-    .infer = infer_float_binary,
-    .cpu = {binary_kernel<fn::BceLogitsGrad, Float>},
+    .infer = elementwise("binary_crossentropy_logits_grad").infer,
+    .cpu = {elementwise("binary_crossentropy_logits_grad").kernel},
     .examples = {{.inputs = {{{3, 4}, Uniform}, {{3, 4}, Uniform}},
                   .call = [](std::span<const Tensor> x) -> Outputs {
                     return {call(binary_crossentropy_logits_grad_op, {x[0], x[1]})};
@@ -372,9 +389,9 @@ OpDef& binary_crossentropy_logits_op = define_op({
     .min_inputs = 2,
     .max_inputs = 2,
     .save = Save::Inputs,
-    .infer = infer_float_binary,
+    .infer = elementwise("binary_crossentropy_logits").infer,
     .backward = bw_binary_crossentropy_logits,
-    .cpu = {binary_kernel<fn::BceLogits, Float>},
+    .cpu = {elementwise("binary_crossentropy_logits").kernel},
     .examples = {{.inputs = {{{3, 4}, Uniform}, {{4}, Uniform}},
                   .call = [](std::span<const Tensor> x) -> Outputs { return {binary_crossentropy_logits(x[0], x[1])}; }}},
 });
@@ -410,31 +427,40 @@ OpDef& activation_op = define_op({
 }  // namespace
 
 std::string_view name(Activation a) {
-  switch (a) {
-    case Activation::Linear: return "linear";
-    case Activation::Tanh: return "tanh";
-    case Activation::Sigmoid: return "sigmoid";
-    case Activation::Relu: return "relu";
-    case Activation::HardSigmoid: return "hard_sigmoid";
-    case Activation::Gelu: return "gelu";
-    case Activation::Softmax: return "softmax";
-  }
-  return "?";
+  return visit_activation(a, [](auto act) { return act.name; });
 }
 
+namespace {
+
+// "linear, tanh, ... or softmax": the activations `keep` accepts.
+template <class Keep> std::string activation_names(Keep keep) {
+  std::vector<std::string_view> names;
+  for (int i = 0; i < kNumActivations; ++i)
+    visit_activation(Activation(i), [&](auto act) {
+      if (keep(act)) names.push_back(act.name);
+    });
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
+  return out;
+}
+
+}  // namespace
+
 Activation parse_activation(const std::string& s) {
-  for (Activation a : {Activation::Linear, Activation::Tanh, Activation::Sigmoid, Activation::Relu,
-                       Activation::HardSigmoid, Activation::Gelu, Activation::Softmax})
-    if (s == name(a)) return a;
+  for (int i = 0; i < kNumActivations; ++i)
+    if (s == name(Activation(i))) return Activation(i);
   if (s.empty() || s == "none") return Activation::Linear;
-  throw ValueError("[activation] unknown activation '" + s +
-                   "' (expected linear, tanh, sigmoid, relu, hard_sigmoid, gelu or softmax)");
+  throw ValueError("[activation] unknown activation '" + s + "' (expected " +
+                   activation_names([](auto) { return true; }) + ")");
 }
 
 void require_elementwise(Activation a, const char* op) {
-  ENCORE_CHECK(a != Activation::Softmax, ValueError, "[", op,
-               "] activation 'softmax' is not elementwise (it normalizes a whole axis); a recurrent cell "
-               "takes linear, tanh, sigmoid, relu, hard_sigmoid or gelu");
+  visit_activation(a, [&](auto act) {
+    ENCORE_CHECK(act.elementwise, ValueError, "[", op, "] activation '", act.name,
+                 "' is not elementwise (it normalizes a whole axis); a recurrent cell takes ",
+                 activation_names([](auto other) { return other.elementwise; }));
+  });
 }
 
 Tensor neg(const Tensor& x) { return call(neg_op, {x}); }
@@ -448,10 +474,27 @@ Tensor gelu(const Tensor& x, bool approximate) {
   // Keras' approximate=True: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
   return x * (tanh((x + x * x * x * 0.044715) * 0.79788456080286535588) + 1.0) * 0.5;
 }
+namespace {
+const TensorExtension<SigmoidOrigin> kSigmoidOrigin("sigmoid's logits (ops/sigmoid_origin.h)");
+}  // namespace
+
+const SigmoidOrigin* sigmoid_origin(const TensorImpl& p) { return kSigmoidOrigin.get(p); }
+
+Tensor unchanged_sigmoid_logits(const Tensor& p) {
+  const SigmoidOrigin* origin = sigmoid_origin(*p.impl());
+  if (!origin) return {};
+  const Tensor z(origin->logits);
+  const bool unchanged = origin->storage.lock() == p.storage() && p.storage()->version() == origin->version &&
+                         origin->logits_storage.lock() == z.storage() &&
+                         z.storage()->version() == origin->logits_version;
+  return unchanged ? z : Tensor();
+}
+
 Tensor sigmoid(const Tensor& x) {
   Tensor p = call(sigmoid_op, {x});
-  p.impl()->sigmoid_origin =
-      SigmoidOrigin{x.impl_ptr(), x.storage(), x.storage()->version(), p.storage()->version()};
+  kSigmoidOrigin.set(*p.impl(), std::make_shared<SigmoidOrigin>(SigmoidOrigin{
+                                    x.impl_ptr(), x.storage(), x.storage()->version(), p.storage(),
+                                    p.storage()->version()}));
   return p;
 }
 Tensor relu(const Tensor& x) { return call(relu_op, {x}); }
@@ -459,24 +502,23 @@ Tensor abs(const Tensor& x) { return call(abs_op, {x}); }
 Tensor softplus(const Tensor& x) { return call(softplus_op, {x}); }
 Tensor leaky_relu(const Tensor& x, double alpha) { return call(leaky_relu_op, {x}, ScalarAttrs{alpha}); }
 Tensor pow(const Tensor& x, double p) { return call(pow_scalar_op, {x}, ScalarAttrs{p}); }
-Tensor clip(const Tensor& x, Scalar lo, Scalar hi) {
-  ENCORE_CHECK(!(lo.integral && hi.integral ? lo.i > hi.i : lo.d > hi.d), ValueError,
-               "[clip] lower bound ", lo.str(), " exceeds upper bound ", hi.str());
-  return call(clip_op, {x}, ClipAttrs{lo, hi});
+Tensor clip(const Tensor& x, Scalar min, Scalar max) {
+  ENCORE_CHECK(!(min.integral && max.integral ? min.i > max.i : min.d > max.d), ValueError,
+               "[clip] lower bound ", min.str(), " exceeds upper bound ", max.str());
+  return call(clip_op, {x}, ClipAttrs{min, max});
 }
 
-Tensor activation(const Tensor& x, Activation a) {
-  switch (a) {
-    case Activation::Tanh: return tanh(x);
-    case Activation::Sigmoid: return sigmoid(x);
-    case Activation::Relu: return relu(x);
-    case Activation::HardSigmoid: return clip(x * 0.2 + 0.5, 0.0, 1.0);
-    case Activation::Gelu: return gelu(x);
-    case Activation::Softmax: return softmax(x, -1);
-    case Activation::Linear: break;
-  }
-  return x;
+Tensor activation(const Tensor& x, Activation name) {
+  return visit_activation(name, [&](auto act) { return act.apply(x); });
 }
+
+Tensor act::Linear::apply(const Tensor& x) { return x; }
+Tensor act::Tanh::apply(const Tensor& x) { return tanh(x); }
+Tensor act::Sigmoid::apply(const Tensor& x) { return sigmoid(x); }
+Tensor act::Relu::apply(const Tensor& x) { return relu(x); }
+Tensor act::HardSigmoid::apply(const Tensor& x) { return clip(x * 0.2 + 0.5, 0.0, 1.0); }
+Tensor act::Gelu::apply(const Tensor& x) { return gelu(x); }
+Tensor act::Softmax::apply(const Tensor& x) { return softmax(x, -1); }
 
 Tensor binary_crossentropy_logits(const Tensor& z, const Tensor& y) {
   return call(binary_crossentropy_logits_op, {z, y});
@@ -494,7 +536,11 @@ Tensor div(const Tensor& a, const Tensor& b) { return call(div_op, {a, b}); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return call(maximum_op, {a, b}); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return call(minimum_op, {a, b}); }
 Tensor add(const Tensor& a, Scalar b) { return call(add_scalar_op, {a}, ScalarAttrs{b}); }
+Tensor sub(const Tensor& a, Scalar b) { return add(a, -b); }
 Tensor mul(const Tensor& a, Scalar b) { return call(mul_scalar_op, {a}, ScalarAttrs{b}); }
+Tensor div(const Tensor& a, Scalar b) { return div(a, operand(a, b, "div")); }
+Tensor maximum(const Tensor& a, Scalar b) { return maximum(a, operand(a, b, "maximum")); }
+Tensor minimum(const Tensor& a, Scalar b) { return minimum(a, operand(a, b, "minimum")); }
 
 Tensor eq(const Tensor& a, const Tensor& b) { return call(eq_op, {a, b}); }
 Tensor ne(const Tensor& a, const Tensor& b) { return call(ne_op, {a, b}); }
@@ -515,9 +561,9 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
-Tensor operator-(const Tensor& a, Scalar b) { return add(a, -b); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, Scalar b) { return div(a, operand(a, b, "div")); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
 Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
 Tensor operator-(Scalar a, const Tensor& b) { return add(neg(b), a); }
 Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }

@@ -86,6 +86,7 @@ void from_blocked_kernel(const KernelCtx& c) {
 
 OpDef& to_blocked_row = define_op({
     .name = "to_blocked",
+    .layout = LayoutRole::ToBlocked,
     .attrs = &attrs_of<BlockAttrs>,
     .infer = infer_to_blocked,
     .backward = bw_to_blocked,
@@ -99,6 +100,7 @@ OpDef& to_blocked_row = define_op({
 OpDef& from_blocked_row = define_op({
     .name = "from_blocked",
     .contiguous_inputs = true,
+    .layout = LayoutRole::FromBlocked,
     .attrs = &attrs_of<BlockAttrs>,
     .infer = infer_from_blocked,
     .backward = bw_from_blocked,

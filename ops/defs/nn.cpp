@@ -273,9 +273,8 @@ OpDef& dropout_op = define_op({
     .cpu = {dropout_kernel},
     .signature = "dropout(x: Tensor, p: float, training: bool | None = None, generator: Generator | None = None) "
                  "-> Tensor",
-    .invoke = [](const CallArgs& a) {
-      const bool on = a.is_none(2) ? training() : a.boolean(2);
-      return one(dropout(a.tensor(0), a.real(1), on, a.generator(3)));
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {dropout(a.tensor(0), a.real(1), a.is_none(2) ? std::nullopt : std::optional(a.boolean(2)), a.generator(3))};
     },
     .doc = "Inverted dropout; `training` defaults to encore's training mode",
     .examples = {{.inputs = {{{4, 6}}}, .args = "p=0.5, training=True"}},
@@ -357,10 +356,10 @@ Tensor log_softmax(const Tensor& x, int64_t axis) {
   return call(log_softmax_op, {x}, AxisAttrs{normalize_axis(axis, x.dim(), "log_softmax")});
 }
 
-Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+Tensor dropout(const Tensor& x, double p, std::optional<bool> training, Generator* generator) {
   ENCORE_CHECK(p >= 0.0 && p < 1.0, ValueError, "[dropout] rate must be in [0, 1), got ", p);
-  if (!training || p == 0.0) return x;
-  const Tensor in[] = {x, generator_for(gen, x.device(), "dropout").state()};
+  if (!training.value_or(encore::training()) || p == 0.0) return x;
+  const Tensor in[] = {x, generator_for(generator, x.device(), "dropout").state()};
   return dispatch(dropout_op, in, DropoutAttrs{p})[0];
 }
 

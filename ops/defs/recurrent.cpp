@@ -197,7 +197,7 @@ void recurrent_kernel_grad(const T* y, const T* gz, T* gr, int64_t batch, int64_
 // Same arithmetic in every copy and chunking, so the results do not change.
 constexpr int64_t kParallelCells = 4096;
 
-template <class F> void step_cells(int64_t batch, int64_t units, const SequenceAttrs& a, const F& f) {
+template <class F> void step_cells(int64_t batch, int64_t units, const RecurrenceAttrs& a, const F& f) {
   using A = Activation;
   const auto run = [&](auto act, auto rec) {
     parallel_for(batch, (kParallelCells + units - 1) / std::max<int64_t>(units, 1),
@@ -215,7 +215,7 @@ template <class F> void step_cells(int64_t batch, int64_t units, const SequenceA
 }
 
 template <class T> void lstm_sequence_cpu(const KernelCtx& c) {
-  const auto& a = c.attrs.as<SequenceAttrs>();
+  const auto& a = c.attrs.as<RecurrenceAttrs>();
   const int64_t batch = c.in[0].shape[0], steps = c.in[0].shape[1], units = c.in[1].shape[0];
   const int64_t g = 4 * units;
   const T* r = c.in[1].ptr<const T>();
@@ -237,7 +237,7 @@ template <class T> void lstm_sequence_cpu(const KernelCtx& c) {
 }
 
 template <class T> void lstm_sequence_backward_cpu(const KernelCtx& c) {
-  const auto& a = c.attrs.as<SequenceAttrs>();
+  const auto& a = c.attrs.as<RecurrenceAttrs>();
   const int64_t batch = c.in[1].shape[0], steps = c.in[1].shape[1], units = c.in[1].shape[2];
   const int64_t g = 4 * units;
   const T* r = c.in[0].ptr<const T>();
@@ -268,7 +268,7 @@ template <class T> void lstm_sequence_backward_cpu(const KernelCtx& c) {
 }
 
 template <class T> void gru_sequence_cpu(const KernelCtx& c) {
-  const auto& a = c.attrs.as<SequenceAttrs>();
+  const auto& a = c.attrs.as<RecurrenceAttrs>();
   const int64_t batch = c.in[0].shape[0], steps = c.in[0].shape[1], units = c.in[1].shape[0];
   const int64_t g = 3 * units;
   const T* xw = c.in[0].ptr<const T>();
@@ -291,7 +291,7 @@ template <class T> void gru_sequence_cpu(const KernelCtx& c) {
 }
 
 template <class T> void gru_sequence_backward_cpu(const KernelCtx& c) {
-  const auto& a = c.attrs.as<SequenceAttrs>();
+  const auto& a = c.attrs.as<RecurrenceAttrs>();
   const int64_t batch = c.in[2].shape[0], steps = c.in[2].shape[1], units = c.in[2].shape[2];
   const int64_t g = 3 * units;
   const T* xw = c.in[0].ptr<const T>();
@@ -344,7 +344,7 @@ OpDef& lstm_sequence_op = define_op({
     .max_inputs = 2,
     .save = Save::Inputs | Save::Outputs,
     .contiguous_inputs = true,
-    .attrs = &attrs_of<SequenceAttrs>,
+    .attrs = &attrs_of<RecurrenceAttrs>,
     .infer = infer_lstm_sequence,
     .backward = bw_lstm_sequence,
     .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { lstm_sequence_cpu<T>(c); }); },
@@ -365,14 +365,14 @@ OpDef& lstm_sequence_backward_row = define_op({
     .min_inputs = 5,
     .max_inputs = 5,
     .contiguous_inputs = true,
-    .attrs = &attrs_of<SequenceAttrs>,
+    .attrs = &attrs_of<RecurrenceAttrs>,
     .infer = infer_lstm_sequence_backward,
     .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { lstm_sequence_backward_cpu<T>(c); }); },
             prepare_steps<4, true>},
     .examples = {{.inputs = {{{2, 8}}, {{2, 3, 2}}, {{2, 3, 2}}, {{2, 3, 8}}, {{2, 3, 2}}},
                   .call = [](std::span<const Tensor> x) -> Outputs {
                     const OutList r = dispatch(lstm_sequence_backward_op(), x,
-                                               SequenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
+                                               RecurrenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
                     return {r[0], r[1]};
                   },
                   .parity_tolerance = 1e-4}},
@@ -384,7 +384,7 @@ OpDef& gru_sequence_op = define_op({
     .max_inputs = 3,
     .save = Save::Inputs | Save::Outputs,
     .contiguous_inputs = true,
-    .attrs = &attrs_of<SequenceAttrs>,
+    .attrs = &attrs_of<RecurrenceAttrs>,
     .infer = infer_gru_sequence,
     .backward = bw_gru_sequence,
     .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { gru_sequence_cpu<T>(c); }); },
@@ -405,14 +405,14 @@ OpDef& gru_sequence_backward_row = define_op({
     .min_inputs = 5,
     .max_inputs = 5,
     .contiguous_inputs = true,
-    .attrs = &attrs_of<SequenceAttrs>,
+    .attrs = &attrs_of<RecurrenceAttrs>,
     .infer = infer_gru_sequence_backward,
     .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { gru_sequence_backward_cpu<T>(c); }); },
             prepare_steps<3, true>},
     .examples = {{.inputs = {{{2, 3, 6}}, {{2, 6}}, {{2, 3, 2}}, {{2, 3, 6}}, {{2, 3, 2}}},
                   .call = [](std::span<const Tensor> x) -> Outputs {
                     const OutList r = dispatch(gru_sequence_backward_op(), x,
-                                               SequenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
+                                               RecurrenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
                     return {r[0], r[1], r[2]};
                   },
                   .parity_tolerance = 1e-4}},
@@ -424,13 +424,28 @@ const OpDef& gru_sequence_backward_op() { return gru_sequence_backward_row; }
 Tensor lstm_sequence(const Tensor& xw, const Tensor& recurrent_kernel, Activation activation,
                      Activation recurrent_activation, bool reverse) {
   const Tensor in[] = {xw, recurrent_kernel};
-  return dispatch(lstm_sequence_op, in, SequenceAttrs{activation, recurrent_activation, reverse})[0];
+  return dispatch(lstm_sequence_op, in, RecurrenceAttrs{activation, recurrent_activation, reverse})[0];
 }
 
 Tensor gru_sequence(const Tensor& xw, const Tensor& recurrent_kernel, const Tensor& recurrent_bias,
                     Activation activation, Activation recurrent_activation, bool reverse) {
   const Tensor in[] = {xw, recurrent_kernel, recurrent_bias};
-  return dispatch(gru_sequence_op, in, SequenceAttrs{activation, recurrent_activation, reverse})[0];
+  return dispatch(gru_sequence_op, in, RecurrenceAttrs{activation, recurrent_activation, reverse})[0];
+}
+
+std::pair<Tensor, Tensor> fused_recurrence(const OpDef& op, const Tensor& x, const Tensor& kernel,
+                                           const Tensor& recurrent_kernel, const Tensor& bias, Activation activation,
+                                           Activation recurrent_activation) {
+  ENCORE_CHECK(op.fused_cell != RecurrentCell::None, ValueError, "[", op.name, "] is not a fused recurrence");
+  ENCORE_CHECK(x.dim() == 3 && recurrent_kernel.dim() == 2, ShapeError, "[", op.name,
+               "] expects x (batch, steps, features) and a recurrent kernel (units, gates * units), got ",
+               x.shape().str(), " and ", recurrent_kernel.shape().str());
+  const Shape state{x.shape()[0], recurrent_kernel.shape()[0]};
+  std::vector<Tensor> in = {x, zeros(state, x.dtype(), x.device())};
+  if (op.fused_cell == RecurrentCell::Lstm) in.push_back(zeros(state, x.dtype(), x.device()));  // c0
+  in.insert(in.end(), {kernel, recurrent_kernel, bias});
+  const OutList out = dispatch(op, in, LstmAttrs{activation, recurrent_activation});
+  return {out[0], out[1]};
 }
 
 }  // namespace encore

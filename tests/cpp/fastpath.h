@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "ops/tensor.h"
 #include "ops/activation.h"
 #include "ops/ops.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "core/modes.h"
-#include "core/tensor.h"
+#include "ops/tensor.h"
 #include "graph/trace.h"
 #include "nn/losses.h"
 #include "nn/module.h"

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/backend.h"
-#include "core/tensor.h"
+#include "ops/tensor.h"
 #include "ops/registry.h"
 
 namespace encore {

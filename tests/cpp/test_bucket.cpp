@@ -54,8 +54,8 @@ std::vector<LayerCase> layer_cases() {
       {"conv1d_strided", make<nn::Conv1D>(4, 3, Conv1DOptions{.strides = 2})},
       {"conv1d_same_strided", make<nn::Conv1D>(4, 4, Conv1DOptions{.strides = 3, .padding = "same"})},
       {"conv1d_stacked", stacked},
-      {"max_pooling", make<nn::MaxPooling1D>(2)},
-      {"average_pooling", make<nn::AveragePooling1D>(3, nn::Pooling1DOptions{.strides = 2})},
+      {"max_pooling", make<nn::MaxPooling1D>(nn::Pooling1DOptions{.pool_size = 2})},
+      {"average_pooling", make<nn::AveragePooling1D>(nn::Pooling1DOptions{.pool_size = 3, .strides = 2})},
       {"global_average_pooling", make<nn::GlobalAveragePooling1D>()},
       {"global_max_pooling", make<nn::GlobalMaxPooling1D>()},
       {"lstm_last_state", make<nn::LSTM>(6)},
@@ -72,7 +72,7 @@ std::vector<LayerCase> layer_cases() {
              std::make_shared<nn::LSTM>(6, LSTMOptions{.return_sequences = true}));
        }},
       {"bidirectional_gru_last_state",
-       [] { return std::make_shared<nn::Bidirectional>(std::make_shared<nn::GRU>(5), "sum"); }},
+       [] { return std::make_shared<nn::Bidirectional>(std::make_shared<nn::GRU>(5), nn::BidirectionalOptions{.merge_mode = "sum"}); }},
       {"bidirectional_gru_sequences",
        [] {
          return std::make_shared<nn::Bidirectional>(
@@ -398,7 +398,7 @@ TEST(Bucket, WhatCannotBeExactIsRefusedNamingTheOp) {
   expect_refused([&] { f(rand32({2, 9, 3})); }, "[flatten] cannot be exact under a bucket policy: it flattens the padded axis");
   EXPECT_EQ(f.function().cache_size(), 0u);
 
-  nn::AveragePooling1D pool(2, {.strides = std::nullopt, .padding = "same"});
+  nn::AveragePooling1D pool({.pool_size = 2, .strides = std::nullopt, .padding = "same"});
   auto p = trace([&](const Tensor& x) { return pool(x); }, {.shapes = kBuckets});
   expect_refused([&] { p(rand32({2, 9, 3})); }, "[average_pooling1d] cannot be exact");
 
@@ -504,7 +504,7 @@ TEST(Bucket, ReadsOfPaddingAfterAMaskingLayerAreRefused) {
   }
   // A count of the steps after a strided window: ceil(11 / 2) == ceil(12 / 2), so a call of length
   // 11 hides it; the bucket is compared without padding at the shortest length it serves.
-  nn::AveragePooling1D strided(1, {.strides = 2});
+  nn::AveragePooling1D strided({.pool_size = 1, .strides = 2});
   auto f = trace([&](const Tensor& x) { return sum(strided(x) * 0.0 + 1.0, {1}); },
                  {.name = "f", .shapes = ShapePolicy::bucket(1, {12})});
   expect_refused(
@@ -539,7 +539,7 @@ std::string error_of(const std::function<void()>& call) {
 // do what eager does). Before, each returned numbers.
 TEST(Bucket, CallsEagerRefusesAreRefusedWithEagersError) {
   manual_seed(22);
-  nn::MaxPooling1D pool(3);
+  nn::MaxPooling1D pool({.pool_size = 3});
   nn::Conv1D conv(2, 4);
   conv.build({2, 9, 3});
   const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> cases = {

@@ -33,7 +33,7 @@ std::string message_of(F&& f) {
 TEST(Layers, AveragePoolingSameDividesByTheRealSteps) {
   const Tensor x = from_vector<double>({2, 4, 6, 8, 10}, {1, 5, 1});
   // pool 3, stride 2, 'same': 3 windows, padding (1, 1): [pad 2 4], [4 6 8], [8 10 pad].
-  nn::AveragePooling1D layer(3, {.strides = 2, .padding = "same"});
+  nn::AveragePooling1D layer({.pool_size = 3, .strides = 2, .padding = "same"});
   EXPECT_EQ(layer.build({1, 5, 1}), (Shape{1, 3, 1}));
   EXPECT_EQ(layer(x).to_vector<double>(), (std::vector<double>{3, 6, 9}));
   EXPECT_EQ(avg_pool1d(x, 2).to_vector<double>(), (std::vector<double>{3, 7}));

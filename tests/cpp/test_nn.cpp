@@ -40,7 +40,7 @@ TEST(Layers, ShapesAndParameterNames) {
 }
 
 TEST(Layers, FlattenAndPooling) {
-  const Tensor x = arange(0, 24).reshape({2, 3, 4});
+  const Tensor x = arange(0, 24, 1, DType::Float32).reshape({2, 3, 4});
   nn::Flatten flatten;
   EXPECT_EQ(flatten(x).shape(), (Shape{2, 12}));
   nn::GlobalAveragePooling1D gap;
@@ -106,9 +106,9 @@ TEST(Layers, BidirectionalMergeModes) {
   const auto names = bi.named_parameters();
   EXPECT_EQ(names[0].first, "forward_lstm.kernel");
   EXPECT_EQ(names[3].first, "backward_lstm.kernel");
-  nn::Bidirectional sum_bi(std::make_shared<nn::LSTM>(4), "sum");
+  nn::Bidirectional sum_bi(std::make_shared<nn::LSTM>(4), {.merge_mode = "sum"});
   EXPECT_EQ(sum_bi(x).shape(), (Shape{3, 4}));
-  EXPECT_THROW(nn::Bidirectional(std::make_shared<nn::LSTM>(4), "max"), ValueError);
+  EXPECT_THROW(nn::Bidirectional(std::make_shared<nn::LSTM>(4), {.merge_mode = "max"}), ValueError);
 }
 
 TEST(Init, GlorotAndOrthogonal) {

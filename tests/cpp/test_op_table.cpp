@@ -14,6 +14,7 @@
 #include "autograd/gradcheck.h"
 #include "graph/trace.h"
 #include "helpers.h"
+#include "ops/elementwise.h"
 #include "ops/examples.h"
 
 namespace encore {
@@ -66,7 +67,7 @@ TEST(OpTable, EveryOpIsCovered) {
 }
 
 // What the CUDA backend's sources declare, read as text: the op names each family file registers
-// kernels for (register_cuda_kernels({{"name", kernel}, ...})) and the rows the plugin defines
+// kernels for (register_cuda_kernels({{"name", kernel}, ...}), or the elementwise list) and the rows the plugin defines
 // itself (cuDNN's fast paths: `.name = "..."`).
 struct CudaSources {
   std::set<std::string> kernels, rows;
@@ -86,6 +87,14 @@ CudaSources read_cuda_sources() {
       for (std::sregex_iterator m(list.begin(), list.end(), entry), end; m != end; ++m) s.kernels.insert((*m)[1]);
     }
     for (std::sregex_iterator m(text.begin(), text.end(), row), end; m != end; ++m) s.rows.insert((*m)[1]);
+    // The elementwise kernels are made from one list for both backends (ops/elementwise.h): a
+    // file that registers the list's entries of one arity registers each of their names.
+    if (text.find("for_each_elementwise_op(") == std::string::npos) continue;
+    for_each_elementwise_op([&](const auto& op) {
+      using Op = std::decay_t<decltype(op)>;
+      if (text.find("Op::arity == " + std::to_string(Op::arity)) != std::string::npos)
+        s.kernels.insert(std::string(op.name));
+    });
   }
   return s;
 }

@@ -327,7 +327,7 @@ def test_a_list_where_a_tensor_is_expected_gives_a_short_message():
     with pytest.raises(TypeError) as info:
         encore.transpose(t, huge, 1)
     assert str(info.value) == "[transpose] argument 'axis0' must be an int, got list"
-    with pytest.raises(TypeError, match=r"^\[Dense\] incompatible arguments \(list\); expected Dense\(units: int"):
+    with pytest.raises(TypeError, match=r"^\[Dense\] argument 'units' must be an int, got list$"):
         nn.Dense(huge)
     with pytest.raises(TypeError, match=r"^\[requires_grad\] cannot be set to a value of type list; expected bool"):
         t.requires_grad = huge
