@@ -3,6 +3,8 @@
 // views, conversions, value access and the autograd hooks.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <initializer_list>
 #include <memory>
 #include <optional>
