@@ -109,7 +109,9 @@ def load() -> float:
 
 
 def busy(before: float, after: float) -> str:
-    return " (other work on the machine: times inflated, ratios within the run compare)" if max(before, after) > 1.5 else ""
+    if max(before, after) <= 1.5:
+        return ""
+    return " (other work on the machine: times inflated, ratios within the run compare)"
 
 
 def run(cmd: list[str], env: dict | None = None) -> str:
@@ -207,7 +209,8 @@ def regenerate(spec: Spec, plot: bool) -> None:
             print(f"docs_numbers: {spec.id}: the C++ counts differ from Python's:\n{cpp_counts}\n{counts}",
                   file=sys.stderr)
         body += ["", f"The C++ binary, same run (`OMP_WAIT_POLICY=PASSIVE build/examples/{spec.cpp} "
-                     f"{' '.join(spec.cpp_args or spec.args)}`, load average {load():.1f} after):", "", "```", cpp_out, "```"]
+                     f"{' '.join(spec.cpp_args or spec.args)}`, load average {load():.1f} after):",
+                 "", "```", cpp_out, "```"]
     if counts:
         body += [f"<!-- counts {json.dumps(counts, sort_keys=True)} -->"]
     text = re.sub(BLOCK.format(id=re.escape(spec.id)), lambda _: block(spec.id, "\n".join(body)) + "", text,
