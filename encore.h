@@ -1,6 +1,8 @@
 // Everything a training program needs: #include "encore.h".
 #pragma once
 
+#include "core/cxx20.h"
+
 #include "autograd/gradcheck.h"
 #include "core/ledger.h"
 #include "core/modes.h"

@@ -4,6 +4,8 @@
 // throws OutOfMemoryError and leaves the runtime usable.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <cstddef>
 
 #include "core/device.h"

@@ -7,6 +7,8 @@
 // runs everything on the CPU, and cuda::unavailable_reason() says which was missing.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <cstdint>
 #include <functional>
 #include <string>

@@ -13,6 +13,8 @@
 // cached block is poisoned, so a use after free still reports.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <mutex>

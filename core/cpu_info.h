@@ -9,6 +9,8 @@
 // Python package get the same kernels.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <string>
 
 namespace encore {

@@ -1,6 +1,8 @@
 // Where a tensor lives: the CPU, or one CUDA device.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <cstdint>
 #include <string>
 

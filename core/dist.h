@@ -12,6 +12,8 @@
 // (CUDA), so a traced step overlaps a bucket's all-reduce with the rest of its backward.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -2,6 +2,8 @@
 // int32/int64 for labels, indices and counters.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

@@ -2,6 +2,8 @@
 // brackets and name the shapes: "[conv1d] input (32, 140, 30) has 30 channels but ...".
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <sstream>
 #include <stdexcept>
 #include <string>

@@ -14,6 +14,8 @@
 // OSError subclass errno selects, e.g. FileNotFoundError, PermissionError).
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <cstddef>
 #include <string>
 #include <string_view>

@@ -2,6 +2,8 @@
 // and the CUDA kernels share: __host__ __device__ under nvcc, plain inline elsewhere.
 #pragma once
 
+#include "core/cxx20.h"
+
 #if defined(__CUDACC__)
 #define ENCORE_HD __host__ __device__ __forceinline__
 #else

@@ -1,7 +1,10 @@
 #include "core/ledger.h"
 
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -152,8 +155,51 @@ void Ledger::on_allocate(size_t nbytes) {
   }
 }
 
+namespace {
+
+// The calling thread's system id, cached (gettid() itself needs glibc 2.30, the wheel 2.28); a
+// forked child's thread asks again.
+struct ThreadId {
+  pid_t pid = 0;
+  int64_t tid = 0;
+};
+thread_local ThreadId t_id;
+
+std::string process_comm() {
+  char name[64] = {};
+  if (FILE* f = std::fopen("/proc/self/comm", "r")) {
+    if (!std::fgets(name, sizeof name, f)) name[0] = 0;
+    std::fclose(f);
+  }
+  std::string s(name);
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// The track's name: "main" for the process's first thread; else the name the program gave the
+// thread (pthread_setname_np), which starts as the process's own, and its id.
+std::string thread_name(int64_t tid) {
+  if (tid == getpid()) return "main";
+  char name[32] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  const std::string given(name);
+  return (given.empty() || given == process_comm() ? "thread" : given) + " " + std::to_string(tid);
+}
+
+}  // namespace
+
 void Ledger::record(TraceEvent e) {
+  const pid_t pid = getpid();
+  const bool first = t_id.pid != pid;
+  if (first) t_id = {pid, static_cast<int64_t>(syscall(SYS_gettid))};
+  e.tid = t_id.tid;
+  std::string name = first ? thread_name(e.tid) : std::string();
   std::lock_guard<std::mutex> lock(events_mutex_);
+  if (first) {
+    // A thread id the system reused for a new thread: the new thread's name.
+    std::erase_if(thread_names_, [&](const auto& t) { return t.first == e.tid; });
+    thread_names_.emplace_back(e.tid, std::move(name));
+  }
   events_.push_back(std::move(e));
 }
 
@@ -213,17 +259,38 @@ std::string json_escape(std::string_view in) {
 }
 
 std::string Ledger::chrome_trace_json() const {
-  const auto evs = events();
-  const int64_t t0 = evs.empty() ? 0 : evs.front().start_ns;
+  std::vector<TraceEvent> evs;
+  std::vector<std::pair<int64_t, std::string>> names;
+  {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    evs = events_;
+    names = thread_names_;
+  }
+  // An enclosing phase is recorded after the kernels it ran: the earliest start is time zero.
+  int64_t t0 = evs.empty() ? 0 : evs.front().start_ns;
+  for (const TraceEvent& e : evs) t0 = std::min(t0, e.start_ns);
+  const long pid = getpid();
   std::ostringstream s;
-  s << "{\"traceEvents\":[";
-  for (size_t i = 0; i < evs.size(); ++i) {
-    const auto& e = evs[i];
-    char buf[96];
-    std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":1}",
-                  (e.start_ns - t0) / 1e3, e.duration_ns / 1e3);
-    s << (i ? "," : "") << "{\"name\":\"" << json_escape(e.name) << "\",\"cat\":\"" << e.category
-      << "\"" << buf;
+  s << "{\"traceEvents\":[{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << pid
+    << ",\"tid\":0,\"args\":{\"name\":\"encore " << json_escape(process_comm()) << " (pid " << pid
+    << ")\"}}";
+  // Tracks of the threads that recorded events, main first, then in order of first event.
+  int sort_index = 0;
+  for (const auto& [tid, name] : names) {
+    if (std::none_of(evs.begin(), evs.end(), [&](const TraceEvent& e) { return e.tid == tid; }))
+      continue;
+    s << ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << tid
+      << ",\"args\":{\"name\":\"" << json_escape(name) << "\"}}"
+      << ",{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << tid
+      << ",\"args\":{\"sort_index\":" << (tid == pid ? 0 : ++sort_index) << "}}";
+  }
+  for (const TraceEvent& e : evs) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%ld,\"tid\":%lld",
+                  (e.start_ns - t0) / 1e3, e.duration_ns / 1e3, pid, static_cast<long long>(e.tid));
+    s << ",{\"name\":\"" << json_escape(e.name) << "\",\"cat\":\"" << e.category << "\"" << buf;
+    if (!e.args.empty()) s << ",\"args\":{" << e.args << "}";
+    s << "}";
   }
   s << "],\"displayTimeUnit\":\"ms\"}";
   return s.str();

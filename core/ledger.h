@@ -3,12 +3,15 @@
 // while profiling is on — timed events exportable as Chrome trace JSON (opens in Perfetto).
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace encore {
@@ -68,6 +71,11 @@ struct TraceEvent {
   const char* category;  // "op", "kernel", "trace", "plan", "capture", "replay", "autotune"
   int64_t start_ns;
   int64_t duration_ns;
+  /// The members of a JSON object, e.g. `"op":"relu","bytes":32` (a kernel's op, shapes, bytes
+  /// and implementation), shown by Perfetto when the event is selected; empty: none.
+  std::string args = {};
+  /// The recording thread's system id (gettid); record() fills it in.
+  int64_t tid = 0;
 };
 
 class Ledger {
@@ -95,12 +103,16 @@ class Ledger {
   /// Profiling times every kernel (CUDA: with events) and records events for Chrome trace.
   bool profiling() const { return profiling_.load(std::memory_order_relaxed); }
   void set_profiling(bool on) { profiling_.store(on, std::memory_order_relaxed); }
+  /// Keeps `e` as an event of the calling thread (its track in the Chrome trace).
   void record(TraceEvent e);
   std::vector<TraceEvent> events() const;
 
   /// A plain-text table of every non-zero counter (times in ms).
   std::string table() const;
-  /// Chrome trace JSON ("traceEvents" with complete events) of everything recorded so far.
+  /// Chrome trace JSON of everything recorded so far: a complete event ("ph":"X") per event on
+  /// its thread's track (pid, tid), with its args, and metadata events naming the process and
+  /// each thread. Phases (trace, plan, replay, ...) and the kernels they run share the track, so
+  /// a replay's kernels nest under it.
   std::string chrome_trace_json() const;
   /// Writes it to `path`, atomically (core/file.h; FileError when it cannot be written).
   void write_chrome_trace(const std::string& path) const;
@@ -111,6 +123,7 @@ class Ledger {
   std::array<std::atomic<int64_t>, static_cast<size_t>(Gauge::Count)> gauges_{};
   mutable std::mutex events_mutex_;
   std::vector<TraceEvent> events_;
+  std::vector<std::pair<int64_t, std::string>> thread_names_;  // tid, name; kept across reset()
 };
 
 /// Adds the elapsed time of a scope to a counter, and records an event while profiling.

@@ -2,6 +2,8 @@
 // function's cache key, so flipping one retraces instead of replaying a stale graph.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <memory>
 #include <string>
 

@@ -4,6 +4,8 @@
 // leaving its other threads idle.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <cstdint>
 #include <type_traits>
 

@@ -3,6 +3,8 @@
 // full((1,), 2**62 + 1, int64) and t + (2**62 + 1) are exact on int64 tensors.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <bit>
 #include <cstdint>
 #include <string>

@@ -2,6 +2,8 @@
 // allocates nothing for its geometry (eager dispatch overhead matters).
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>

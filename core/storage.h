@@ -2,6 +2,8 @@
 // has a size and a buffer number in that trace's graph but no memory until replay.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <atomic>
 #include <cstdint>
 #include <memory>

@@ -4,6 +4,8 @@
 // run ops (views, copies, values, backward); math lives in ops/ops.h as free functions.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <array>
 #include <initializer_list>
 #include <memory>

@@ -2,6 +2,8 @@
 // OpenMP runtime, so they share one pool of workers; its size is encore's setting.
 #pragma once
 
+#include "core/cxx20.h"
+
 namespace encore {
 
 /// Threads CPU kernels use (oneDNN and BLAS alike). Initially ENCORE_NUM_THREADS when set,

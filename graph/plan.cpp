@@ -236,10 +236,8 @@ void Plan::run(const std::vector<Tensor>& args) {
   if (!ledger.profiling()) {
     for (const Step& s : steps_) s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
   } else {
-    for (const Step& s : steps_) {
-      ScopedTimer timer(Counter::KernelNs, "kernel", s.op->name);
-      s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
-    }
+    for (const Step& s : steps_)
+      run_profiled(*s.op, s.device, s.kernel, KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
     ledger.add(Counter::KernelsTimed, static_cast<int64_t>(steps_.size()));
   }
   write_back(args);

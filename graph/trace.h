@@ -48,6 +48,8 @@
 //    two threads writing one tensor are.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <functional>
 #include <list>
 #include <map>

@@ -9,6 +9,8 @@
 // while its Plan is built (the kernels' PrepareFn), eager calls on first use of a shape.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>

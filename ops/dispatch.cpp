@@ -112,11 +112,46 @@ void run_kernel(const OpDef& def, std::span<const Tensor> in, std::span<Tensor> 
     require_backend(device, def.name).time_kernel(device.index, def.name, [&] { kernel(ctx); });
     return;
   }
-  ScopedTimer timer(Counter::KernelNs, "kernel", def.name);
-  kernel(ctx);
+  run_profiled(def, device, kernel, ctx);
+}
+
+void append_tensors(std::string& s, const char* key, std::span<const TensorRef> refs,
+                    int64_t& bytes) {
+  s += ",\"";
+  s += key;
+  s += "\":[";
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const TensorRef& r = refs[i];
+    s += i ? ",\"" : "\"";
+    s += r.shape.str();
+    s += ' ';
+    s += name(r.dtype);
+    s += '"';
+    bytes += r.numel() * static_cast<int64_t>(itemsize(r.dtype));
+  }
+  s += ']';
 }
 
 }  // namespace
+
+void run_profiled(const OpDef& def, Device device, KernelFn kernel, const KernelCtx& ctx) {
+  const int64_t start = now_ns();
+  kernel(ctx);
+  const int64_t ns = now_ns() - start;
+  Ledger& ledger = Ledger::global();
+  ledger.add(Counter::KernelNs, ns);
+  // Made after the kernel ran, outside its time.
+  std::string args = "\"op\":\"" + json_escape(def.name) + "\",\"device\":\"" + device.str() + "\"";
+  int64_t bytes = 0;
+  append_tensors(args, "inputs", ctx.in, bytes);
+  append_tensors(args, "outputs", ctx.out, bytes);
+  args += ",\"bytes\":" + std::to_string(bytes);
+  const DescribeFn describe = def.kernels[static_cast<int>(device.type)].describe;
+  if (describe && ctx.state)
+    if (const std::string impl = describe(ctx.state); !impl.empty())
+      args += ",\"implementation\":\"" + json_escape(impl) + "\"";
+  ledger.record({def.name, "kernel", start, ns, std::move(args)});
+}
 
 Recorder* recorder() { return g_recorder; }
 void set_recorder(Recorder* r) { g_recorder = r; }

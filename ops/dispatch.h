@@ -27,6 +27,12 @@ inline Tensor call(const OpDef& op, std::initializer_list<Tensor> in, const Attr
 /// The kernel view of a tensor with data.
 TensorRef ref(const Tensor& t);
 
+/// Runs a CPU kernel timed, for profiling: its time goes to the ledger's kernel time and to a
+/// "kernel" event whose args name the op, the inputs' and outputs' shapes and dtypes, the bytes
+/// they hold and the implementation its prepared state chose (where the kernel describes it).
+/// Eager calls and replays both run their kernels through it while profiling is on.
+void run_profiled(const OpDef& def, Device device, KernelFn kernel, const KernelCtx& ctx);
+
 /// The ops the graph layer emits itself: a copy into a new tensor (Plan outputs), and an
 /// in-place copy (gradients into persistent buffers, argument write-back, copy elision).
 const OpDef& copy_op_def();

@@ -30,6 +30,8 @@
 // when the comparison fails too. Random generators advance either way.
 #pragma once
 
+#include "core/cxx20.h"
+
 #include <functional>
 #include <string>
 #include <vector>

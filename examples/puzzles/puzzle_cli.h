@@ -3,6 +3,7 @@
 // thread count, and the JSON file (rows, conclusion, the compare_modes reports).
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -56,6 +57,25 @@ inline nlohmann::json rows_json(const std::vector<Row>& rows) {
     out.push_back(o);
   }
   return out;
+}
+
+/// The closing words on ways whose kernels take `kernel_share` of a call and whose per-call
+/// times are `per_call`: they "converge" only where the slowest is within 25% of the fastest;
+/// a wider spread than the overhead outside the kernels can explain is said to be so.
+inline std::string agreement(const std::vector<double>& per_call, double kernel_share) {
+  double lo = per_call.at(0), hi = per_call.at(0);
+  for (double v : per_call) lo = std::min(lo, v), hi = std::max(hi, v);
+  char s[256];
+  if (hi <= 1.25 * lo)
+    std::snprintf(s, sizeof s, "the kernels dominate and the ways converge (within %.0f%%)",
+                  100 * (hi / lo - 1));
+  else
+    std::snprintf(s, sizeof s,
+                  "the ways differ by up to %.1fx although kernels are %.0f%% of an eager call: "
+                  "more than overhead can explain (the machine's load, or the kernels' own times: "
+                  "compare kernel_us)",
+                  hi / lo, 100 * kernel_share);
+  return s;
 }
 
 inline void write_puzzle_json(const std::string& path, const nlohmann::json& payload) {

@@ -12,7 +12,7 @@
 //   Model.predict      nn::Model::predict(x): batching and a traced predict step
 //   predict_on_batch   nn::Model::predict_on_batch(x): one batch, traced
 //
-// then the same on a medium Dense model, where the kernels dominate and the ways converge.
+// then the same on a medium Dense model, where the kernels dominate.
 //
 //   puzzle_predict [--calls 100] [--warmup 5] [--profile-steps 5] [--tiny-batch 8]
 //                  [--medium-batch 64] [--threads N] [--device cpu|cuda] [--json out.json]
@@ -148,9 +148,10 @@ std::vector<std::string> conclusion(const std::vector<Way>& ways) {
           fmt("%.3g", pb.per_call_us) + " us: the batching loop is the difference to a bare replay",
       "medium model: eager " + fmt("%.0f", me.per_call_us) + " us per call, of which kernels " +
           fmt("%.0f", me.kernel_us) + " us; traced " + fmt("%.0f", mt.per_call_us) +
-          " us, Model.predict " + fmt("%.0f", mp.per_call_us) +
-          " us: the kernels dominate and the ways converge (a retrace per call still costs " +
-          fmt("%.2fx", mr.vs_eager) + ")",
+          " us, Model.predict " + fmt("%.0f", mp.per_call_us) + " us: " +
+          examples::agreement({me.per_call_us, mt.per_call_us, mp.per_call_us},
+                              me.kernel_us / me.per_call_us) +
+          " (a retrace per call costs " + fmt("%.2fx", mr.vs_eager) + " eager on the same sizes)",
   };
 }
 

@@ -89,7 +89,12 @@ def test_ledger(tmp_path):
     assert any(e[1] == "kernel" or e[1] == "op" for e in encore.ledger.events())
     path = tmp_path / "trace.json"
     encore.ledger.write_chrome_trace(path)
-    assert "traceEvents" in json.loads(path.read_text())
+    events = json.loads(path.read_text())["traceEvents"]
+    # Perfetto's tracks: the process and this thread named; the kernel's op and shapes in its args.
+    names = {(e["name"], e["args"]["name"]) for e in events if e["ph"] == "M" and "name" in e["args"]}
+    assert ("thread_name", "main") in names and any(n == "process_name" for n, _ in names)
+    [exp] = [e for e in events if e["ph"] == "X" and e["name"] == "exp"]
+    assert exp["args"]["op"] == "exp" and exp["args"]["inputs"] == ["(4,) float32"], exp
     encore.ledger.profiling(True)
     assert encore.ledger.is_profiling()
     encore.ledger.profiling(False)

@@ -74,3 +74,24 @@ def test_gpu_variant_skips_cleanly_and_unknown_flags_are_errors(script):
 def test_eager_vs_graph_names_a_bad_run():
     result = run("p1_eager_vs_graph.py", "--runs", "small@140:0")
     assert result.returncode == 2 and "'small@140:0' is not MODEL@LENGTH or MODEL@LENGTH:BATCH" in result.stderr
+
+
+def test_predict_says_the_ways_converge_only_where_they_do():
+    # Issue 28: the conclusion said "the ways converge" next to traced at 14x eager.
+    sys.path.insert(0, str(PUZZLES))
+    import p5_predict
+
+    def rows(medium_traced_us):
+        ways = {"eager": 2000.0, "traced": medium_traced_us, "eager_new_batch": 2000.0, "retrace_per_call": 2100.0,
+                "new_function": 3000.0, "Module.predict": 1900.0, "predict_on_batch": 1900.0}
+        out = []
+        for model, scale in (("tiny", 0.001), ("medium", 1.0)):
+            for way, us in ways.items():
+                out.append({"model": model, "way": way, "per_call_us": us * scale, "vs_eager": us / 2000.0,
+                            "kernel_us": 1800.0 * scale, "traces": 0, "calls": 5})
+        return out
+
+    close = p5_predict.conclusion(rows(2100.0))[-1]
+    assert "the ways converge (within 11%)" in close
+    far = p5_predict.conclusion(rows(28000.0))[-1]
+    assert "converge" not in far and "differ by up to 14.7x although kernels are 90% of an eager call" in far

@@ -84,7 +84,7 @@ def main():
         tmp = pathlib.Path(tmp)
         before = source_tree_entries()
         start = time.monotonic()
-        wheel = pathlib.Path(run([ROOT / "scripts/wheel.sh", tmp / "dist"]).splitlines()[-1])
+        wheel = pathlib.Path(run([ROOT / "scripts/wheel.sh", "--this-python", tmp / "dist"]).splitlines()[-1])
         build_s = time.monotonic() - start
         written = source_tree_entries() - before
         if written:

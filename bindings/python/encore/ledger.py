@@ -51,6 +51,9 @@ def events() -> List[Tuple[str, str, int, int]]:
 
 
 def chrome_trace_json() -> str:
+    """The recorded events as Chrome trace JSON: a track per thread (named by metadata events), kernel
+    events with ``args`` (op, device, input and output shapes, bytes, implementation where known), and
+    the trace, plan and replay phases around the kernels they ran."""
     return _C.ledger_chrome_trace_json()
 
 
