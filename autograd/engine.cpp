@@ -4,9 +4,9 @@
 #include <queue>
 #include <unordered_map>
 
-#include "core/modes.h"
 #include "autograd/hooks.h"
 #include "autograd/node.h"
+#include "core/modes.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 #include "ops/sigmoid_origin.h"
@@ -20,8 +20,8 @@ std::atomic<uint64_t> g_next_seq{0};
 TensorMeta meta_of(const Tensor& t) { return {t.shape(), {}, 0, t.dtype(), t.device()}; }
 
 void check_saved(const Node& node, const Tensor& t, uint32_t version) {
-  ENCORE_CHECK(!t.defined() || t.storage()->version() == version, ValueError, "[backward] a tensor ",
-               describe(t), " saved by ", node.op->name,
+  ENCORE_CHECK(!t.defined() || t.storage()->version() == version, ValueError,
+               "[backward] a tensor ", describe(t), " saved by ", node.op->name,
                " for the backward pass was modified in place after it was saved");
 }
 
@@ -80,7 +80,8 @@ void take_sole_owned(Node& node, std::vector<std::shared_ptr<Node>>& out) {
   };
   for (Edge& e : node.next) take(e.node);
   for (const Tensor& saved : node.saved_inputs) {
-    for (const std::shared_ptr<TensorImpl>* impl = &saved.impl_ptr(); *impl && impl->use_count() == 1;) {
+    for (const std::shared_ptr<TensorImpl>* impl = &saved.impl_ptr();
+         *impl && impl->use_count() == 1;) {
       take((*impl)->grad_fn);
       const SigmoidOrigin* origin = sigmoid_origin(**impl);
       if (!origin) break;
@@ -140,8 +141,10 @@ void record(const OpDef& def, const Attrs& attrs, std::span<const Tensor> in,
     node->input_metas.push_back(meta_of(in[i]));
     if (def.never_differentiated(i) || !in[i].requires_grad()) continue;
     TensorImpl* t = in[i].impl();
-    if (t->grad_fn) node->next[i] = {t->grad_fn, t->output_nr, nullptr};
-    else node->next[i] = {nullptr, 0, in[i].impl_ptr()};
+    if (t->grad_fn)
+      node->next[i] = {t->grad_fn, t->output_nr, nullptr};
+    else
+      node->next[i] = {nullptr, 0, in[i].impl_ptr()};
   }
   node->saved_versions.reserve(((def.save & Save::Inputs) ? in.size() : 0) +
                                ((def.save & Save::Outputs) ? out.size() : 0));
@@ -227,9 +230,12 @@ void backward(const Tensor& root, const Tensor& grad) {
       needs.resize(node->next.size());
       for (size_t i = 0; i < node->next.size(); ++i) needs[i] = node->next[i].valid();
       const OpDef& def = *node->op;
-      const BackwardCtx ctx{node->saved_inputs, node->saved_outputs,
+      const BackwardCtx ctx{node->saved_inputs,
+                            node->saved_outputs,
                             {grads.data(), static_cast<size_t>(node->num_outputs)},
-                            node->input_metas, node->attrs, needs};
+                            node->input_metas,
+                            node->attrs,
+                            needs};
       const Edge& e = node->next[0];
       if (def.accumulate && e.leaf) {
         Tensor& parts = leaf_parts.of(e.leaf);
@@ -263,9 +269,12 @@ void backward(const Tensor& root, const Tensor& grad) {
       if (g.defined()) {
         Tensor& acc = target.grads[e.output_nr];
         bool& mine = target.owned[e.output_nr];
-        if (!acc.defined()) acc = std::move(g);
-        else if (mine) acc.add_(g);
-        else acc = add(acc, g), mine = true;
+        if (!acc.defined())
+          acc = std::move(g);
+        else if (mine)
+          acc.add_(g);
+        else
+          acc = add(acc, g), mine = true;
       }
       if (--target.deps == 0) {
         keep_alive.push_back(e.node);

@@ -14,7 +14,8 @@ GradcheckResult gradcheck(const std::function<std::vector<Tensor>(const std::vec
   std::vector<Tensor> x;
   for (const Tensor& t : inputs) {
     ENCORE_CHECK(t.device().is_cpu() && (!is_floating(t.dtype()) || t.dtype() == DType::Float64),
-                 DTypeError, "[gradcheck] floating inputs must be float64 on the CPU, got ", describe(t));
+                 DTypeError, "[gradcheck] floating inputs must be float64 on the CPU, got ",
+                 describe(t));
     Tensor c = t.detach().clone();
     if (is_floating(t.dtype())) c.set_requires_grad(true);
     x.push_back(c);
@@ -25,7 +26,8 @@ GradcheckResult gradcheck(const std::function<std::vector<Tensor>(const std::vec
   auto objective = [&](const std::vector<Tensor>& args) {
     const std::vector<Tensor> out = fn(args);
     if (proj.empty())
-      for (const Tensor& o : out) proj.push_back(normal(o.shape(), 0.0, 1.0, DType::Float64, Device::cpu(), &gen));
+      for (const Tensor& o : out)
+        proj.push_back(normal(o.shape(), 0.0, 1.0, DType::Float64, Device::cpu(), &gen));
     Tensor total = zeros({}, DType::Float64);
     for (size_t k = 0; k < out.size(); ++k) total = total + sum(out[k] * proj[k]);
     return total;
@@ -38,8 +40,9 @@ GradcheckResult gradcheck(const std::function<std::vector<Tensor>(const std::vec
     if (!is_floating(x[i].dtype())) continue;
     Tensor probe = x[i].detach();
     double* p = probe.data<double>();
-    const std::vector<double> analytic =
-        x[i].grad().defined() ? x[i].grad().to_vector<double>() : std::vector<double>(probe.numel(), 0.0);
+    const std::vector<double> analytic = x[i].grad().defined()
+                                             ? x[i].grad().to_vector<double>()
+                                             : std::vector<double>(probe.numel(), 0.0);
     std::vector<Tensor> args = x;
     args[i] = probe;
     for (int64_t j = 0; j < probe.numel(); ++j) {
@@ -56,7 +59,8 @@ GradcheckResult gradcheck(const std::function<std::vector<Tensor>(const std::vec
         result.ok = false;
         if (result.report.size() < 2000) {
           char line[160];
-          std::snprintf(line, sizeof line, "input %zu element %lld: analytic %.9g vs numeric %.9g\n", i,
+          std::snprintf(line, sizeof line,
+                        "input %zu element %lld: analytic %.9g vs numeric %.9g\n", i,
                         static_cast<long long>(j), analytic[j], numeric);
           result.report += line;
         }

@@ -24,8 +24,8 @@ void init_ops(py::module_& m);
 void init_nn(py::module_& m);
 void init_optim(py::module_& m);
 void init_trace(py::module_& m);
-void init_compare(py::module_& m);  // compare_modes
-void init_model(py::module_& m);  // nn::Model, callbacks, schedules, datasets
+void init_compare(py::module_& m);      // compare_modes
+void init_model(py::module_& m);        // nn::Model, callbacks, schedules, datasets
 void init_distributed(py::module_& m);  // encore.distributed
 /// Last: routes every function of the module through a wrapper that shortens pybind11's
 /// "incompatible function arguments" TypeError (argument_errors.cpp).
@@ -49,11 +49,11 @@ Shape shape_from_args(const py::args& args, const char* op, bool infer = false);
 /// Binds a Python call (`self` first for a method) to a row's signature, as Python would:
 /// positional parameters in order, a *varargs parameter takes the remaining positionals (or one
 /// sequence), keywords by name, defaults for the rest (bindings/call_args.cpp).
-CallArgs bind_call(const Signature& s, py::handle self, const py::args& args, const py::kwargs& kwargs);
+CallArgs bind_call(const Signature& s, py::handle self, const py::args& args,
+                   const py::kwargs& kwargs);
 
 /// The Python value of a tensor that may be undefined (None then).
 inline py::object wrap(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
-
 
 /// NumPy interop (numpy.cpp): a tensor sharing the memory of a C-contiguous, aligned, writeable
 /// array of a supported dtype; or, with `copy`, a fresh tensor holding its values.
@@ -97,8 +97,7 @@ namespace pybind11::detail {
 /// converting, but never arrays or tensors: listed before the Tensor overload, it lets
 /// `t * 0.5` and `t * u` both resolve on the first, cheap try (a failed Tensor load is the
 /// slow path of overload resolution).
-template <>
-struct type_caster<encore::Scalar> {
+template <> struct type_caster<encore::Scalar> {
   PYBIND11_TYPE_CASTER(encore::Scalar, const_name("float"));
   bool load(handle src, bool convert) {
     PyObject* o = src.ptr();

@@ -95,8 +95,7 @@ DLTensor describe_for_export(const Tensor& t, ExportCtx& ctx) {
 // The consumer's deleter, called from any thread, with or without the GIL. Encore frees CUDA
 // memory stream-ordered on its compute stream, where the next allocation may reuse it at once:
 // that stream first waits for what the consumer queued on its own stream until now.
-template <class Managed>
-void delete_export(Managed* self) {
+template <class Managed> void delete_export(Managed* self) {
   auto* ctx = static_cast<ExportCtx*>(self->manager_ctx);
   if (ctx->consumer_stream != 0)
     if (Backend* b = loaded_backend(ctx->device.type))
@@ -107,8 +106,7 @@ void delete_export(Managed* self) {
 
 // Destructor of a capsule that nobody consumed (still carrying its original name): no consumer
 // queued anything.
-template <class Managed>
-void unconsumed_capsule(PyObject* capsule, const char* name) {
+template <class Managed> void unconsumed_capsule(PyObject* capsule, const char* name) {
   if (!PyCapsule_IsValid(capsule, name)) return;
   auto* m = static_cast<Managed*>(PyCapsule_GetPointer(capsule, name));
   if (!m || !m->deleter) return;
@@ -206,8 +204,7 @@ Device device_of(const DLDevice& d) {
 // holding the GIL, and not at all once the interpreter is shutting down. The producer may reuse
 // the memory as soon as its deleter returns, so for CUDA memory the work encore queued on it
 // (kernels reading or writing it, a copy still running) is waited for first.
-template <class Managed>
-std::shared_ptr<void> producer_owner(Managed* m) {
+template <class Managed> std::shared_ptr<void> producer_owner(Managed* m) {
   const DLDevice where = m->dl_tensor.device;
   return std::shared_ptr<void>(m, [where](void* p) {
     auto* managed = static_cast<Managed*>(p);
@@ -302,11 +299,13 @@ py::object from_dlpack(py::object obj) {
 }  // namespace
 
 bool is_dlpack_producer(py::handle v) {
-  return !py::isinstance<Tensor>(v) && !py::isinstance<py::array>(v) && py::hasattr(v, "__dlpack__") &&
-         py::hasattr(v, "__dlpack_device__");
+  return !py::isinstance<Tensor>(v) && !py::isinstance<py::array>(v) &&
+         py::hasattr(v, "__dlpack__") && py::hasattr(v, "__dlpack_device__");
 }
 
-Tensor tensor_from_dlpack(py::handle v) { return from_dlpack(py::reinterpret_borrow<py::object>(v)).cast<Tensor>(); }
+Tensor tensor_from_dlpack(py::handle v) {
+  return from_dlpack(py::reinterpret_borrow<py::object>(v)).cast<Tensor>();
+}
 
 void init_dlpack(py::module_& m, py::class_<Tensor>& cls) {
   cls.def("__dlpack__", &dunder_dlpack, py::kw_only(), py::arg("stream") = py::none(),

@@ -37,8 +37,8 @@ PyObject* make_exception(py::module_& m, const char* name, std::initializer_list
 // PyErr_SetString with a message that is not valid UTF-8 (a name read from a corrupt file)
 // would raise UnicodeDecodeError instead of the intended error.
 void set_error(PyObject* type, const char* what) {
-  PyObject* message = PyUnicode_DecodeUTF8(what, static_cast<Py_ssize_t>(std::strlen(what)),
-                                           "backslashreplace");
+  PyObject* message =
+      PyUnicode_DecodeUTF8(what, static_cast<Py_ssize_t>(std::strlen(what)), "backslashreplace");
   if (!message) return;  // MemoryError is set
   PyErr_SetObject(type, message);
   Py_DECREF(message);
@@ -106,8 +106,9 @@ void init_errors(py::module_& m) {
   // Shown as encore's message, which names the path, rather than "[Errno 2] ...: 'path'".
   py::setattr(py::handle(g_file_error), "__str__",
               py::module_::import("builtins").attr("eval")("lambda self: str(self.strerror)"));
-  g_distributed_error = make_exception(m, "DistributedError", {g_error, PyExc_RuntimeError},
-                                       "A collective that failed or timed out, or ranks that traced different steps.");
+  g_distributed_error = make_exception(
+      m, "DistributedError", {g_error, PyExc_RuntimeError},
+      "A collective that failed or timed out, or ranks that traced different steps.");
 
   // Most derived first: every kind is an encore::Error.
   py::register_exception_translator([](std::exception_ptr p) {

@@ -24,7 +24,8 @@ struct PyModel {
   std::vector<py::object> refs;
 
   nn::Model& get() {
-    ENCORE_CHECK(model && !module().is_none(), encore::ValueError, "[model] its module no longer exists");
+    ENCORE_CHECK(model && !module().is_none(), encore::ValueError,
+                 "[model] its module no longer exists");
     return *model;
   }
 };
@@ -99,7 +100,8 @@ class PyBatches : public nn::Dataset {
 // Batch hooks are called only when the object overrides them.
 class PyCallback : public nn::Callback {
  public:
-  PyCallback(py::object callback, py::object module) : cb_(std::move(callback)), module_(std::move(module)) {
+  PyCallback(py::object callback, py::object module)
+      : cb_(std::move(callback)), module_(std::move(module)) {
     const py::object base = py::module_::import("encore.callbacks").attr("Callback");
     auto overrides = [&](const char* name) {
       if (!py::hasattr(cb_, name)) return false;
@@ -137,7 +139,8 @@ class PyCallback : public nn::Callback {
     py::gil_scoped_acquire gil;
     py::dict d = to_dict(logs);
     call("on_epoch_end", epoch, d);
-    for (auto [k, v] : d) logs[k.cast<std::string>()] = v.cast<double>();  // callbacks may add values
+    for (auto [k, v] : d)
+      logs[k.cast<std::string>()] = v.cast<double>();  // callbacks may add values
   }
   void on_train_end(nn::Model&) override {
     py::gil_scoped_acquire gil;
@@ -207,7 +210,8 @@ int clear(PyObject* self_base) {
 }  // namespace
 
 void init_model(py::module_& m) {
-  py::class_<nn::Dataset, std::shared_ptr<nn::Dataset>>(m, "Dataset", "Batches of one pass over a data set.")
+  py::class_<nn::Dataset, std::shared_ptr<nn::Dataset>>(m, "Dataset",
+                                                        "Batches of one pass over a data set.")
       .def("__len__", [](const nn::Dataset& d) {
         if (d.size() < 0) throw py::type_error("this dataset does not know its number of batches");
         return d.size();
@@ -223,15 +227,16 @@ void init_model(py::module_& m) {
   py::class_<nn::ArrayDataset, nn::Dataset, std::shared_ptr<nn::ArrayDataset>>(
       m, "ArrayDataset", py::dynamic_attr(),
       "Rows of x (and y) in batches of batch_size, the last one smaller when they do not divide; "
-      "shuffled per epoch from seed with shuffle (the order of epoch e depends only on seed and e).")
-      .def(py::init([](const Tensor& x, py::object y, int64_t batch_size, bool shuffle, uint64_t seed,
-                       py::object sample_weight) {
-             return std::make_shared<nn::ArrayDataset>(x, y.is_none() ? Tensor() : y.cast<Tensor>(), batch_size,
-                                                       shuffle, seed,
-                                                       sample_weight.is_none() ? Tensor() : sample_weight.cast<Tensor>());
+      "shuffled per epoch from seed with shuffle (the order of epoch e depends only on seed and "
+      "e).")
+      .def(py::init([](const Tensor& x, py::object y, int64_t batch_size, bool shuffle,
+                       uint64_t seed, py::object sample_weight) {
+             return std::make_shared<nn::ArrayDataset>(
+                 x, y.is_none() ? Tensor() : y.cast<Tensor>(), batch_size, shuffle, seed,
+                 sample_weight.is_none() ? Tensor() : sample_weight.cast<Tensor>());
            }),
-           py::arg("x"), py::arg("y") = py::none(), py::arg("batch_size") = 32, py::arg("shuffle") = false,
-           py::arg("seed") = 0, py::arg("sample_weight") = py::none())
+           py::arg("x"), py::arg("y") = py::none(), py::arg("batch_size") = 32,
+           py::arg("shuffle") = false, py::arg("seed") = 0, py::arg("sample_weight") = py::none())
       .def("order", &nn::ArrayDataset::order, py::arg("epoch"), "The row order of pass `epoch`.")
       .def(
           "__iter__",
@@ -244,7 +249,8 @@ void init_model(py::module_& m) {
             pass->start(epoch);
             return ArrayPass{std::move(pass)};
           },
-          "Iterates the batches of the next pass: (x, y) tuples (y None without targets), with the sample\n"
+          "Iterates the batches of the next pass: (x, y) tuples (y None without targets), with the "
+          "sample\n"
           "weights as a third item when given.")
       .def(
           "batches",
@@ -259,7 +265,8 @@ void init_model(py::module_& m) {
   py::class_<PyBatches, nn::Dataset, std::shared_ptr<PyBatches>>(m, "_PythonBatches")
       .def(py::init<py::object, int64_t>(), py::arg("batches"), py::arg("size"));
 
-  py::class_<nn::Schedule>(m, "Schedule", "A learning rate as a function of the step (updates done before it).")
+  py::class_<nn::Schedule>(m, "Schedule",
+                           "A learning rate as a function of the step (updates done before it).")
       .def(py::init([](std::function<double(int64_t)> fn, const std::string& description) {
              return nn::Schedule(std::move(fn), description);
            }),
@@ -270,18 +277,19 @@ void init_model(py::module_& m) {
                   py::arg("gamma"))
       .def_static("exponential_decay", &nn::Schedule::exponential_decay, py::arg("initial"),
                   py::arg("decay_steps"), py::arg("rate"), py::arg("staircase") = false)
-      .def_static("cosine_decay", &nn::Schedule::cosine_decay, py::arg("initial"), py::arg("decay_steps"),
-                  py::arg("alpha") = 0.0)
-      .def_static("warmup", &nn::Schedule::warmup, py::arg("after"), py::arg("steps"), py::arg("start") = 0.0);
+      .def_static("cosine_decay", &nn::Schedule::cosine_decay, py::arg("initial"),
+                  py::arg("decay_steps"), py::arg("alpha") = 0.0)
+      .def_static("warmup", &nn::Schedule::warmup, py::arg("after"), py::arg("steps"),
+                  py::arg("start") = 0.0);
 
   py::class_<nn::Callback, std::shared_ptr<nn::Callback>>(m, "_CallbackBase",
                                                           "A callback implemented in C++.");
   py::class_<nn::EarlyStopping, nn::Callback, std::shared_ptr<nn::EarlyStopping>>(
       m, "EarlyStopping", "Stops fit when `monitor` has not improved for `patience` epochs.")
-      .def(py::init([](const std::string& monitor, double min_delta, int patience, const std::string& mode,
-                       bool restore_best_weights) {
-             return std::make_shared<nn::EarlyStopping>(
-                 nn::EarlyStoppingOptions{monitor, min_delta, patience, mode, restore_best_weights});
+      .def(py::init([](const std::string& monitor, double min_delta, int patience,
+                       const std::string& mode, bool restore_best_weights) {
+             return std::make_shared<nn::EarlyStopping>(nn::EarlyStoppingOptions{
+                 monitor, min_delta, patience, mode, restore_best_weights});
            }),
            py::arg("monitor") = "val_loss", py::arg("min_delta") = 0.0, py::arg("patience") = 0,
            py::arg("mode") = "auto", py::arg("restore_best_weights") = false)
@@ -291,11 +299,11 @@ void init_model(py::module_& m) {
       m, "ModelCheckpoint",
       "Saves a checkpoint (everything to resume, or weights only) at the end of every epoch, or of "
       "improving ones; '{epoch}' in the path becomes the epoch number.")
-      .def(py::init([](py::object path, const std::string& monitor, bool save_best_only, const std::string& mode,
-                       bool save_weights_only) {
-             return std::make_shared<nn::ModelCheckpoint>(nn::ModelCheckpointOptions{
-                 py::str(py::module_::import("os").attr("fspath")(path)), monitor, save_best_only, mode,
-                 save_weights_only});
+      .def(py::init([](py::object path, const std::string& monitor, bool save_best_only,
+                       const std::string& mode, bool save_weights_only) {
+             return std::make_shared<nn::ModelCheckpoint>(
+                 nn::ModelCheckpointOptions{py::str(py::module_::import("os").attr("fspath")(path)),
+                                            monitor, save_best_only, mode, save_weights_only});
            }),
            py::arg("filepath"), py::arg("monitor") = "val_loss", py::arg("save_best_only") = false,
            py::arg("mode") = "auto", py::arg("save_weights_only") = false)
@@ -306,18 +314,23 @@ void init_model(py::module_& m) {
       "schedule(epoch) with per_epoch=True; logs it as 'lr'. No retrace.")
       .def(py::init([](py::object schedule, bool per_epoch) {
              if (py::isinstance<nn::Schedule>(schedule))
-               return std::make_shared<nn::LearningRateScheduler>(schedule.cast<nn::Schedule>(), per_epoch);
+               return std::make_shared<nn::LearningRateScheduler>(schedule.cast<nn::Schedule>(),
+                                                                  per_epoch);
              return std::make_shared<nn::LearningRateScheduler>(
-                 nn::Schedule(schedule.cast<std::function<double(int64_t)>>(), callable_name(schedule, "schedule")),
+                 nn::Schedule(schedule.cast<std::function<double(int64_t)>>(),
+                              callable_name(schedule, "schedule")),
                  per_epoch);
            }),
            py::arg("schedule"), py::arg("per_epoch") = false);
 
-  py::class_<nn::Metric>(m, "Metric",
-                         "A metric computed from counts over a pass (encore.metrics.AUC, Precision, Recall).")
+  py::class_<nn::Metric>(
+      m, "Metric",
+      "A metric computed from counts over a pass (encore.metrics.AUC, Precision, Recall).")
       .def_static("auc", &nn::Metric::auc, py::arg("num_thresholds") = 200, py::arg("name") = "auc")
-      .def_static("precision", &nn::Metric::precision, py::arg("threshold") = 0.5, py::arg("name") = "precision")
-      .def_static("recall", &nn::Metric::recall, py::arg("threshold") = 0.5, py::arg("name") = "recall")
+      .def_static("precision", &nn::Metric::precision, py::arg("threshold") = 0.5,
+                  py::arg("name") = "precision")
+      .def_static("recall", &nn::Metric::recall, py::arg("threshold") = 0.5,
+                  py::arg("name") = "recall")
       .def_readonly("name", &nn::Metric::name);
 
   py::class_<PyModel>(m, "Model", py::custom_type_setup([](PyHeapTypeObject* heap_type) {
@@ -332,17 +345,19 @@ void init_model(py::module_& m) {
              nn::Module* raw = module.cast<nn::Module*>();
              holder->module = py::weakref(module);
              // Borrowed: the Python module owns the C++ one, and every use checks that it exists.
-             holder->model = std::make_unique<nn::Model>(std::shared_ptr<nn::Module>(std::shared_ptr<void>(), raw));
+             holder->model = std::make_unique<nn::Model>(
+                 std::shared_ptr<nn::Module>(std::shared_ptr<void>(), raw));
              return holder;
            }),
            py::arg("module"))
       .def(
           "compile",
-          [](PyModel& self, py::object optimizer, py::object loss, py::list metrics, const std::string& mode,
-             const ShapePolicy& shapes) {
-            nn::OptimizerSpec opt = py::isinstance<py::str>(optimizer)
-                                        ? nn::OptimizerSpec(optimizer.cast<std::string>())
-                                        : nn::OptimizerSpec(optimizer.cast<std::shared_ptr<nn::Optimizer>>());
+          [](PyModel& self, py::object optimizer, py::object loss, py::list metrics,
+             const std::string& mode, const ShapePolicy& shapes) {
+            nn::OptimizerSpec opt =
+                py::isinstance<py::str>(optimizer)
+                    ? nn::OptimizerSpec(optimizer.cast<std::string>())
+                    : nn::OptimizerSpec(optimizer.cast<std::shared_ptr<nn::Optimizer>>());
             check_loss_like(loss, "loss");
             for (py::handle mt : metrics)
               if (!py::isinstance<nn::Metric>(mt)) check_loss_like(mt, "a metric");
@@ -358,13 +373,15 @@ void init_model(py::module_& m) {
               else if (py::isinstance<nn::Metric>(mt))
                 o.metrics.push_back(mt.cast<nn::Metric>());
               else
-                o.metrics.emplace_back(callable_name(mt, "metric"), borrowed_fn(self, py::reinterpret_borrow<py::object>(mt)));
+                o.metrics.emplace_back(callable_name(mt, "metric"),
+                                       borrowed_fn(self, py::reinterpret_borrow<py::object>(mt)));
             }
             o.mode = to_mode(mode);
             o.shapes = shapes;
             self.get().compile(std::move(opt), std::move(*l), std::move(o));
           },
-          py::arg("optimizer"), py::arg("loss"), py::arg("metrics"), py::arg("mode"), py::arg("shapes"))
+          py::arg("optimizer"), py::arg("loss"), py::arg("metrics"), py::arg("mode"),
+          py::arg("shapes"))
       .def(
           "set_output",
           [](PyModel& self, py::object write, bool interactive) {
@@ -380,9 +397,11 @@ void init_model(py::module_& m) {
           py::arg("write"), py::arg("interactive"))
       .def(
           "fit",
-          [](PyModel& self, py::object x, py::object y, int64_t batch_size, int epochs, int initial_epoch,
-             bool shuffle, uint64_t seed, double validation_split, py::object validation, py::list callbacks,
-             int verbose, std::map<int64_t, double> class_weight, py::object sample_weight, int64_t steps_per_epoch) {
+          [](PyModel& self, py::object x, py::object y, int64_t batch_size, int epochs,
+             int initial_epoch, bool shuffle, uint64_t seed, double validation_split,
+             py::object validation, py::list callbacks, int verbose,
+             std::map<int64_t, double> class_weight, py::object sample_weight,
+             int64_t steps_per_epoch) {
             nn::FitOptions o;
             o.class_weight = std::move(class_weight);
             if (!sample_weight.is_none()) o.sample_weight = sample_weight.cast<Tensor>();
@@ -399,7 +418,8 @@ void init_model(py::module_& m) {
               if (py::isinstance<nn::Callback>(cb))
                 o.callbacks.push_back(cb.cast<std::shared_ptr<nn::Callback>>());
               else
-                o.callbacks.push_back(std::make_shared<PyCallback>(py::reinterpret_borrow<py::object>(cb), self.module()));
+                o.callbacks.push_back(std::make_shared<PyCallback>(
+                    py::reinterpret_borrow<py::object>(cb), self.module()));
             }
             o.callbacks.push_back(std::make_shared<Interrupts>());
             nn::Model& model = self.get();
@@ -417,11 +437,13 @@ void init_model(py::module_& m) {
             for (const auto& [k, v] : h.history) history[py::str(k)] = py::cast(v);
             return py::make_tuple(history, py::cast(h.epoch), h.cost, h.warning);
           },
-          py::arg("x"), py::arg("y"), py::arg("batch_size"), py::arg("epochs"), py::arg("initial_epoch"),
-          py::arg("shuffle"), py::arg("seed"), py::arg("validation_split"), py::arg("validation"),
-          py::arg("callbacks"), py::arg("verbose"), py::arg("class_weight"), py::arg("sample_weight"),
+          py::arg("x"), py::arg("y"), py::arg("batch_size"), py::arg("epochs"),
+          py::arg("initial_epoch"), py::arg("shuffle"), py::arg("seed"),
+          py::arg("validation_split"), py::arg("validation"), py::arg("callbacks"),
+          py::arg("verbose"), py::arg("class_weight"), py::arg("sample_weight"),
           py::arg("steps_per_epoch"),
-          "Trains on tensors x, y (batched here) or on a Dataset x; returns (history, epochs, cost, warning).")
+          "Trains on tensors x, y (batched here) or on a Dataset x; returns (history, epochs, "
+          "cost, warning).")
       .def(
           "evaluate",
           [](PyModel& self, std::shared_ptr<nn::Dataset> data, int verbose) {
@@ -510,13 +532,18 @@ void init_model(py::module_& m) {
             d["explain"] = f->explain();
             return d;
           },
-          py::arg("which"), "Statistics of the traced 'train', 'test' or 'predict' step (None before its first use).");
+          py::arg("which"),
+          "Statistics of the traced 'train', 'test' or 'predict' step (None before its first "
+          "use).");
 
   m.def(
       "save_checkpoint",
-      [](const nn::Module& module, const std::string& path, std::shared_ptr<nn::Optimizer> optimizer,
-         const nn::Metadata& metadata) { nn::save_checkpoint(path, module, optimizer.get(), metadata); },
-      py::arg("module"), py::arg("path"), py::arg("optimizer") = nullptr, py::arg("metadata") = nn::Metadata{});
+      [](const nn::Module& module, const std::string& path,
+         std::shared_ptr<nn::Optimizer> optimizer, const nn::Metadata& metadata) {
+        nn::save_checkpoint(path, module, optimizer.get(), metadata);
+      },
+      py::arg("module"), py::arg("path"), py::arg("optimizer") = nullptr,
+      py::arg("metadata") = nn::Metadata{});
   m.def(
       "load_checkpoint",
       [](nn::Module& module, const std::string& path, std::shared_ptr<nn::Optimizer> optimizer) {

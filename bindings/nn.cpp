@@ -29,9 +29,11 @@ class PyModule : public nn::Module, public py::trampoline_self_life_support {
   std::string type_name() const override {
     if (type_name_.empty()) {
       py::gil_scoped_acquire gil;
-      const py::handle self = py::detail::get_object_handle(static_cast<const nn::Module*>(this),
-                                                            py::detail::get_type_info(typeid(nn::Module)));
-      type_name_ = self ? nn::snake_case(std::string(py::str(py::type::handle_of(self).attr("__name__")))) : "module";
+      const py::handle self = py::detail::get_object_handle(
+          static_cast<const nn::Module*>(this), py::detail::get_type_info(typeid(nn::Module)));
+      type_name_ =
+          self ? nn::snake_case(std::string(py::str(py::type::handle_of(self).attr("__name__"))))
+               : "module";
     }
     return type_name_;
   }
@@ -60,13 +62,16 @@ class PyModule : public nn::Module, public py::trampoline_self_life_support {
     if (!forward)
       // pybind11 also finds no override while the Python forward runs for this module: a
       // forward that calls self(x) lands here instead of recursing.
-      throw encore::UnsupportedError("[" + label() + "] defines no forward(self, x), or its forward calls the module "
-                                     "itself (self(x) inside forward): a subclass of nn.Module needs a forward that "
-                                     "calls its layers");
+      throw encore::UnsupportedError(
+          "[" + label() +
+          "] defines no forward(self, x), or its forward calls the module "
+          "itself (self(x) inside forward): a subclass of nn.Module needs a forward that "
+          "calls its layers");
     const py::object out = forward(x);
     if (!py::isinstance<Tensor>(out))
       throw py::type_error("[" + label() + "] forward returned a " +
-                           std::string(py::str(py::type::handle_of(out).attr("__name__"))) + ", not a Tensor");
+                           std::string(py::str(py::type::handle_of(out).attr("__name__"))) +
+                           ", not a Tensor");
     return out.cast<Tensor>();
   }
 
@@ -74,7 +79,8 @@ class PyModule : public nn::Module, public py::trampoline_self_life_support {
   using nn::Module::add_parameter;
   using nn::Module::remove;
 
-  bool building = false;  // inside the build hook: super().build(...) is Keras' "mark built", a no-op
+  bool building =
+      false;  // inside the build hook: super().build(...) is Keras' "mark built", a no-op
 
  private:
   mutable std::string type_name_;
@@ -82,7 +88,8 @@ class PyModule : public nn::Module, public py::trampoline_self_life_support {
 
 PyModule& custom(nn::Module& m, const char* what) {
   auto* p = dynamic_cast<PyModule*>(&m);
-  ENCORE_CHECK(p, encore::ValueError, "[", m.label(), "] ", what, " is for subclasses of nn.Module, not for built-in layers");
+  ENCORE_CHECK(p, encore::ValueError, "[", m.label(), "] ", what,
+               " is for subclasses of nn.Module, not for built-in layers");
   return *p;
 }
 
@@ -108,8 +115,8 @@ Tensor initial_weight(const Shape& shape, py::handle initializer, DType dtype) {
                              "': use glorot_uniform, zeros, ones, or initial values");
   }
   Tensor t = tensor_from_data(initializer, py::cast(dtype), py::none(), false, false);
-  ENCORE_CHECK(t.shape() == shape, ShapeError, "[add_weight] initial values ", describe(t), " do not have the shape ",
-               shape.str());
+  ENCORE_CHECK(t.shape() == shape, ShapeError, "[add_weight] initial values ", describe(t),
+               " do not have the shape ", shape.str());
   return t;
 }
 
@@ -137,9 +144,10 @@ py::class_<L, Base, py::smart_holder> layer_class(py::module_& m, const char* na
   const std::string doc = layer_doc(def);
   py::class_<L, Base, py::smart_holder> cls(m, name, py::dynamic_attr(), doc.c_str());
   cls.def(py::init([&def](const py::args& args, const py::kwargs& kwargs) {
-            std::shared_ptr<L> layer =
-                std::dynamic_pointer_cast<L>(def.make(bind_call(nn::layer_signature(def), py::handle(), args, kwargs)));
-            ENCORE_CHECK(layer, encore::Error, "[", def.name, "] its row made another layer (an internal error)");
+            std::shared_ptr<L> layer = std::dynamic_pointer_cast<L>(
+                def.make(bind_call(nn::layer_signature(def), py::handle(), args, kwargs)));
+            ENCORE_CHECK(layer, encore::Error, "[", def.name,
+                         "] its row made another layer (an internal error)");
             return layer;
           }),
           doc.c_str());
@@ -172,8 +180,10 @@ Tensor module_input(const nn::Module& module, py::handle x) {
   if (py::isinstance<Tensor>(x)) return x.cast<Tensor>();
   if (py::isinstance<py::array>(x) || is_dlpack_producer(x))
     return tensor_from_data(x, py::none(), py::none(), false, /*share=*/true);
-  throw py::type_error("[" + module.label() + "] expected a Tensor, a NumPy array or a DLPack tensor (torch, CuPy, "
-                       "JAX), got " + std::string(py::str(py::type::handle_of(x).attr("__name__"))));
+  throw py::type_error("[" + module.label() +
+                       "] expected a Tensor, a NumPy array or a DLPack tensor (torch, CuPy, "
+                       "JAX), got " +
+                       std::string(py::str(py::type::handle_of(x).attr("__name__"))));
 }
 
 // Whether `root` is `target` or holds it.
@@ -200,12 +210,13 @@ void register_attribute(py::handle self, const std::string& name, py::handle val
   PyModule& m = custom(module, "assigning layers and parameters as attributes");
   if (py::isinstance<nn::Module>(value)) {
     ModulePtr child = value.cast<ModulePtr>();
-    ENCORE_CHECK(!contains(*child, &module), encore::ValueError, "[", module.label(), "] cannot hold '", name,
-                 "': it is the module itself or holds it");
+    ENCORE_CHECK(!contains(*child, &module), encore::ValueError, "[", module.label(),
+                 "] cannot hold '", name, "': it is the module itself or holds it");
     m.add_child(name, std::move(child));
   } else {
     const Tensor t = value.cast<Tensor>();
-    ENCORE_CHECK(t.is_leaf(), encore::ValueError, "[", module.label(), "] attribute '", name, "' ", describe(t),
+    ENCORE_CHECK(t.is_leaf(), encore::ValueError, "[", module.label(), "] attribute '", name, "' ",
+                 describe(t),
                  " is computed from other tensors: a parameter is a leaf tensor (add_weight, or "
                  ".detach().requires_grad_())");
     m.add_parameter(name, t);
@@ -269,15 +280,17 @@ void init_nn(py::module_& m) {
           "Whether the module computes in training mode: its own mode (train()/eval()) and the "
           "global one (encore.training(False) turns every module's off). Read inside a traced "
           "function it is part of the graph's key.")
-      .def_property_readonly("_building", [](nn::Module& module) {
-        auto* p = dynamic_cast<PyModule*>(&module);
-        return p && p->building;
-      })
+      .def_property_readonly("_building",
+                             [](nn::Module& module) {
+                               auto* p = dynamic_cast<PyModule*>(&module);
+                               return p && p->building;
+                             })
       .def(
           "children",
           [](const nn::Module& module) {
             py::list out;
-            for (const auto& [name, child] : module.children()) out.append(py::make_tuple(name, child));
+            for (const auto& [name, child] : module.children())
+              out.append(py::make_tuple(name, child));
             return out;
           },
           "The direct sub-modules as (name, module) pairs.")
@@ -291,26 +304,29 @@ void init_nn(py::module_& m) {
             if (name.is_none()) {
               const nn::NamedTensors taken = module.named_parameters();
               auto free = [&](const std::string& n) {
-                return std::none_of(taken.begin(), taken.end(), [&](const auto& p) { return p.first == n; });
+                return std::none_of(taken.begin(), taken.end(),
+                                    [&](const auto& p) { return p.first == n; });
               };
               key = "weight";
               for (int i = 1; !free(key); ++i) key = "weight_" + std::to_string(i);
             } else {
               key = name.cast<std::string>();
             }
-            Tensor w = m.add_parameter(key, initial_weight(s, initializer, to_dtype(dtype, DType::Float32)));
+            Tensor w = m.add_parameter(
+                key, initial_weight(s, initializer, to_dtype(dtype, DType::Float32)));
             module.set_name(module.name());
             return w;
           },
-          py::arg("shape"), py::arg("initializer") = "glorot_uniform", py::arg("dtype") = py::none(),
-          py::arg("name") = py::none(),
+          py::arg("shape"), py::arg("initializer") = "glorot_uniform",
+          py::arg("dtype") = py::none(), py::arg("name") = py::none(),
           "Creates and registers a parameter of a custom layer: initializer 'glorot_uniform' "
           "(default), 'zeros', 'ones' or initial values. Assigned to an attribute, it takes the "
           "attribute's name.")
       .def("_register", &register_attribute, py::arg("name"), py::arg("value"))
-      .def("_unregister", [](py::handle self, const std::string& name) {
-        if (auto* p = dynamic_cast<PyModule*>(&initialized(self))) p->remove(name);
-      })
+      .def("_unregister",
+           [](py::handle self, const std::string& name) {
+             if (auto* p = dynamic_cast<PyModule*>(&initialized(self))) p->remove(name);
+           })
       .def_property_readonly("built", &nn::Module::built)
       .def_property_readonly("output_shape",
                              [](const nn::Module& module) {
@@ -328,12 +344,10 @@ void init_nn(py::module_& m) {
           "A list of (name, Tensor) pairs.")
       .def("num_parameters", &nn::Module::num_parameters)
       .def(
-          "named_buffers",
-          [](const nn::Module& module) { return named(module.named_buffers()); },
+          "named_buffers", [](const nn::Module& module) { return named(module.named_buffers()); },
           "Non-trainable state (BatchNormalization's moving statistics) as (name, Tensor) pairs.")
       .def(
-          "named_weights",
-          [](const nn::Module& module) { return named(module.named_weights()); },
+          "named_weights", [](const nn::Module& module) { return named(module.named_weights()); },
           "Parameters, then buffers, as (name, Tensor) pairs: what save() writes.")
       // The conventions of Keras and PyTorch; encore/nn.py wraps them (NumPy arrays, mappings).
       .def("_summary", &nn::Module::summary)
@@ -342,7 +356,8 @@ void init_nn(py::module_& m) {
       .def("_get_weights", &nn::Module::get_weights)
       .def("_set_weights", &nn::Module::set_weights, py::arg("values"))
       .def("zero_grad", &nn::Module::zero_grad, py::arg("set_to_none") = true,
-           "PyTorch's zero_grad: every parameter's gradient set to None (default), or to zeros in place.")
+           "PyTorch's zero_grad: every parameter's gradient set to None (default), or to zeros in "
+           "place.")
       .def(
           "to",
           [](ModulePtr module, py::object target) {
@@ -362,10 +377,12 @@ void init_nn(py::module_& m) {
   layer_class<nn::Dense>(m, "Dense");
   layer_class<nn::Conv1D>(m, "Conv1D");
   py::class_<nn::Recurrent, nn::Module, py::smart_holder>(
-      m, "Recurrent", py::dynamic_attr(), "A recurrent layer (LSTM, GRU): what Bidirectional wraps.");
+      m, "Recurrent", py::dynamic_attr(),
+      "A recurrent layer (LSTM, GRU): what Bidirectional wraps.");
   layer_class<nn::LSTM, nn::Recurrent>(m, "LSTM")
       .def_property_readonly("units", &nn::LSTM::units)
-      .def("uses_cudnn", &nn::LSTM::uses_cudnn, py::arg("x"), "Whether a forward on `x` takes the cuDNN path.")
+      .def("uses_cudnn", &nn::LSTM::uses_cudnn, py::arg("x"),
+           "Whether a forward on `x` takes the cuDNN path.")
       .def("uses_onednn", &nn::LSTM::uses_onednn, py::arg("x"),
            "Whether a forward on `x` takes oneDNN's LSTM (the CPU's fused path).");
   layer_class<nn::GRU, nn::Recurrent>(m, "GRU")
@@ -378,7 +395,8 @@ void init_nn(py::module_& m) {
           },
           py::arg("x"), "The output; with return_state, (output, last state).")
       .def_property_readonly("units", &nn::GRU::units)
-      .def("uses_cudnn", &nn::GRU::uses_cudnn, py::arg("x"), "Whether a forward on `x` takes the cuDNN path.")
+      .def("uses_cudnn", &nn::GRU::uses_cudnn, py::arg("x"),
+           "Whether a forward on `x` takes the cuDNN path.")
       .def("uses_onednn", &nn::GRU::uses_onednn, py::arg("x"),
            "Whether a forward on `x` takes oneDNN's GRU (the CPU's fused path).");
   layer_class<nn::Bidirectional>(m, "Bidirectional");
@@ -410,9 +428,8 @@ void init_nn(py::module_& m) {
     return py::make_tuple(def.example.args, def.example.make == nullptr, x, y);
   });
 
-  py::class_<nn::Sequential, nn::Module, py::smart_holder>(
-      m, "Sequential", py::dynamic_attr(),
-                                                                          "A stack of layers.")
+  py::class_<nn::Sequential, nn::Module, py::smart_holder>(m, "Sequential", py::dynamic_attr(),
+                                                           "A stack of layers.")
       .def(py::init([](py::object layers) {
              auto s = std::make_shared<nn::Sequential>();
              if (!layers.is_none())
@@ -444,13 +461,12 @@ void init_nn(py::module_& m) {
                                return out;
                              })
       .def("__len__", [](const nn::Sequential& s) { return s.layers().size(); })
-      .def("__getitem__",
-           [](const nn::Sequential& s, int64_t i) {
-             const int64_t n = static_cast<int64_t>(s.layers().size());
-             if (i < 0) i += n;
-             if (i < 0 || i >= n) throw py::index_error("layer index out of range");
-             return s.layers()[i].second;
-           });
+      .def("__getitem__", [](const nn::Sequential& s, int64_t i) {
+        const int64_t n = static_cast<int64_t>(s.layers().size());
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) throw py::index_error("layer index out of range");
+        return s.layers()[i].second;
+      });
 
   m.def(
       "save_module",
@@ -470,14 +486,17 @@ void init_nn(py::module_& m) {
         "as in Keras 3: stable, and saturated outputs keep their gradient. Other probabilities\n"
         "are clipped to [1e-7, 1 - 1e-7].");
   m.def("mean_squared_error", &nn::mean_squared_error, py::arg("y_true"), py::arg("y_pred"));
-  m.def("categorical_crossentropy", &nn::categorical_crossentropy, py::arg("y_true"), py::arg("y_pred"),
-        py::arg("from_logits") = false,
-        "Keras categorical_crossentropy: one-hot or probability targets (..., classes), averaged over\n"
-        "the rows. Probabilities are scaled to sum to 1 and clipped to [1e-7, 1 - 1e-7] as in Keras;\n"
+  m.def("categorical_crossentropy", &nn::categorical_crossentropy, py::arg("y_true"),
+        py::arg("y_pred"), py::arg("from_logits") = false,
+        "Keras categorical_crossentropy: one-hot or probability targets (..., classes), averaged "
+        "over\n"
+        "the rows. Probabilities are scaled to sum to 1 and clipped to [1e-7, 1 - 1e-7] as in "
+        "Keras;\n"
         "from_logits=True computes log_softmax (stable).");
   m.def("sparse_categorical_crossentropy", &nn::sparse_categorical_crossentropy, py::arg("labels"),
         py::arg("y_pred"), py::arg("from_logits") = false,
-        "Keras sparse_categorical_crossentropy: integer class ids (...,) and predictions (..., classes),\n"
+        "Keras sparse_categorical_crossentropy: integer class ids (...,) and predictions (..., "
+        "classes),\n"
         "probabilities (as in categorical_crossentropy) or, with from_logits=True, logits.");
   m.def("binary_accuracy", &nn::binary_accuracy, py::arg("y_true"), py::arg("y_pred"),
         py::arg("threshold") = 0.5);

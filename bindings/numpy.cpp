@@ -119,19 +119,23 @@ void check_values_fit(const py::array& arr, DType target) {
   py::object lo, hi;
   if (kind == 'f') {
     py::module_ np = py::module_::import("numpy");
-    ENCORE_CHECK(np.attr("isfinite")(arr).attr("all")().cast<bool>(), ValueError, "[tensor] NaN or infinity", into);
+    ENCORE_CHECK(np.attr("isfinite")(arr).attr("all")().cast<bool>(), ValueError,
+                 "[tensor] NaN or infinity", into);
     const py::object whole = np.attr("trunc")(arr);
     lo = whole.attr("min")(), hi = whole.attr("max")();
-    ENCORE_CHECK(lo.cast<double>() >= -std::ldexp(1.0, bits - 1) && hi.cast<double>() < std::ldexp(1.0, bits - 1),
-                 ValueError, "[tensor] a value in ", std::string(py::str(lo)), " to ", std::string(py::str(hi)), into,
-                 " (out of range)");
+    ENCORE_CHECK(lo.cast<double>() >= -std::ldexp(1.0, bits - 1) &&
+                     hi.cast<double>() < std::ldexp(1.0, bits - 1),
+                 ValueError, "[tensor] a value in ", std::string(py::str(lo)), " to ",
+                 std::string(py::str(hi)), into, " (out of range)");
     return;
   }
   // Python ints compare exactly, whatever the array's integer type.
   lo = py::int_(arr.attr("min")()), hi = py::int_(arr.attr("max")());
-  const py::int_ min_fit(bits == 32 ? int64_t{INT32_MIN} : INT64_MIN), max_fit(bits == 32 ? int64_t{INT32_MAX} : INT64_MAX);
-  ENCORE_CHECK(lo.attr("__ge__")(min_fit).cast<bool>() && hi.attr("__le__")(max_fit).cast<bool>(), ValueError,
-               "[tensor] a value in ", std::string(py::str(lo)), " to ", std::string(py::str(hi)), into, " (out of range)");
+  const py::int_ min_fit(bits == 32 ? int64_t{INT32_MIN} : INT64_MIN),
+      max_fit(bits == 32 ? int64_t{INT32_MAX} : INT64_MAX);
+  ENCORE_CHECK(lo.attr("__ge__")(min_fit).cast<bool>() && hi.attr("__le__")(max_fit).cast<bool>(),
+               ValueError, "[tensor] a value in ", std::string(py::str(lo)), " to ",
+               std::string(py::str(hi)), into, " (out of range)");
 }
 
 }  // namespace

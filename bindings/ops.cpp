@@ -31,21 +31,24 @@ std::string docstring(const OpDef& def, const Signature& s) {
 // A seed is an integer in [0, 2**64): a negative one is a mistake, not a value to wrap around.
 uint64_t to_seed(py::handle seed, const char* op) {
   if (!PyIndex_Check(seed.ptr()))
-    throw py::type_error(std::string("[") + op + "] seed must be an int, got " + Py_TYPE(seed.ptr())->tp_name);
+    throw py::type_error(std::string("[") + op + "] seed must be an int, got " +
+                         Py_TYPE(seed.ptr())->tp_name);
   const auto value = py::reinterpret_steal<py::int_>(PyNumber_Index(seed.ptr()));
   if (!value) throw py::error_already_set();
   const unsigned long long s = PyLong_AsUnsignedLongLong(value.ptr());
   if (s == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
     PyErr_Clear();
-    throw ValueError(detail::cat("[", op, "] seed must be an integer in [0, 2**64), got ", std::string(py::str(value))));
+    throw ValueError(detail::cat("[", op, "] seed must be an integer in [0, 2**64), got ",
+                                 std::string(py::str(value))));
   }
   return s;
 }
 
 void init_generators(py::module_& m) {
-  py::class_<Generator>(m, "Generator",
-                        "A counter-based (Philox) random stream; its state lives on its device, so traced "
-                        "steps advance it on every replay.")
+  py::class_<Generator>(
+      m, "Generator",
+      "A counter-based (Philox) random stream; its state lives on its device, so traced "
+      "steps advance it on every replay.")
       .def(py::init([](py::object seed, py::object device) {
              return Generator(to_seed(seed, "Generator"), to_device(device));
            }),
@@ -66,8 +69,8 @@ void init_generators(py::module_& m) {
       [](py::object device) -> Generator& { return Generator::default_for(to_device(device)); },
       py::arg("device") = py::none(), py::return_value_policy::reference);
   m.def(
-      "manual_seed", [](py::object seed) { manual_seed(to_seed(seed, "manual_seed")); }, py::arg("seed"),
-      "Seeds the default generator of every device.");
+      "manual_seed", [](py::object seed) { manual_seed(to_seed(seed, "manual_seed")); },
+      py::arg("seed"), "Seeds the default generator of every device.");
 }
 
 }  // namespace
@@ -116,13 +119,13 @@ void init_ops(py::module_& m) {
           py::make_tuple(example_inputs(e, DType::Float32, Device::cpu()), e.args, as_list));
     return cases;
   });
-  m.def("_run_op_example", [](const std::string& name, size_t index,
-                              const std::vector<Tensor>& inputs) {
-    const OpDef& def = op(name);
-    ENCORE_CHECK(index < def.examples.size(), ValueError, "[", name, "] has ", def.examples.size(),
-                 " examples, not ", index + 1);
-    return run_example(def, def.examples[index], inputs);
-  });
+  m.def("_run_op_example",
+        [](const std::string& name, size_t index, const std::vector<Tensor>& inputs) {
+          const OpDef& def = op(name);
+          ENCORE_CHECK(index < def.examples.size(), ValueError, "[", name, "] has ",
+                       def.examples.size(), " examples, not ", index + 1);
+          return run_example(def, def.examples[index], inputs);
+        });
 }
 
 }  // namespace encore::python

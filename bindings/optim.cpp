@@ -24,7 +24,8 @@ py::dict state_dict(const nn::NamedTensors& v) {
 }
 
 // Keras' clipping arguments: None or 0 leave it off.
-template <class O> std::shared_ptr<O> clipped(std::shared_ptr<O> o, py::object global_clipnorm, py::object clipvalue) {
+template <class O>
+std::shared_ptr<O> clipped(std::shared_ptr<O> o, py::object global_clipnorm, py::object clipvalue) {
   o->set_clipping({global_clipnorm.is_none() ? 0.0 : global_clipnorm.cast<double>(),
                    clipvalue.is_none() ? 0.0 : clipvalue.cast<double>()});
   return o;
@@ -38,8 +39,7 @@ void init_optim(py::module_& m) {
           "step",
           // With the GIL held: parameters, gradients and optimizer state are shared between
           // Python threads, and the eager step is not thread-safe.
-          [](nn::Optimizer& o) { o.step(); },
-          "Updates every parameter that has a gradient.")
+          [](nn::Optimizer& o) { o.step(); }, "Updates every parameter that has a gradient.")
       .def("zero_grad", &nn::Optimizer::zero_grad, py::arg("set_to_none") = true,
            "Clears gradients: to None (default) or to zeros in place.")
       .def_property("lr", &nn::Optimizer::lr, &nn::Optimizer::set_lr,
@@ -62,9 +62,11 @@ void init_optim(py::module_& m) {
            "Converts the state to the parameters' dtypes in place, as the step after "
            "model.to(dtype) needs (fit does it); not inside a traced function.")
       .def_property_readonly("kind", &nn::Optimizer::kind, "'sgd', 'adam', 'adamw' or 'rmsprop'.")
-      .def_property_readonly(
-          "global_clipnorm",
-          [](const nn::Optimizer& o) { return o.clipping().global_norm ? py::cast(o.clipping().global_norm) : py::none(); })
+      .def_property_readonly("global_clipnorm",
+                             [](const nn::Optimizer& o) {
+                               return o.clipping().global_norm ? py::cast(o.clipping().global_norm)
+                                                               : py::none();
+                             })
       .def_property_readonly("clipvalue", [](const nn::Optimizer& o) {
         return o.clipping().value ? py::cast(o.clipping().value) : py::none();
       });
@@ -74,9 +76,10 @@ void init_optim(py::module_& m) {
       "SGD with optional (Nesterov) momentum and L2 weight decay (PyTorch's formulation).")
       .def(py::init([](py::object params, double lr, double momentum, bool nesterov,
                        double weight_decay, py::object global_clipnorm, py::object clipvalue) {
-             return clipped(std::make_shared<nn::SGD>(to_params(params), lr,
-                                                      nn::SGDOptions{momentum, nesterov, weight_decay}),
-                            global_clipnorm, clipvalue);
+             return clipped(
+                 std::make_shared<nn::SGD>(to_params(params), lr,
+                                           nn::SGDOptions{momentum, nesterov, weight_decay}),
+                 global_clipnorm, clipvalue);
            }),
            py::arg("params"), py::arg("lr") = 0.01, py::arg("momentum") = 0.0,
            py::arg("nesterov") = false, py::arg("weight_decay") = 0.0, py::kw_only(),
@@ -88,39 +91,45 @@ void init_optim(py::module_& m) {
       "epsilon_hat=True places epsilon as Keras does, w -= lr_t m / ((sqrt(v) + eps) / "
       "sqrt(1 - beta2^t)). The two differ for gradients near epsilon (about 3x at 1e-6).")
       .def(py::init([](py::object params, double lr, double beta1, double beta2, double epsilon,
-                       double weight_decay, bool epsilon_hat, py::object global_clipnorm, py::object clipvalue) {
-             return clipped(std::make_shared<nn::Adam>(to_params(params), lr,
-                                                       nn::AdamOptions{beta1, beta2, epsilon, weight_decay, epsilon_hat}),
+                       double weight_decay, bool epsilon_hat, py::object global_clipnorm,
+                       py::object clipvalue) {
+             return clipped(std::make_shared<nn::Adam>(
+                                to_params(params), lr,
+                                nn::AdamOptions{beta1, beta2, epsilon, weight_decay, epsilon_hat}),
                             global_clipnorm, clipvalue);
            }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("beta1") = 0.9,
-           py::arg("beta2") = 0.999, py::arg("epsilon") = 1e-7, py::arg("weight_decay") = 0.0, py::kw_only(),
-           py::arg("epsilon_hat") = false, py::arg("global_clipnorm") = py::none(),
+           py::arg("beta2") = 0.999, py::arg("epsilon") = 1e-7, py::arg("weight_decay") = 0.0,
+           py::kw_only(), py::arg("epsilon_hat") = false, py::arg("global_clipnorm") = py::none(),
            py::arg("clipvalue") = py::none())
       .def_property_readonly("iterations", &nn::Adam::iterations, "Updates done so far.");
 
   py::class_<nn::AdamW, nn::Adam, std::shared_ptr<nn::AdamW>>(
-      m, "AdamW", "Adam with decoupled weight decay: w *= 1 - lr * weight_decay before each update.")
+      m, "AdamW",
+      "Adam with decoupled weight decay: w *= 1 - lr * weight_decay before each update.")
       .def(py::init([](py::object params, double lr, double beta1, double beta2, double epsilon,
-                       double weight_decay, bool epsilon_hat, py::object global_clipnorm, py::object clipvalue) {
-             return clipped(std::make_shared<nn::AdamW>(to_params(params), lr,
-                                                        nn::AdamOptions{beta1, beta2, epsilon, weight_decay, epsilon_hat}),
+                       double weight_decay, bool epsilon_hat, py::object global_clipnorm,
+                       py::object clipvalue) {
+             return clipped(std::make_shared<nn::AdamW>(
+                                to_params(params), lr,
+                                nn::AdamOptions{beta1, beta2, epsilon, weight_decay, epsilon_hat}),
                             global_clipnorm, clipvalue);
            }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("beta1") = 0.9,
-           py::arg("beta2") = 0.999, py::arg("epsilon") = 1e-7, py::arg("weight_decay") = 0.01, py::kw_only(),
-           py::arg("epsilon_hat") = false, py::arg("global_clipnorm") = py::none(),
+           py::arg("beta2") = 0.999, py::arg("epsilon") = 1e-7, py::arg("weight_decay") = 0.01,
+           py::kw_only(), py::arg("epsilon_hat") = false, py::arg("global_clipnorm") = py::none(),
            py::arg("clipvalue") = py::none());
 
   py::class_<nn::RMSprop, nn::Optimizer, std::shared_ptr<nn::RMSprop>>(
       m, "RMSprop",
       "RMSprop as Keras computes it: w -= lr g / sqrt(v + eps) with v = rho v + (1 - rho) g^2; "
       "centered divides by the variance estimate; momentum accumulates the increments.")
-      .def(py::init([](py::object params, double lr, double rho, double momentum, double epsilon, bool centered,
-                       py::object global_clipnorm, py::object clipvalue) {
-             return clipped(std::make_shared<nn::RMSprop>(to_params(params), lr,
-                                                          nn::RMSpropOptions{rho, momentum, epsilon, centered}),
-                            global_clipnorm, clipvalue);
+      .def(py::init([](py::object params, double lr, double rho, double momentum, double epsilon,
+                       bool centered, py::object global_clipnorm, py::object clipvalue) {
+             return clipped(
+                 std::make_shared<nn::RMSprop>(
+                     to_params(params), lr, nn::RMSpropOptions{rho, momentum, epsilon, centered}),
+                 global_clipnorm, clipvalue);
            }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("rho") = 0.9, py::arg("momentum") = 0.0,
            py::arg("epsilon") = 1e-7, py::arg("centered") = false, py::kw_only(),

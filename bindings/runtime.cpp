@@ -33,7 +33,8 @@ Device to_device(py::handle obj) {
 DType to_dtype(py::handle obj) {
   if (py::isinstance<DType>(obj)) return obj.cast<DType>();
   // numpy.dtype(None) is float64: None is no dtype here (to_dtype(obj, fallback) defaults it).
-  if (obj.is_none()) throw py::type_error("expected a dtype (encore.float32/float64/int32/int64), got None");
+  if (obj.is_none())
+    throw py::type_error("expected a dtype (encore.float32/float64/int32/int64), got None");
   if (py::isinstance<py::str>(obj)) {
     const std::string s = obj.cast<std::string>();
     for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64})
@@ -298,8 +299,12 @@ void init_runtime(py::module_& m) {
     return out;
   });
   m.def("clear_conv1d_primitives", &clear_conv1d_primitives);
-  m.def("set_conv1d_layout", [](const std::string& l) { set_conv1d_layout(parse_conv1d_layout(l)); }, py::arg("layout"));
-  m.def("conv1d_layout", [] { return std::string(conv1d_layout() == Conv1dLayout::Blocked ? "blocked" : "native"); });
+  m.def(
+      "set_conv1d_layout", [](const std::string& l) { set_conv1d_layout(parse_conv1d_layout(l)); },
+      py::arg("layout"));
+  m.def("conv1d_layout", [] {
+    return std::string(conv1d_layout() == Conv1dLayout::Blocked ? "blocked" : "native");
+  });
 }
 
 }  // namespace encore::python

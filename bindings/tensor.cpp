@@ -15,8 +15,7 @@ namespace {
 // written in place: the result of an op (`loss += term`) is rebound to the new value, keeping
 // its history. A leaf (a parameter) is an error, as in PyTorch; so is a view, whose write the
 // user means to reach the tensor it views: a rebinding would silently lose it.
-template <class F>
-py::object in_place(py::object self, const char* op, F compute) {
+template <class F> py::object in_place(py::object self, const char* op, F compute) {
   Tensor& t = self.cast<Tensor&>();
   if (t.requires_grad() && GradMode::enabled()) {
     ENCORE_CHECK(!t.is_leaf(), ValueError, "[", op, "] cannot update ",
@@ -32,7 +31,6 @@ py::object in_place(py::object self, const char* op, F compute) {
   t.copy_(compute(t));
   return self;
 }
-
 
 py::tuple shape_tuple(const Shape& s) {
   py::tuple t(s.size());
@@ -129,7 +127,8 @@ void init_tensor(py::module_& m) {
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def_property_readonly(
           "_storage_serial", [](const Tensor& t) { return t.storage()->serial(); },
-          "A number no other storage of the process has: its identity, where data_ptr may be reused.")
+          "A number no other storage of the process has: its identity, where data_ptr may be "
+          "reused.")
       .def_property("name", &Tensor::name, &Tensor::set_name)
       .def("__len__", [](const Tensor& t) {
         if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
@@ -162,9 +161,10 @@ void init_tensor(py::module_& m) {
            [](const Tensor& t, const py::args& shape) {
              // A view shares memory, or is an error: writes through a silent copy were lost.
              Tensor v = t.reshape(shape_from_args(shape, "view", true));
-             ENCORE_CHECK(v.storage() == t.storage() || t.numel() == 0, ShapeError, "[view] cannot view ", describe(t), " with strides ",
-                          t.strides().str(), " as ", v.shape().str(),
-                          " without copying: use reshape (which copies when it must) or contiguous() first");
+             ENCORE_CHECK(
+                 v.storage() == t.storage() || t.numel() == 0, ShapeError, "[view] cannot view ",
+                 describe(t), " with strides ", t.strides().str(), " as ", v.shape().str(),
+                 " without copying: use reshape (which copies when it must) or contiguous() first");
              return v;
            })
       .def("transpose", &Tensor::transpose, py::arg("axis0"), py::arg("axis1"))
@@ -231,8 +231,8 @@ void init_tensor(py::module_& m) {
       .def("zero_", [](Tensor& t) { return t.zero_(); })
       .def(
           "set_data", [](Tensor& t, const Tensor& other) { t.set_data(other); }, py::arg("other"),
-           "Makes this tensor view `other`'s storage (shapes must match); traces that captured it "
-           "retrace.");
+          "Makes this tensor view `other`'s storage (shapes must match); traces that captured it "
+          "retrace.");
 
   // ---- autograd -------------------------------------------------------------------------
   cls.def_property("requires_grad", &Tensor::requires_grad,
@@ -308,14 +308,54 @@ void init_tensor(py::module_& m) {
       .def(
           "__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, op)
       // In place for plain data, rebinding in autograd graphs (see in_place).
-      .def("__iadd__", [](py::object self, Scalar b) { return in_place(self, "+=", [&](const Tensor& a) { return a + b; }); }, op)
-      .def("__iadd__", [](py::object self, const Tensor& b) { return in_place(self, "+=", [&](const Tensor& a) { return a + b; }); }, op)
-      .def("__isub__", [](py::object self, Scalar b) { return in_place(self, "-=", [&](const Tensor& a) { return a - b; }); }, op)
-      .def("__isub__", [](py::object self, const Tensor& b) { return in_place(self, "-=", [&](const Tensor& a) { return a - b; }); }, op)
-      .def("__imul__", [](py::object self, Scalar b) { return in_place(self, "*=", [&](const Tensor& a) { return a * b; }); }, op)
-      .def("__imul__", [](py::object self, const Tensor& b) { return in_place(self, "*=", [&](const Tensor& a) { return a * b; }); }, op)
-      .def("__itruediv__", [](py::object self, Scalar b) { return in_place(self, "/=", [&](const Tensor& a) { return a / b; }); }, op)
-      .def("__itruediv__", [](py::object self, const Tensor& b) { return in_place(self, "/=", [&](const Tensor& a) { return a / b; }); }, op)
+      .def(
+          "__iadd__",
+          [](py::object self, Scalar b) {
+            return in_place(self, "+=", [&](const Tensor& a) { return a + b; });
+          },
+          op)
+      .def(
+          "__iadd__",
+          [](py::object self, const Tensor& b) {
+            return in_place(self, "+=", [&](const Tensor& a) { return a + b; });
+          },
+          op)
+      .def(
+          "__isub__",
+          [](py::object self, Scalar b) {
+            return in_place(self, "-=", [&](const Tensor& a) { return a - b; });
+          },
+          op)
+      .def(
+          "__isub__",
+          [](py::object self, const Tensor& b) {
+            return in_place(self, "-=", [&](const Tensor& a) { return a - b; });
+          },
+          op)
+      .def(
+          "__imul__",
+          [](py::object self, Scalar b) {
+            return in_place(self, "*=", [&](const Tensor& a) { return a * b; });
+          },
+          op)
+      .def(
+          "__imul__",
+          [](py::object self, const Tensor& b) {
+            return in_place(self, "*=", [&](const Tensor& a) { return a * b; });
+          },
+          op)
+      .def(
+          "__itruediv__",
+          [](py::object self, Scalar b) {
+            return in_place(self, "/=", [&](const Tensor& a) { return a / b; });
+          },
+          op)
+      .def(
+          "__itruediv__",
+          [](py::object self, const Tensor& b) {
+            return in_place(self, "/=", [&](const Tensor& a) { return a / b; });
+          },
+          op)
       .def(
           "__rmatmul__", [](const Tensor& a, const Tensor& b) { return matmul(b, a); }, op)
       .def(

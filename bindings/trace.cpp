@@ -297,16 +297,18 @@ void init_trace(py::module_& m) {
         return ShapePolicy::bucket(axis, std::move(sizes), std::move(args));
       },
       py::arg("axis"), py::arg("sizes"), py::arg("args") = std::vector<int>{0},
-      "Pads the tensor arguments `args` with zeros along `axis` up to the next size in `sizes`. Exact or "
-      "refused: a bucket's first trace checks that no result depends on the padding (else a ValueError "
+      "Pads the tensor arguments `args` with zeros along `axis` up to the next size in `sizes`. "
+      "Exact or "
+      "refused: a bucket's first trace checks that no result depends on the padding (else a "
+      "ValueError "
       "names what does), and outputs are trimmed on the axes that derive from the padded one.");
 
   py::class_<PyTraced>(m, "TracedFunction", py::dynamic_attr(),
                        "A Python function traced into replayable graphs (see encore.trace).")
       .def(py::init([](py::object fn, const std::string& name, const ShapePolicy& shapes,
-                       size_t max_cached, size_t max_cached_bytes, int retrace_warning, bool alias_outputs,
-                       bool optimize,
-                       std::vector<std::string> arg_names, py::object on_warning) {
+                       size_t max_cached, size_t max_cached_bytes, int retrace_warning,
+                       bool alias_outputs, bool optimize, std::vector<std::string> arg_names,
+                       py::object on_warning) {
              if (!PyCallable_Check(fn.ptr())) throw py::type_error("[trace] expected a callable");
              TraceOptions o;
              o.name = name;
@@ -320,21 +322,26 @@ void init_trace(py::module_& m) {
              return std::make_unique<PyTraced>(std::move(fn), std::move(o), std::move(on_warning));
            }),
            py::arg("fn"), py::arg("name") = "traced", py::arg("shapes") = ShapePolicy::exact(),
-           py::arg("max_cached") = 32, py::arg("max_cached_bytes") = 0, py::arg("retrace_warning") = 8,
-           py::arg("alias_outputs") = false, py::arg("optimize") = true,
-           py::arg("arg_names") = std::vector<std::string>{}, py::arg("on_warning") = py::none())
+           py::arg("max_cached") = 32, py::arg("max_cached_bytes") = 0,
+           py::arg("retrace_warning") = 8, py::arg("alias_outputs") = false,
+           py::arg("optimize") = true, py::arg("arg_names") = std::vector<std::string>{},
+           py::arg("on_warning") = py::none())
       .def("__call__", &PyTraced::call)
       .def_readwrite("_binder", &PyTraced::binder)
       .def_property_readonly("name", &PyTraced::name)
       .def_property_readonly("python_function", &PyTraced::python_function)
       .def_property_readonly(
-          "stats", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return stats_dict(f.stats()); }); },
+          "stats",
+          [](PyTraced& t) {
+            return t.inspect([](TracedFunction& f) { return stats_dict(f.stats()); });
+          },
           "calls, hits, traces, evictions, replay_ms and one record per trace.")
       .def(
           "axis_values",
           [](PyTraced& t) {
             py::list out;
-            for (const AxisValues& a : t.inspect([](TracedFunction& f) { return f.axis_values(); })) {
+            for (const AxisValues& a :
+                 t.inspect([](TracedFunction& f) { return f.axis_values(); })) {
               py::dict d;
               d["arg"] = a.arg;
               d["arg_name"] = a.arg_name;
@@ -346,16 +353,27 @@ void init_trace(py::module_& m) {
             }
             return out;
           },
-          "Per tensor argument axis, the sizes seen so far: [{arg, arg_name, axis, counts: {size: calls}}].")
-      .def("stats_table", [](PyTraced& t) { return t.inspect([&](TracedFunction& f) { return f.stats().table(t.name()); }); })
+          "Per tensor argument axis, the sizes seen so far: [{arg, arg_name, axis, counts: {size: "
+          "calls}}].")
+      .def("stats_table",
+           [](PyTraced& t) {
+             return t.inspect([&](TracedFunction& f) { return f.stats().table(t.name()); });
+           })
       .def(
-          "explain", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.explain(); }); },
+          "explain",
+          [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.explain(); }); },
           "Every trace so far with its reason, as text.")
       .def(
-          "graph", [](PyTraced& t) { return with_last_plan(t, [](const graph::Plan& p) { return p.str(); }); },
+          "graph",
+          [](PyTraced& t) {
+            return with_last_plan(t, [](const graph::Plan& p) { return p.str(); });
+          },
           "The graph replayed last, one line per node.")
       .def(
-          "graph_dot", [](PyTraced& t) { return with_last_plan(t, [](const graph::Plan& p) { return p.graph().dot(); }); },
+          "graph_dot",
+          [](PyTraced& t) {
+            return with_last_plan(t, [](const graph::Plan& p) { return p.graph().dot(); });
+          },
           "The graph replayed last as Graphviz DOT.")
       .def(
           "op_counts",
@@ -370,23 +388,28 @@ void init_trace(py::module_& m) {
             return d;
           },
           "How many nodes of each op the graph replayed last contains.")
-      .def_property_readonly("cache_size", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.cache_size(); }); })
-      .def_property_readonly("cached_bytes", [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.cached_bytes(); }); })
-      .def_property_readonly("options",
-                             [](PyTraced& t) {
-                               const TraceOptions& o = t.inspect(
-                                   [](TracedFunction& f) -> const TraceOptions& { return f.options(); });
-                               py::dict d;
-                               d["name"] = o.name;
-                               d["shapes"] = o.shapes;
-                               d["max_cached"] = o.max_cached;
-                               d["max_cached_bytes"] = o.max_cached_bytes;
-                               d["retrace_warning"] = o.retrace_warning;
-                               d["alias_outputs"] = o.alias_outputs;
-                               d["optimize"] = o.optimize;
-                               d["arg_names"] = o.arg_names;
-                               return d;
-                             })
+      .def_property_readonly(
+          "cache_size",
+          [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.cache_size(); }); })
+      .def_property_readonly(
+          "cached_bytes",
+          [](PyTraced& t) { return t.inspect([](TracedFunction& f) { return f.cached_bytes(); }); })
+      .def_property_readonly(
+          "options",
+          [](PyTraced& t) {
+            const TraceOptions& o =
+                t.inspect([](TracedFunction& f) -> const TraceOptions& { return f.options(); });
+            py::dict d;
+            d["name"] = o.name;
+            d["shapes"] = o.shapes;
+            d["max_cached"] = o.max_cached;
+            d["max_cached_bytes"] = o.max_cached_bytes;
+            d["retrace_warning"] = o.retrace_warning;
+            d["alias_outputs"] = o.alias_outputs;
+            d["optimize"] = o.optimize;
+            d["arg_names"] = o.arg_names;
+            return d;
+          })
       .def("clear", &PyTraced::clear, "Drops every cached graph (statistics are kept).");
 }
 

@@ -28,7 +28,8 @@ struct Backends {
 };
 
 Backends& backends() {
-  static Backends* b = new Backends();  // never destroyed: storage is freed during static destruction
+  static Backends* b =
+      new Backends();  // never destroyed: storage is freed during static destruction
   return *b;
 }
 
@@ -45,7 +46,8 @@ void load_cuda_plugin(Slot& slot) {
   // Never closed: the plugin's kernels stay in the registry for the life of the process.
   if (!dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
     const char* error = dlerror();
-    slot.status = "the CUDA plugin " + path + " failed to load: " + (error ? error : "unknown error");
+    slot.status =
+        "the CUDA plugin " + path + " failed to load: " + (error ? error : "unknown error");
     return;
   }
   if (!slot.backend) slot.status = "the CUDA plugin " + path + " loaded but registered no backend";
@@ -81,8 +83,8 @@ Backend* loaded_backend(DeviceType type) {
 
 Backend& require_backend(Device device, const char* op) {
   Backend* b = backend(device.type);
-  ENCORE_CHECK(b, DeviceError, "[", op, "] device ", device.str(), " is not available: ",
-               backend_status(device.type));
+  ENCORE_CHECK(b, DeviceError, "[", op, "] device ", device.str(),
+               " is not available: ", backend_status(device.type));
   return *b;
 }
 

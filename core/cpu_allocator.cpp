@@ -55,8 +55,10 @@ void CpuAllocator::deallocate(void* ptr, size_t nbytes, Device) {
   std::lock_guard<std::mutex> lock(mutex_);
   live_ -= size;
   Cache& cache = cache_for(size);
-  if (cache.keep(ptr, size, std::min(cache.cap, peak_))) ASAN_POISON_MEMORY_REGION(ptr, size);
-  else std::free(ptr);
+  if (cache.keep(ptr, size, std::min(cache.cap, peak_)))
+    ASAN_POISON_MEMORY_REGION(ptr, size);
+  else
+    std::free(ptr);
 }
 
 size_t CpuAllocator::cached_bytes() {

@@ -66,18 +66,23 @@ CpuInfo read_cpu_info() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, family;
   while (std::getline(in, line) && !line.empty()) {  // the first processor's block
-    if (line.rfind("model name", 0) == 0) info.model = field(line);
-    else if (line.rfind("vendor_id", 0) == 0) info.vendor = field(line);
-    else if (line.rfind("cpu family", 0) == 0) family = field(line);
-    else if (line.rfind("cpu MHz", 0) == 0) info.ghz = std::strtod(field(line).c_str(), nullptr) / 1000;
+    if (line.rfind("model name", 0) == 0)
+      info.model = field(line);
+    else if (line.rfind("vendor_id", 0) == 0)
+      info.vendor = field(line);
+    else if (line.rfind("cpu family", 0) == 0)
+      family = field(line);
+    else if (line.rfind("cpu MHz", 0) == 0)
+      info.ghz = std::strtod(field(line).c_str(), nullptr) / 1000;
   }
   const bool zen4 = info.vendor == "AuthenticAMD" && family == "25";  // family 19h
   const bool wide = info.isa >= CpuIsa::Avx512 && !zen4;
   const int lanes = wide ? 16 : info.isa >= CpuIsa::Avx ? 8 : 4;
   info.flops_per_cycle = 2 * lanes * 2;
-  info.peak_basis = std::string("2 FMA pipes x ") + std::to_string(lanes * 32) + "-bit" +
-                    (zen4 && info.isa >= CpuIsa::Avx512 ? " (Zen 4 runs AVX-512 on 256-bit pipes)" : "") +
-                    " x 2 flops at " + std::to_string(info.ghz).substr(0, 5) + " GHz";
+  info.peak_basis =
+      std::string("2 FMA pipes x ") + std::to_string(lanes * 32) + "-bit" +
+      (zen4 && info.isa >= CpuIsa::Avx512 ? " (Zen 4 runs AVX-512 on 256-bit pipes)" : "") +
+      " x 2 flops at " + std::to_string(info.ghz).substr(0, 5) + " GHz";
   return info;
 }
 
@@ -95,13 +100,16 @@ CpuIsa blas_core_isa(const std::string& core) {
   if (is("Cooperlake") || is("SapphireRapids")) return CpuIsa::Avx512Bf16;
   if (is("SkylakeX")) return CpuIsa::Avx512;
   if (is("Haswell") || is("Zen") || is("Excavator")) return CpuIsa::Avx2;
-  if (is("Sandybridge") || is("Bulldozer") || is("Piledriver") || is("Steamroller")) return CpuIsa::Avx;
+  if (is("Sandybridge") || is("Bulldozer") || is("Piledriver") || is("Steamroller"))
+    return CpuIsa::Avx;
   return CpuIsa::Sse3;
 }
 
 CpuIsa onednn_isa() {
   const unsigned isa = dnnl_get_effective_cpu_isa();
-  const auto has = [&](dnnl_cpu_isa_t level) { return (isa & level) == static_cast<unsigned>(level); };
+  const auto has = [&](dnnl_cpu_isa_t level) {
+    return (isa & level) == static_cast<unsigned>(level);
+  };
   if (has(dnnl_cpu_isa_avx512_core_bf16)) return CpuIsa::Avx512Bf16;
   if (has(dnnl_cpu_isa_avx512_core)) return CpuIsa::Avx512;
   if (has(dnnl_cpu_isa_avx2)) return CpuIsa::Avx2;
@@ -173,8 +181,10 @@ bool use_blas_core(const std::string& core) {
   setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
   gotoblas_dynamic_quit();
   gotoblas_dynamic_init();
-  if (user) setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
-  else unsetenv("OPENBLAS_CORETYPE");
+  if (user)
+    setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+  else
+    unsetenv("OPENBLAS_CORETYPE");
   return strcasecmp(openblas_get_corename(), core.c_str()) == 0;
 }
 
@@ -207,8 +217,8 @@ void select_blas_core() {
 }  // namespace detail
 
 std::string kernels_summary() {
-  return "OpenBLAS " + blas_core().core + " (" + name(blas_core_isa(blas_core().core)) + "), oneDNN " +
-         onednn_isa_name() + " (" + name(onednn_isa()) + ")";
+  return "OpenBLAS " + blas_core().core + " (" + name(blas_core_isa(blas_core().core)) +
+         "), oneDNN " + onednn_isa_name() + " (" + name(onednn_isa()) + ")";
 }
 
 }  // namespace cpu

@@ -22,10 +22,10 @@ enum class CpuIsa { Sse3, Avx, Avx2, Avx512, Avx512Bf16 };
 const char* name(CpuIsa isa);
 
 struct CpuInfo {
-  std::string model;       // /proc/cpuinfo's "model name"
-  std::string vendor;      // "GenuineIntel", "AuthenticAMD", ...
+  std::string model;          // /proc/cpuinfo's "model name"
+  std::string vendor;         // "GenuineIntel", "AuthenticAMD", ...
   CpuIsa isa = CpuIsa::Sse3;  // the newest level the CPU and the OS both support
-  double ghz = 0;          // the clock /proc/cpuinfo reports (a VM's nominal clock; turbo may exceed it)
+  double ghz = 0;  // the clock /proc/cpuinfo reports (a VM's nominal clock; turbo may exceed it)
   /// float32 multiply-adds' flops per cycle and core: 2 FMA pipes x vector lanes x 2, with AMD's
   /// Zen 4 counted at its 256-bit datapath (it splits AVX-512 instructions in two).
   int flops_per_cycle = 0;

@@ -12,17 +12,19 @@ namespace encore {
 
 enum class DType : uint8_t { Float32, Float64, Int32, Int64 };
 
-constexpr size_t itemsize(DType t) {
-  return (t == DType::Float32 || t == DType::Int32) ? 4 : 8;
-}
+constexpr size_t itemsize(DType t) { return (t == DType::Float32 || t == DType::Int32) ? 4 : 8; }
 constexpr bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
 constexpr std::string_view name(DType t) {
   switch (t) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
   }
   return "?";
 }
@@ -40,10 +42,14 @@ namespace encore {
 /// Calls `f.template operator()<T>()` with T the C++ type of `t`.
 template <class F> decltype(auto) visit_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    case DType::Int32: return f.template operator()<int32_t>();
-    case DType::Int64: break;
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    case DType::Int32:
+      return f.template operator()<int32_t>();
+    case DType::Int64:
+      break;
   }
   return f.template operator()<int64_t>();
 }

@@ -18,20 +18,34 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 /// Incompatible or invalid shapes (Python: ValueError).
-class ShapeError : public Error { using Error::Error; };
+class ShapeError : public Error {
+  using Error::Error;
+};
 /// Wrong element type (Python: TypeError).
-class DTypeError : public Error { using Error::Error; };
+class DTypeError : public Error {
+  using Error::Error;
+};
 /// Tensors on the wrong or mixed devices, or a device that is not present (Python: RuntimeError).
-class DeviceError : public Error { using Error::Error; };
+class DeviceError : public Error {
+  using Error::Error;
+};
 /// Bad argument values, or reading a value that does not exist yet (Python:
 /// encore.InvalidValueError, a ValueError).
-class ValueError : public Error { using Error::Error; };
+class ValueError : public Error {
+  using Error::Error;
+};
 /// A feature this build or this configuration does not support (Python: RuntimeError).
-class UnsupportedError : public Error { using Error::Error; };
+class UnsupportedError : public Error {
+  using Error::Error;
+};
 /// Allocation failure; the runtime stays usable afterwards (Python: MemoryError).
-class OutOfMemoryError : public Error { using Error::Error; };
+class OutOfMemoryError : public Error {
+  using Error::Error;
+};
 /// A failure inside a backend library call (Python: RuntimeError).
-class BackendError : public Error { using Error::Error; };
+class BackendError : public Error {
+  using Error::Error;
+};
 /// A file that could not be written or read (Python: encore.FileError, an OSError; with an
 /// errno, the subclass it selects: FileNotFoundError, PermissionError, IsADirectoryError...).
 /// What a file holds is a value: a corrupt or truncated file is a ValueError.
@@ -50,7 +64,9 @@ class FileError : public Error {
 };
 /// A collective that failed or did not finish in time, or ranks that disagree on what they run
 /// (Python: encore.DistributedError, a RuntimeError).
-class DistributedError : public Error { using Error::Error; };
+class DistributedError : public Error {
+  using Error::Error;
+};
 
 namespace detail {
 template <class... Args> std::string cat(const Args&... args) {
@@ -63,9 +79,9 @@ template <class... Args> std::string cat(const Args&... args) {
 }  // namespace encore
 
 /// Throws `Kind` with the streamed message when `cond` is false: user input is never asserted.
-#define ENCORE_CHECK(cond, Kind, ...)                                \
-  do {                                                               \
-    if (!(cond)) throw Kind(::encore::detail::cat(__VA_ARGS__));     \
+#define ENCORE_CHECK(cond, Kind, ...)                            \
+  do {                                                           \
+    if (!(cond)) throw Kind(::encore::detail::cat(__VA_ARGS__)); \
   } while (0)
 
 namespace encore {

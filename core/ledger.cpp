@@ -18,13 +18,34 @@
 namespace encore {
 
 namespace {
-constexpr std::string_view kNames[] = {
-    "ops_dispatched", "dispatch_ns", "kernel_ns",     "kernels_timed", "ops_traced",
-    "traces",         "trace_ns",    "optimize_ns",   "plan_ns",       "capture_ns",
-    "instantiate_ns", "autotunes",   "autotune_ns",   "autotune_hits", "prepared_evictions", "replays",
-    "replay_ns",      "graph_launches", "allocations", "bytes_allocated", "copy_in_ns", "allocations_reused",
-    "layout_reorders", "layout_reorder_ns", "collectives", "collective_bytes", "comm_ns",
-    "comm_wait_ns"};
+constexpr std::string_view kNames[] = {"ops_dispatched",
+                                       "dispatch_ns",
+                                       "kernel_ns",
+                                       "kernels_timed",
+                                       "ops_traced",
+                                       "traces",
+                                       "trace_ns",
+                                       "optimize_ns",
+                                       "plan_ns",
+                                       "capture_ns",
+                                       "instantiate_ns",
+                                       "autotunes",
+                                       "autotune_ns",
+                                       "autotune_hits",
+                                       "prepared_evictions",
+                                       "replays",
+                                       "replay_ns",
+                                       "graph_launches",
+                                       "allocations",
+                                       "bytes_allocated",
+                                       "copy_in_ns",
+                                       "allocations_reused",
+                                       "layout_reorders",
+                                       "layout_reorder_ns",
+                                       "collectives",
+                                       "collective_bytes",
+                                       "comm_ns",
+                                       "comm_wait_ns"};
 static_assert(std::size(kNames) == static_cast<size_t>(Counter::Count));
 constexpr std::string_view kGaugeNames[] = {"prepared_bytes", "prepared_entries"};
 static_assert(std::size(kGaugeNames) == static_cast<size_t>(Gauge::Count));
@@ -49,7 +70,8 @@ class Blocks {
   static Blocks& get() {
     static Blocks* blocks = [] {  // never destroyed, like the ledger
       // The forking thread holds the mutex across fork(), so no child inherits it locked.
-      pthread_atfork([] { get().mutex_.lock(); }, [] { get().mutex_.unlock(); }, [] { get().mutex_.unlock(); });
+      pthread_atfork([] { get().mutex_.lock(); }, [] { get().mutex_.unlock(); },
+                     [] { get().mutex_.unlock(); });
       return new Blocks;
     }();
     return *blocks;
@@ -149,7 +171,8 @@ void Ledger::reset() {
 void Ledger::on_allocate(size_t nbytes) {
   add(Counter::Allocations, 1);
   add(Counter::BytesAllocated, static_cast<int64_t>(nbytes));
-  const int64_t live = live_.fetch_add(static_cast<int64_t>(nbytes), std::memory_order_relaxed) + static_cast<int64_t>(nbytes);
+  const int64_t live = live_.fetch_add(static_cast<int64_t>(nbytes), std::memory_order_relaxed) +
+                       static_cast<int64_t>(nbytes);
   int64_t peak = peak_.load(std::memory_order_relaxed);
   while (live > peak && !peak_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
   }
@@ -286,7 +309,8 @@ std::string Ledger::chrome_trace_json() const {
   }
   for (const TraceEvent& e : evs) {
     char buf[128];
-    std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%ld,\"tid\":%lld",
+    std::snprintf(buf, sizeof buf,
+                  ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%ld,\"tid\":%lld",
                   (e.start_ns - t0) / 1e3, e.duration_ns / 1e3, pid, static_cast<long long>(e.tid));
     s << ",{\"name\":\"" << json_escape(e.name) << "\",\"cat\":\"" << e.category << "\"" << buf;
     if (!e.args.empty()) s << ",\"args\":{" << e.args << "}";

@@ -17,34 +17,35 @@
 namespace encore {
 
 enum class Counter : int {
-  OpsDispatched,    // eager op calls
-  DispatchNs,       // wall time inside eager op calls, kernels included (CPU kernels are synchronous)
-  KernelNs,         // time inside kernels (measured only while profiling is on)
-  KernelsTimed,     // kernel calls that KernelNs covers
-  OpsTraced,        // op calls recorded into a graph instead of running
-  Traces,           // traced-function cache misses that built a new Plan
-  TraceNs,          // running the user function symbolically
-  OptimizeNs,       // graph passes
-  PlanNs,           // memory plan + Plan build (kernel resolution, primitive creation)
-  CaptureNs,        // CUDA stream capture of a Plan
-  InstantiateNs,    // cudaGraphInstantiate
-  Autotunes,        // per-shape algorithm searches / primitive creations (cache misses that made a state)
+  OpsDispatched,  // eager op calls
+  DispatchNs,     // wall time inside eager op calls, kernels included (CPU kernels are synchronous)
+  KernelNs,       // time inside kernels (measured only while profiling is on)
+  KernelsTimed,   // kernel calls that KernelNs covers
+  OpsTraced,      // op calls recorded into a graph instead of running
+  Traces,         // traced-function cache misses that built a new Plan
+  TraceNs,        // running the user function symbolically
+  OptimizeNs,     // graph passes
+  PlanNs,         // memory plan + Plan build (kernel resolution, primitive creation)
+  CaptureNs,      // CUDA stream capture of a Plan
+  InstantiateNs,  // cudaGraphInstantiate
+  Autotunes,  // per-shape algorithm searches / primitive creations (cache misses that made a state)
   AutotuneNs,
-  AutotuneHits,     // per-shape cache hits on a state (and searches answered by a loaded choice)
+  AutotuneHits,       // per-shape cache hits on a state (and searches answered by a loaded choice)
   PreparedEvictions,  // per-shape states dropped from the dispatcher's bounded cache
   Replays,
   ReplayNs,
-  GraphLaunches,    // cudaGraphLaunch calls: one per replay of a captured Plan
+  GraphLaunches,  // cudaGraphLaunch calls: one per replay of a captured Plan
   Allocations,
   BytesAllocated,
-  CopyInNs,         // replays: padding (bucketing) and copying arguments in (measured only while profiling)
+  CopyInNs,           // replays: padding (bucketing) and copying arguments in (measured only while
+                      // profiling)
   AllocationsReused,  // host blocks handed out again from the CPU allocator's cache
   LayoutReorders,     // to_blocked / from_blocked nodes run (conv1d 'blocked' layout)
   LayoutReorderNs,
-  Collectives,        // collectives run (core/dist.h), a group of one's identities included
-  CollectiveBytes,    // bytes they sent from this rank (their inputs)
-  CommNs,             // time the engine spent running them (its own thread on the CPU)
-  CommWaitNs,         // time callers waited for them: the part of CommNs compute did not hide
+  Collectives,      // collectives run (core/dist.h), a group of one's identities included
+  CollectiveBytes,  // bytes they sent from this rank (their inputs)
+  CommNs,           // time the engine spent running them (its own thread on the CPU)
+  CommWaitNs,       // time callers waited for them: the part of CommNs compute did not hide
   Count
 };
 
@@ -95,7 +96,9 @@ class Ledger {
   /// Bytes of device and host memory encore holds now, and the most it held at once since
   /// the last reset_peak(): an eager step's peak, against a traced step's arena.
   void on_allocate(size_t nbytes);
-  void on_free(size_t nbytes) { live_.fetch_sub(static_cast<int64_t>(nbytes), std::memory_order_relaxed); }
+  void on_free(size_t nbytes) {
+    live_.fetch_sub(static_cast<int64_t>(nbytes), std::memory_order_relaxed);
+  }
   int64_t live_bytes() const { return live_.load(std::memory_order_relaxed); }
   int64_t peak_live_bytes() const { return peak_.load(std::memory_order_relaxed); }
   void reset_peak() { peak_.store(live_bytes(), std::memory_order_relaxed); }

@@ -97,7 +97,8 @@ class ModeFlagObserver {
  public:
   virtual ~ModeFlagObserver() = default;
   virtual void on_flag_read(const std::shared_ptr<const ModeFlag>& flag, bool value) = 0;
-  virtual void on_generation_read(const std::shared_ptr<const Generation>& generation, uint64_t count) = 0;
+  virtual void on_generation_read(const std::shared_ptr<const Generation>& generation,
+                                  uint64_t count) = 0;
 };
 /// The observer of this thread (null when none).
 ModeFlagObserver* mode_flag_observer();

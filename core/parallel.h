@@ -24,8 +24,9 @@ void parallel_for(int64_t n, int64_t min_parallel, void (*body)(const void*, int
 template <class F> void parallel_for(int64_t n, int64_t min_parallel, const F& f) {
   static_assert(std::is_nothrow_invocable_v<const F&, int64_t, int64_t>,
                 "parallel_for: the body must be noexcept");
-  detail::parallel_for(n, min_parallel,
-                       [](const void* c, int64_t b, int64_t e) { (*static_cast<const F*>(c))(b, e); }, &f);
+  detail::parallel_for(
+      n, min_parallel,
+      [](const void* c, int64_t b, int64_t e) { (*static_cast<const F*>(c))(b, e); }, &f);
 }
 
 }  // namespace encore

@@ -24,9 +24,10 @@ void Scalar::check(DType dtype, const char* op) const {
 
 void Scalar::check_operand(DType dtype, const char* op) const {
   check(dtype, op);
-  ENCORE_CHECK(integral || is_floating(dtype) || std::trunc(d) == d, ValueError, "[", op, "] the value ", str(),
-               " is not a whole number, so an ", name(dtype),
-               " tensor cannot take it as an operand: convert the tensor to a floating dtype first");
+  ENCORE_CHECK(
+      integral || is_floating(dtype) || std::trunc(d) == d, ValueError, "[", op, "] the value ",
+      str(), " is not a whole number, so an ", name(dtype),
+      " tensor cannot take it as an operand: convert the tensor to a floating dtype first");
 }
 
 Scalar Scalar::operator-() const {

@@ -22,7 +22,7 @@ struct Scalar {
 
   constexpr Scalar() = default;
   template <class T>
-    requires std::is_integral_v<T>
+  requires std::is_integral_v<T>
   constexpr Scalar(T v) {  // NOLINT(google-explicit-constructor): numbers convert implicitly
     if constexpr (std::is_unsigned_v<T> && sizeof(T) >= sizeof(int64_t)) {
       if (v > static_cast<uint64_t>(INT64_MAX)) {
@@ -35,7 +35,7 @@ struct Scalar {
     integral = true;
   }
   template <class T>
-    requires std::is_floating_point_v<T>
+  requires std::is_floating_point_v<T>
   constexpr Scalar(T v) : d(static_cast<double>(v)) {  // NOLINT(google-explicit-constructor)
     // -2^63 <= d < 2^63: the int64 range, NaN excluded.
     if (d >= -9223372036854775808.0 && d < 9223372036854775808.0) i = static_cast<int64_t>(d);
@@ -56,7 +56,8 @@ struct Scalar {
   std::string str() const;
   /// Same kind and same bits (0.0 and -0.0 differ; a NaN equals itself).
   friend bool operator==(const Scalar& a, const Scalar& b) {
-    return a.integral == b.integral && a.i == b.i && std::bit_cast<uint64_t>(a.d) == std::bit_cast<uint64_t>(b.d);
+    return a.integral == b.integral && a.i == b.i &&
+           std::bit_cast<uint64_t>(a.d) == std::bit_cast<uint64_t>(b.d);
   }
 };
 

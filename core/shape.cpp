@@ -17,8 +17,8 @@ void Dims::push_back(int64_t v) {
 }
 
 void Dims::resize(int n, int64_t v) {
-  ENCORE_CHECK(n >= 0 && n <= kMaxDims, ShapeError, "[shape] rank ", n,
-               " exceeds the maximum of ", kMaxDims);
+  ENCORE_CHECK(n >= 0 && n <= kMaxDims, ShapeError, "[shape] rank ", n, " exceeds the maximum of ",
+               kMaxDims);
   for (int i = n_; i < n; ++i) d_[i] = v;
   n_ = static_cast<int8_t>(n);
 }
@@ -47,7 +47,8 @@ std::string Dims::str() const {
 
 Strides contiguous_strides(const Shape& shape) {
   Strides st = Dims::filled(shape.size(), 1);
-  for (int i = shape.size() - 2; i >= 0; --i) st[i] = st[i + 1] * std::max<int64_t>(shape[i + 1], 1);
+  for (int i = shape.size() - 2; i >= 0; --i)
+    st[i] = st[i + 1] * std::max<int64_t>(shape[i + 1], 1);
   return st;
 }
 

@@ -6,8 +6,7 @@ namespace encore {
 
 void check_readable(const TensorBase& t, const char* op) {
   ENCORE_CHECK(t.defined(), ValueError, "[", op, "] tensor is undefined");
-  ENCORE_CHECK(!tracing(), ValueError, "[", op, "] cannot read the value of ",
-               describe(t),
+  ENCORE_CHECK(!tracing(), ValueError, "[", op, "] cannot read the value of ", describe(t),
                " inside a traced function: values exist only when the graph replays. Return the "
                "tensor from the traced function and read it there");
   ENCORE_CHECK(!t.is_symbolic(), ValueError, "[", op, "] ", describe(t),
@@ -38,8 +37,8 @@ TensorBase TensorBase::empty(const Shape& shape, DType dtype, Device device) {
   return TensorBase(std::move(impl));
 }
 
-TensorBase TensorBase::make_view(std::shared_ptr<Storage> storage, const Shape& shape, const Strides& strides,
-                                 int64_t offset, DType dtype) {
+TensorBase TensorBase::make_view(std::shared_ptr<Storage> storage, const Shape& shape,
+                                 const Strides& strides, int64_t offset, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
   impl->device = storage->device();
   impl->storage = std::move(storage);
@@ -50,7 +49,9 @@ TensorBase TensorBase::make_view(std::shared_ptr<Storage> storage, const Shape& 
   return TensorBase(std::move(impl));
 }
 
-int64_t TensorBase::size(int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }
+int64_t TensorBase::size(int64_t axis) const {
+  return shape()[normalize_axis(axis, dim(), "size")];
+}
 
 bool TensorBase::is_contiguous() const { return ::encore::is_contiguous(shape(), strides()); }
 
@@ -97,7 +98,8 @@ void TensorBase::set_requires_grad(bool on) {
   ENCORE_CHECK(is_leaf(), ValueError,
                "[requires_grad] can only be set on leaf tensors (not results of tracked ops)");
   ENCORE_CHECK(!on || is_floating(dtype()), DTypeError,
-               "[requires_grad] only floating tensors can require gradients, got ", describe(*this));
+               "[requires_grad] only floating tensors can require gradients, got ",
+               describe(*this));
   impl_->requires_grad = on;
 }
 

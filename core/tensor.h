@@ -21,7 +21,9 @@
 
 namespace encore {
 
-namespace autograd { struct Node; }
+namespace autograd {
+struct Node;
+}
 struct TensorImpl;
 
 /// How many layers above core may keep state of their own on a tensor (TensorExtension).
@@ -30,7 +32,7 @@ constexpr int kTensorExtensions = 2;
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
-  Strides strides;  // in elements
+  Strides strides;     // in elements
   int64_t offset = 0;  // in elements
   DType dtype = DType::Float32;
   Device device;
@@ -39,7 +41,7 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;  // the op that produced this tensor, if tracked
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
   bool view = false;  // made by a view op (slice, reshape, transpose): shares another's memory
-  std::string name;  // set for parameters ("dense_1.kernel"); used in explanations
+  std::string name;   // set for parameters ("dense_1.kernel"); used in explanations
   /// What higher layers keep per tensor, each in the slot it claimed (TensorExtension): the
   /// graph layer's gradient buffer for traced steps, the logits behind sigmoid's probabilities.
   /// Core only holds them.
@@ -56,8 +58,12 @@ template <class T> class TensorExtension {
  public:
   explicit TensorExtension(const char* owner) : slot_(claim_tensor_extension(owner)) {}
   T* get(const TensorImpl& t) const { return static_cast<T*>(t.extensions[slot_].get()); }
-  std::shared_ptr<T> shared(const TensorImpl& t) const { return std::static_pointer_cast<T>(t.extensions[slot_]); }
-  void set(TensorImpl& t, std::shared_ptr<T> value) const { t.extensions[slot_] = std::move(value); }
+  std::shared_ptr<T> shared(const TensorImpl& t) const {
+    return std::static_pointer_cast<T>(t.extensions[slot_]);
+  }
+  void set(TensorImpl& t, std::shared_ptr<T> value) const {
+    t.extensions[slot_] = std::move(value);
+  }
 
  private:
   int slot_;
@@ -69,10 +75,11 @@ class TensorBase {
   explicit TensorBase(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   /// Uninitialized contiguous tensor.
-  static TensorBase empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  static TensorBase empty(const Shape& shape, DType dtype = DType::Float32,
+                          Device device = Device::cpu());
   /// A view with the given geometry on `storage` (no copy).
-  static TensorBase make_view(std::shared_ptr<Storage> storage, const Shape& shape, const Strides& strides,
-                              int64_t offset, DType dtype);
+  static TensorBase make_view(std::shared_ptr<Storage> storage, const Shape& shape,
+                              const Strides& strides, int64_t offset, DType dtype);
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
@@ -98,8 +105,7 @@ class TensorBase {
   void* data_ptr() const;
   template <class T> T* data() const {
     ENCORE_CHECK(dtype_of<T>::value == dtype(), DTypeError, "[data] tensor has dtype ",
-                 ::encore::name(dtype()), ", requested ",
-                 ::encore::name(dtype_of<T>::value));
+                 ::encore::name(dtype()), ", requested ", ::encore::name(dtype_of<T>::value));
     return static_cast<T*>(data_ptr());
   }
 

@@ -66,7 +66,8 @@ bool threads_pinned_by_fork() { return g_pinned_by_fork.load(std::memory_order_r
 void set_num_threads(int n) {
   ENCORE_CHECK(n >= 1 && n <= 4096, ValueError,
                "[set_num_threads] thread count must be in 1 to 4096, got ", n);
-  ENCORE_CHECK(n == 1 || !threads_pinned_by_fork(), UnsupportedError, "[set_num_threads] cannot use ", n,
+  ENCORE_CHECK(n == 1 || !threads_pinned_by_fork(), UnsupportedError,
+               "[set_num_threads] cannot use ", n,
                " threads in a process forked after its parent's OpenMP workers had started: GNU "
                "OpenMP cannot start workers again in the child (a parallel region would wait for "
                "the parent's forever), so this process runs its kernels on 1 thread; start it "

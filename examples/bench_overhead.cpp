@@ -27,7 +27,8 @@ double time_chain(const Tensor& x, int ops) {
 int main(int argc, char** argv) {
   const examples::Args args(argc, argv, {"ops", "repeats", "steps", "device", "json"});
   return examples::guarded(args, [&] {
-    const int ops = static_cast<int>(args.num("ops", 2000)), repeats = static_cast<int>(args.num("repeats", 30));
+    const int ops = static_cast<int>(args.num("ops", 2000)),
+              repeats = static_cast<int>(args.num("repeats", 30));
     const int steps = static_cast<int>(args.num("steps", 30));
     const Device device = examples::pick_device(args);
     std::vector<examples::Row> rows;
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
     // 2. A traced call that hits the cache: signature lookup, bind, one replay of one op.
     {
       auto f = trace([](const Tensor& a, const Tensor& b) { return a + b; });
-      const Tensor a = full({4}, 1.0, DType::Float32, device), b = full({4}, 2.0, DType::Float32, device);
+      const Tensor a = full({4}, 1.0, DType::Float32, device),
+                   b = full({4}, 2.0, DType::Float32, device);
       f(a, b);
       std::vector<double> us;
       for (int r = 0; r < repeats; ++r) {
@@ -71,7 +73,8 @@ int main(int argc, char** argv) {
     // 3. The cache lookup itself: matching a call's arguments against a cached signature.
     {
       std::vector<graph::Arg> call;
-      for (int i = 0; i < 8; ++i) call.emplace_back(full({32, 140, 30}, 1.0, DType::Float32, device));
+      for (int i = 0; i < 8; ++i)
+        call.emplace_back(full({32, 140, 30}, 1.0, DType::Float32, device));
       const graph::Signature sig = graph::Signature::of(call);
       std::vector<double> ns;
       for (int r = 0; r < repeats; ++r) {
@@ -91,8 +94,10 @@ int main(int argc, char** argv) {
     // 4. A retrace's structured record: the causes of a new signature against the cached one
     //    (what a trace adds over the old text-only explanation), per retrace.
     {
-      const std::vector<graph::Arg> before = {full({32, 140, 30}, 1.0, DType::Float32, device), int64_t{3}};
-      const std::vector<graph::Arg> after = {full({32, 150, 30}, 1.0, DType::Float32, device), int64_t{3}};
+      const std::vector<graph::Arg> before = {full({32, 140, 30}, 1.0, DType::Float32, device),
+                                              int64_t{3}};
+      const std::vector<graph::Arg> after = {full({32, 150, 30}, 1.0, DType::Float32, device),
+                                             int64_t{3}};
       const graph::Signature a = graph::Signature::of(before), b = graph::Signature::of(after);
       const std::vector<std::string> names = {"x", "k"};
       std::vector<double> ns;
@@ -121,7 +126,8 @@ int main(int argc, char** argv) {
       tiny.build({32, 4, 8});
       tiny.to(device);
       nn::Adam tiny_adam(tiny.parameters(), 1e-3);
-      const Tensor x = full({32, 4, 8}, 0.5, DType::Float32, device), y = full({32, 1}, 1.0, DType::Float32, device);
+      const Tensor x = full({32, 4, 8}, 0.5, DType::Float32, device),
+                   y = full({32, 1}, 1.0, DType::Float32, device);
       const Step tiny_step = [&](const Batch& b) -> std::vector<Tensor> {
         tiny_adam.zero_grad();
         Tensor loss = nn::binary_crossentropy(b[1], tiny(b[0]));
@@ -129,11 +135,13 @@ int main(int argc, char** argv) {
         tiny_adam.step();
         return {loss};
       };
-      const CompareReport report =
-          compare_modes(tiny_step, BatchSource::of(Batch{x, y}), {.modes = {"traced"}, .steps = steps * 10});
-      TracedFunction bare([&](const std::vector<graph::Arg>& a) {
-        return tiny_step({std::get<Tensor>(a[0]), std::get<Tensor>(a[1])});
-      }, {.name = "bare"});
+      const CompareReport report = compare_modes(tiny_step, BatchSource::of(Batch{x, y}),
+                                                 {.modes = {"traced"}, .steps = steps * 10});
+      TracedFunction bare(
+          [&](const std::vector<graph::Arg>& a) {
+            return tiny_step({std::get<Tensor>(a[0]), std::get<Tensor>(a[1])});
+          },
+          {.name = "bare"});
       const std::vector<graph::Arg> call = {x, y};
       std::vector<double> us;
       for (int i = 0; i < steps * 10 + 3; ++i) {
@@ -182,11 +190,12 @@ int main(int argc, char** argv) {
         synchronize(device);
         if (i >= 5) ms.push_back(examples::seconds_since(t0) * 1e3);
       }
-      rows.push_back(examples::Row()
-                         .add("benchmark", use_trace ? "small model step, traced" : "small model step, eager")
-                         .add("device", device.str())
-                         .add("median_us", examples::median(ms) * 1e3)
-                         .add("unit", "per step"));
+      rows.push_back(
+          examples::Row()
+              .add("benchmark", use_trace ? "small model step, traced" : "small model step, eager")
+              .add("device", device.str())
+              .add("median_us", examples::median(ms) * 1e3)
+              .add("unit", "per step"));
     }
 
     examples::print_table(rows);

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/tensor.h"
 #include "core/threads.h"
 #include "ops/ops.h"
+#include "ops/tensor.h"
 
 namespace examples {
 
@@ -35,9 +35,11 @@ class Args {
  public:
   Args(int argc, char** argv, std::vector<std::string> known) : known_(std::move(known)) {
     program_ = argc > 0 ? argv[0] : "example";
-    if (const auto slash = program_.rfind('/'); slash != std::string::npos) program_ = program_.substr(slash + 1);
+    if (const auto slash = program_.rfind('/'); slash != std::string::npos)
+      program_ = program_.substr(slash + 1);
     for (int i = 1; i < argc; ++i) {
-      if (std::strncmp(argv[i], "--", 2) != 0) usage_error(program_, std::string("unexpected argument '") + argv[i] + "'" + options());
+      if (std::strncmp(argv[i], "--", 2) != 0)
+        usage_error(program_, std::string("unexpected argument '") + argv[i] + "'" + options());
       const std::string key(argv[i] + 2);
       if (std::find(known_.begin(), known_.end(), key) == known_.end())
         usage_error(program_, "unknown option --" + key + options());
@@ -55,7 +57,8 @@ class Args {
     if (it == values_.end()) return def;
     char* end = nullptr;
     const long long v = std::strtoll(it->second.c_str(), &end, 10);
-    if (end == it->second.c_str() || *end) usage_error(program_, "--" + k + " needs an integer, got '" + it->second + "'");
+    if (end == it->second.c_str() || *end)
+      usage_error(program_, "--" + k + " needs an integer, got '" + it->second + "'");
     return v;
   }
   double real(const std::string& k, double def) const {
@@ -63,7 +66,8 @@ class Args {
     if (it == values_.end()) return def;
     char* end = nullptr;
     const double v = std::strtod(it->second.c_str(), &end);
-    if (end == it->second.c_str() || *end) usage_error(program_, "--" + k + " needs a number, got '" + it->second + "'");
+    if (end == it->second.c_str() || *end)
+      usage_error(program_, "--" + k + " needs a number, got '" + it->second + "'");
     return v;
   }
   bool flag(const std::string& k) const { return values_.count(k) > 0; }
@@ -91,7 +95,8 @@ inline Device pick_device(const Args& args) {
   }
   if (device.is_cuda() && !encore::cuda_available())
     usage_error(args.program(), "--device " + d + ": no CUDA device is available (" +
-                                    (encore::cuda_built() ? "no GPU or driver found" : "this build has no CUDA backend") +
+                                    (encore::cuda_built() ? "no GPU or driver found"
+                                                          : "this build has no CUDA backend") +
                                     "); use --device cpu");
   return device;
 }
@@ -141,12 +146,14 @@ inline FrequencyTask make_frequency_task(int64_t n, int64_t steps, int64_t chann
             noise(rng) + amp * std::sin(6.2831853f * freq * static_cast<float>(t) + phase);
     }
   }
-  return {encore::from_vector(x, {n, steps, channels}, device), encore::from_vector(y, {n, 1}, device)};
+  return {encore::from_vector(x, {n, steps, channels}, device),
+          encore::from_vector(y, {n, 1}, device)};
 }
 
 /// The adding problem (Hochreiter & Schmidhuber): channel 0 holds random values, channel 1
 /// marks two positions; the target is the sum of the two marked values.
-inline FrequencyTask make_adding_task(int64_t n, int64_t steps, uint32_t seed, Device device = Device::cpu()) {
+inline FrequencyTask make_adding_task(int64_t n, int64_t steps, uint32_t seed,
+                                      Device device = Device::cpu()) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(n * steps * 2), 0.0f), y(static_cast<size_t>(n));
@@ -161,7 +168,9 @@ inline FrequencyTask make_adding_task(int64_t n, int64_t steps, uint32_t seed, D
 }
 
 /// Rows [start, start + count) of a batch-first tensor.
-inline Tensor rows(const Tensor& t, int64_t start, int64_t count) { return t.slice(0, start, start + count); }
+inline Tensor rows(const Tensor& t, int64_t start, int64_t count) {
+  return t.slice(0, start, start + count);
+}
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -210,15 +219,19 @@ inline void write_json(const std::string& path, const std::vector<Row>& rows) {
 inline void print_table(const std::vector<Row>& rows) {
   if (rows.empty()) return;
   const char* wait = std::getenv("OMP_WAIT_POLICY");
-  std::printf("cpu threads: %d (OMP_WAIT_POLICY=%s)\n", encore::num_threads(), wait ? wait : "unset");
+  std::printf("cpu threads: %d (OMP_WAIT_POLICY=%s)\n", encore::num_threads(),
+              wait ? wait : "unset");
   const size_t cols = rows[0].fields.size();
   std::vector<size_t> width(cols, 0);
-  auto text = [](const std::string& v) { return v.size() >= 2 && v.front() == '"' ? v.substr(1, v.size() - 2) : v; };
+  auto text = [](const std::string& v) {
+    return v.size() >= 2 && v.front() == '"' ? v.substr(1, v.size() - 2) : v;
+  };
   for (size_t c = 0; c < cols; ++c) {
     width[c] = rows[0].fields[c].first.size();
     for (const Row& r : rows) width[c] = std::max(width[c], text(r.fields[c].second).size());
   }
-  for (size_t c = 0; c < cols; ++c) std::printf("%-*s  ", static_cast<int>(width[c]), rows[0].fields[c].first.c_str());
+  for (size_t c = 0; c < cols; ++c)
+    std::printf("%-*s  ", static_cast<int>(width[c]), rows[0].fields[c].first.c_str());
   std::printf("\n");
   for (const Row& r : rows) {
     for (size_t c = 0; c < cols; ++c)

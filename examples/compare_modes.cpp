@@ -3,7 +3,8 @@
 // measurements, the table and the JSON all come from the library call, which measures your
 // own model the same way.
 //
-//   models   small       Conv1D(128, 40, strides 4, same) -> GAP -> Dropout -> Dense(64) -> Dense(1)
+//   models   small       Conv1D(128, 40, strides 4, same) -> GAP -> Dropout -> Dense(64) ->
+//   Dense(1)
 //                        batch (32, 140, 30): kernel-dominated
 //            tiny_dense  Dense(32, relu) per step -> GAP -> Dense(1), batch (32, 4, 8):
 //                        overhead-dominated
@@ -39,7 +40,9 @@ struct Demo {
 
 std::vector<Demo> demos(const examples::Args& args) {
   std::vector<Demo> m;
-  m.push_back({"small", {32, 140, 30}, [] {
+  m.push_back({"small",
+               {32, 140, 30},
+               [] {
                  auto s = std::make_shared<nn::Sequential>();
                  s->add<nn::Conv1D>(128, 40, nn::Conv1DOptions{.strides = 4, .padding = "same"});
                  s->add<nn::GlobalAveragePooling1D>();
@@ -47,20 +50,28 @@ std::vector<Demo> demos(const examples::Args& args) {
                  s->add<nn::Dense>(64, nn::DenseOptions{.activation = "relu"});
                  s->add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
                  return s;
-               }, {160, 192, 224}});
-  m.push_back({"tiny_dense", {32, 4, 8}, [] {
+               },
+               {160, 192, 224}});
+  m.push_back({"tiny_dense",
+               {32, 4, 8},
+               [] {
                  auto s = std::make_shared<nn::Sequential>();
                  s->add<nn::Dense>(32, nn::DenseOptions{.activation = "relu"});
                  s->add<nn::GlobalAveragePooling1D>();
                  s->add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
                  return s;
-               }, {16, 32, 64}});
-  m.push_back({"per_step", {32, 40, 8}, [] {
+               },
+               {16, 32, 64}});
+  m.push_back({"per_step",
+               {32, 40, 8},
+               [] {
                  auto s = std::make_shared<nn::Sequential>();
-                 s->add<nn::Conv1D>(16, 5, nn::Conv1DOptions{.padding = "causal", .activation = "relu"});
+                 s->add<nn::Conv1D>(16, 5,
+                                    nn::Conv1DOptions{.padding = "causal", .activation = "relu"});
                  s->add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
                  return s;
-               }, {48, 64, 96},
+               },
+               {48, 64, 96},
                [](const Tensor& y, const Tensor& p) {
                  return nn::binary_crossentropy(y, p.slice(1, 0, 8).reshape({p.shape()[0], 8}));
                }});
@@ -68,21 +79,26 @@ std::vector<Demo> demos(const examples::Args& args) {
     const int64_t units = args.num("lstm-units", 64), length = args.num("lstm-length", 50);
     const std::string impl = args.get("lstm-impl", "auto");
     if (impl != "auto" && impl != "composed" && impl != "cudnn")
-      examples::usage_error(args.program(), "--lstm-impl must be auto, composed or cudnn, got '" + impl + "'");
+      examples::usage_error(args.program(),
+                            "--lstm-impl must be auto, composed or cudnn, got '" + impl + "'");
     const nn::LSTMImplementation which = impl == "composed" ? nn::LSTMImplementation::Composed
                                          : impl == "cudnn"  ? nn::LSTMImplementation::Cudnn
                                                             : nn::LSTMImplementation::Auto;
-    m.push_back({"lstm", {32, length, 16}, [units, which] {
+    m.push_back({"lstm",
+                 {32, length, 16},
+                 [units, which] {
                    auto s = std::make_shared<nn::Sequential>();
-                   s->add(std::make_shared<nn::Bidirectional>(
-                       std::make_shared<nn::LSTM>(units, nn::LSTMOptions{.implementation = which})));
+                   s->add(std::make_shared<nn::Bidirectional>(std::make_shared<nn::LSTM>(
+                       units, nn::LSTMOptions{.implementation = which})));
                    s->add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
                    return s;
-                 }, {length + 16, length + 32, length + 64}});
+                 },
+                 {length + 16, length + 32, length + 64}});
   }
   if (args.flag("only")) {
     std::erase_if(m, [&](const Demo& d) { return d.name != args.get("only"); });
-    if (m.empty()) examples::usage_error(args.program(), "--only: no model named '" + args.get("only") + "'");
+    if (m.empty())
+      examples::usage_error(args.program(), "--only: no model named '" + args.get("only") + "'");
   }
   return m;
 }
@@ -101,13 +117,15 @@ Batch batch(const Demo& d, int64_t length, uint64_t seed, Device device) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const examples::Args args(argc, argv, {"steps", "device", "json", "only", "lstm", "lstm-units", "lstm-length", "lstm-impl"});
+  const examples::Args args(
+      argc, argv,
+      {"steps", "device", "json", "only", "lstm", "lstm-units", "lstm-length", "lstm-impl"});
   return examples::guarded(args, [&] {
     const Device device = examples::pick_device(args);
     const int steps = static_cast<int>(args.num("steps", 30));
     if (steps < 1) examples::usage_error(args.program(), "--steps must be at least 1");
-    std::printf("encore compare_modes on %s (flush denormals %s, tf32 %s)\n\n", device.str().c_str(),
-                flush_denormal() ? "on" : "off", allow_tf32() ? "on" : "off");
+    std::printf("encore compare_modes on %s (flush denormals %s, tf32 %s)\n\n",
+                device.str().c_str(), flush_denormal() ? "on" : "off", allow_tf32() ? "on" : "off");
     std::string json = "[";
     for (const Demo& d : demos(args)) {
       manual_seed(0);
@@ -116,7 +134,8 @@ int main(int argc, char** argv) {
       model->to(device);
       nn::Adam adam(model->parameters(), 1e-3);
       const BatchSource data = BatchSource::of(
-          [&](int64_t length) { return batch(d, length, static_cast<uint64_t>(length), device); }, d.input[1]);
+          [&](int64_t length) { return batch(d, length, static_cast<uint64_t>(length), device); },
+          d.input[1]);
       const CompareReport r = compare_modes(
           *model, d.loss, adam, data,
           {.modes = {"eager", "traced", "eager_new_length", "traced_new_length", "bucket"},

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     double running = 0;
     for (int64_t step = 1; step <= steps; ++step) {
-      const auto data = examples::make_adding_task(batch, length, static_cast<uint32_t>(step), device);
+      const auto data =
+          examples::make_adding_task(batch, length, static_cast<uint32_t>(step), device);
       adam.zero_grad();
       const Tensor loss = nn::mean_squared_error(data.y, model(data.x));
       loss.backward();

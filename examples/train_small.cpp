@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
       double loss_sum = 0, acc_sum = 0;
       set_training(true);
       for (int64_t s = 0; s < steps; ++s) {
-        const Tensor x = examples::rows(train.x, s * batch, batch), y = examples::rows(train.y, s * batch, batch);
+        const Tensor x = examples::rows(train.x, s * batch, batch),
+                     y = examples::rows(train.y, s * batch, batch);
         adam.zero_grad();
         const Tensor p = model(x);
         const Tensor loss = nn::binary_crossentropy(y, p);
@@ -47,7 +48,8 @@ int main(int argc, char** argv) {
         loss_sum += loss.item();
         acc_sum += nn::binary_accuracy(y, p);
         std::printf("\r  epoch %lld  step %3lld/%lld  loss %.4f", static_cast<long long>(epoch),
-                    static_cast<long long>(s + 1), static_cast<long long>(steps), loss_sum / (s + 1));
+                    static_cast<long long>(s + 1), static_cast<long long>(steps),
+                    loss_sum / (s + 1));
         std::fflush(stdout);
       }
       set_training(false);

@@ -61,11 +61,13 @@ BucketedCall bucket_call(const ShapePolicy& p, const std::vector<Arg>& call,
     }
   b.padded_args = p.args;
   b.length_arg = static_cast<int>(b.args.size());
-  b.args.emplace_back(full({1}, b.length, DType::Int64, std::get<Tensor>(call[p.args[0]]).device()));
+  b.args.emplace_back(
+      full({1}, b.length, DType::Int64, std::get<Tensor>(call[p.args[0]]).device()));
   return b;
 }
 
-void trim_outputs(std::vector<Tensor>& out, const std::vector<Trim>& trims, int64_t length, int64_t pad) {
+void trim_outputs(std::vector<Tensor>& out, const std::vector<Trim>& trims, int64_t length,
+                  int64_t pad) {
   for (size_t i = 0; i < out.size() && i < trims.size(); ++i)
     if (const int a = trims[i].axis; a >= 0) {
       const int64_t extent = out[i].shape()[a], keep = trims[i].trimmed(extent, length, pad);

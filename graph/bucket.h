@@ -45,13 +45,13 @@ namespace graph {
 
 /// A call mapped to its bucket.
 struct BucketedCall {
-  std::vector<Arg> args;  // the padded arguments (the call's own when nothing is padded)
-  int axis = 0;           // the bucketed axis (normalized)
-  int64_t length = 0;     // the call's length along it
-  int64_t bucket = 0;     // the size it is padded to (== length above the largest bucket)
-  int64_t shortest = 0;   // the shortest length this bucket serves
-  bool bucketed = false;  // false: above the largest bucket, traced exactly
-  int length_arg = -1;    // the index in `args` of the true length, int64 (1,) (-1: none)
+  std::vector<Arg> args;         // the padded arguments (the call's own when nothing is padded)
+  int axis = 0;                  // the bucketed axis (normalized)
+  int64_t length = 0;            // the call's length along it
+  int64_t bucket = 0;            // the size it is padded to (== length above the largest bucket)
+  int64_t shortest = 0;          // the shortest length this bucket serves
+  bool bucketed = false;         // false: above the largest bucket, traced exactly
+  int length_arg = -1;           // the index in `args` of the true length, int64 (1,) (-1: none)
   std::vector<int> padded_args;  // the policy's arguments, padded along `axis`
   int64_t pad() const { return bucket - length; }
 };
@@ -62,7 +62,9 @@ struct Trim {
   /// Its valid size from the call's length (a layer registered it); null: its size less the
   /// padding (found by the probes).
   std::function<int64_t(int64_t)> size;
-  int64_t trimmed(int64_t extent, int64_t length, int64_t pad) const { return size ? size(length) : extent - pad; }
+  int64_t trimmed(int64_t extent, int64_t length, int64_t pad) const {
+    return size ? size(length) : extent - pad;
+  }
 };
 
 /// Pads the policy's arguments of `call` and appends the true length; `name` names the traced
@@ -71,7 +73,8 @@ BucketedCall bucket_call(const ShapePolicy& policy, const std::vector<Arg>& call
                          const std::string& name);
 
 /// Trims each output back to its valid size for a call of `length` padded by `pad`.
-void trim_outputs(std::vector<Tensor>& out, const std::vector<Trim>& trims, int64_t length, int64_t pad);
+void trim_outputs(std::vector<Tensor>& out, const std::vector<Trim>& trims, int64_t length,
+                  int64_t pad);
 
 }  // namespace graph
 }  // namespace encore

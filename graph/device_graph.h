@@ -27,7 +27,7 @@ class DeviceGraph {
 /// (nothing leaked, the runtime usable) and the error names the op. Capture and instantiate
 /// times go into `times` and the ledger.
 using CaptureFn = std::unique_ptr<DeviceGraph> (*)(const std::vector<Step>& steps, int device,
-                                                    PlanTimes& times);
+                                                   PlanTimes& times);
 
 /// Called by a backend plugin's static initializer; returns true.
 bool register_graph_capture(DeviceType type, CaptureFn capture);

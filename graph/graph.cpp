@@ -35,7 +35,8 @@ std::string Graph::str(const std::function<std::string(size_t)>& note) const {
     s << ")";
     if (!n.out.empty()) s << "  " << n.out[0].shape.str() << " " << name(n.out[0].dtype);
     if (note)
-      if (const std::string text = note(static_cast<size_t>(&n - nodes.data())); !text.empty()) s << "  # " << text;
+      if (const std::string text = note(static_cast<size_t>(&n - nodes.data())); !text.empty())
+        s << "  # " << text;
     s << "\n";
   }
   s << "  return ";
@@ -52,8 +53,8 @@ std::string Graph::dot() const {
     const char* style = buf.kind == BufferKind::External ? ", style=filled, fillcolor=\"#dde7f7\""
                         : buf.kind == BufferKind::Input  ? ", style=filled, fillcolor=\"#e4f2dc\""
                                                          : "";
-    s << "  b" << b << " [shape=ellipse, label=\"" << buf.label << "\\n" << buf.nbytes << " B\"" << style
-      << "];\n";
+    s << "  b" << b << " [shape=ellipse, label=\"" << buf.label << "\\n"
+      << buf.nbytes << " B\"" << style << "];\n";
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];

@@ -25,13 +25,13 @@ struct Buffer {
   BufferKind kind = BufferKind::Internal;
   size_t nbytes = 0;
   Device device;
-  int input = -1;                      // Input: which tensor argument
-  std::shared_ptr<Storage> storage;    // External: the captured storage, kept alive
+  int input = -1;                    // Input: which tensor argument
+  std::shared_ptr<Storage> storage;  // External: the captured storage, kept alive
   /// External: every tensor it was seen through. Those alive after the trace are the
   /// caller's (parameters, optimizer state) and are checked for replaced storage.
   std::vector<Owner> owners;
-  std::string label;                   // "x", "dense.kernel", "dense.kernel.grad", "%12"
-  bool written = false;                // some node writes it (parameter updates, generator state)
+  std::string label;     // "x", "dense.kernel", "dense.kernel.grad", "%12"
+  bool written = false;  // some node writes it (parameter updates, generator state)
 };
 
 struct Value {

@@ -44,11 +44,14 @@ void set_lengths(const Tensor& t, Lengths lengths, bool masked) {
 }
 
 void note_inexact(std::string why) {
-  if (g_state && std::find(g_state->inexact.begin(), g_state->inexact.end(), why) == g_state->inexact.end())
+  if (g_state &&
+      std::find(g_state->inexact.begin(), g_state->inexact.end(), why) == g_state->inexact.end())
     g_state->inexact.push_back(std::move(why));
 }
 
-std::vector<std::string> inexact_notes() { return g_state ? g_state->inexact : std::vector<std::string>{}; }
+std::vector<std::string> inexact_notes() {
+  return g_state ? g_state->inexact : std::vector<std::string>{};
+}
 
 std::optional<Lengths> same_lengths(const Lengths& in, const Tensor& x, const Tensor& y) {
   if (in.axis >= y.dim() || in.axis >= x.dim() || y.shape()[in.axis] != x.shape()[in.axis])

@@ -34,15 +34,18 @@ MemoryPlan MemoryPlan::build(const Graph& g, bool inputs_in_arena) {
   for (const Value& v : g.outputs) touch(v.buffer, end);
   // A written input is copied back to the caller's tensor after the last step.
   for (uint32_t b = 0; b < g.buffers.size(); ++b)
-    if (g.buffers[b].kind == BufferKind::Input && g.buffers[b].written && first[b] >= 0) touch(b, end);
+    if (g.buffers[b].kind == BufferKind::Input && g.buffers[b].written && first[b] >= 0)
+      touch(b, end);
   std::vector<Interval> todo;
   for (uint32_t b = 0; b < g.buffers.size(); ++b) {
     const Buffer& buf = g.buffers[b];
-    const bool planned = buf.kind == BufferKind::Internal || (inputs_in_arena && buf.kind == BufferKind::Input);
+    const bool planned =
+        buf.kind == BufferKind::Internal || (inputs_in_arena && buf.kind == BufferKind::Input);
     if (!planned || first[b] < 0) continue;
     // Inputs are written before the first step; outputs are read after the last.
     const int lo = buf.kind == BufferKind::Input ? -1 : first[b];
-    todo.push_back({b, lo, last[b], align_up(std::max<size_t>(buf.nbytes, 1), alignment(buf.device))});
+    todo.push_back(
+        {b, lo, last[b], align_up(std::max<size_t>(buf.nbytes, 1), alignment(buf.device))});
     p.intermediate_bytes += buf.nbytes;
   }
   // Peak live bytes: a sweep over time.
@@ -54,7 +57,8 @@ MemoryPlan MemoryPlan::build(const Graph& g, bool inputs_in_arena) {
   }
   // Best fit, largest first: each buffer takes the smallest gap among the buffers it
   // overlaps in time, or goes on top.
-  std::stable_sort(todo.begin(), todo.end(), [](const Interval& a, const Interval& b) { return a.bytes > b.bytes; });
+  std::stable_sort(todo.begin(), todo.end(),
+                   [](const Interval& a, const Interval& b) { return a.bytes > b.bytes; });
   std::vector<const Interval*> placed;
   for (const Interval& iv : todo) {
     const Device dev = g.buffers[iv.buffer].device;
@@ -73,7 +77,8 @@ MemoryPlan MemoryPlan::build(const Graph& g, bool inputs_in_arena) {
     }
     p.offset[iv.buffer] = best != MemoryPlan::kUnplaced ? best : cursor;
     placed.push_back(&iv);
-    auto it = std::find_if(p.arenas.begin(), p.arenas.end(), [&](const auto& a) { return a.first == dev; });
+    auto it = std::find_if(p.arenas.begin(), p.arenas.end(),
+                           [&](const auto& a) { return a.first == dev; });
     if (it == p.arenas.end()) it = p.arenas.insert(p.arenas.end(), {dev, 0});
     it->second = std::max(it->second, p.offset[iv.buffer] + iv.bytes);
   }

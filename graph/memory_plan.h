@@ -12,7 +12,7 @@ struct MemoryPlan {
   static constexpr size_t kUnplaced = static_cast<size_t>(-1);
   std::vector<size_t> offset;  // per buffer: byte offset in its device's arena, or kUnplaced
   std::vector<std::pair<Device, size_t>> arenas;  // bytes per device
-  size_t arena_bytes = 0;         // all arenas
+  size_t arena_bytes = 0;                         // all arenas
   size_t intermediate_bytes = 0;  // sum of every planned buffer: what allocating each costs
   size_t peak_live_bytes = 0;     // most bytes live at once: the floor any allocator needs
 

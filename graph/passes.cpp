@@ -53,9 +53,11 @@ int elide_copies_into_captured(Graph& g) {
   int elided = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& copy = g.nodes[i];
-    if (copy.op != &copy_inplace_op_def() || !whole(g, copy.in[0]) || !whole(g, copy.in[1])) continue;
+    if (copy.op != &copy_inplace_op_def() || !whole(g, copy.in[0]) || !whole(g, copy.in[1]))
+      continue;
     const uint32_t dst = copy.in[0].buffer, src = copy.in[1].buffer;
-    if (g.buffers[dst].kind != BufferKind::External || g.buffers[src].kind != BufferKind::Internal ||
+    if (g.buffers[dst].kind != BufferKind::External ||
+        g.buffers[src].kind != BufferKind::Internal ||
         g.buffers[src].nbytes != g.buffers[dst].nbytes || copy.in[0].dtype != copy.in[1].dtype)
       continue;
     // The producer: the first node with src as a whole output.
@@ -120,8 +122,8 @@ int remove_layout_round_trips(Graph& g) {
     const uint32_t t = to.out[0].buffer;
     const Node* conv = producer_of(u.buffer, i);
     if (!conv || !(is(*conv, LayoutRole::Convolution) || is(*conv, LayoutRole::ToBlocked)) ||
-        written_in_place[u.buffer] ||
-        written_in_place[t] || returned[t] || g.buffers[t].kind != BufferKind::Internal)
+        written_in_place[u.buffer] || written_in_place[t] || returned[t] ||
+        g.buffers[t].kind != BufferKind::Internal)
       continue;
     for (Node& n : g.nodes)
       for (Value& v : n.in)

@@ -46,12 +46,15 @@ Plan::Plan(Graph graph) : graph_(std::move(graph)) {
   bool any_cpu = false;
   for (const Node& n : graph_.nodes) {
     const Device d = step_device(graph_, n);
-    if (d.is_cuda()) device_ = d;
-    else any_cpu = true;
+    if (d.is_cuda())
+      device_ = d;
+    else
+      any_cpu = true;
   }
-  ENCORE_CHECK(!(any_cpu && device_.is_cuda()), UnsupportedError,
-               "[trace] the traced function runs ops on both the CPU and ", device_.str(),
-               "; a CUDA Graph can only replay GPU work. Move the CPU work outside the traced function");
+  ENCORE_CHECK(
+      !(any_cpu && device_.is_cuda()), UnsupportedError,
+      "[trace] the traced function runs ops on both the CPU and ", device_.str(),
+      "; a CUDA Graph can only replay GPU work. Move the CPU work outside the traced function");
   const bool cuda = device_.is_cuda();
   memory_ = MemoryPlan::build(graph_, cuda);
   for (const auto& [dev, bytes] : memory_.arenas) arenas_.push_back(Storage::allocate(bytes, dev));
@@ -72,7 +75,8 @@ Plan::Plan(Graph graph) : graph_(std::move(graph)) {
     const OpDef& def = *n.op;
     const Device dev = step_device(graph_, n);
     Step s{n.op, def.kernels[static_cast<int>(dev.type)].run, dev, {}, {}, n.attrs, nullptr};
-    ENCORE_CHECK(s.kernel, UnsupportedError, "[trace] ", def.name, " has no kernel for ", dev.str());
+    ENCORE_CHECK(s.kernel, UnsupportedError, "[trace] ", def.name, " has no kernel for ",
+                 dev.str());
     for (const Value& v : n.in) s.in.push_back(resolve(v));
     for (const Value& v : n.out) s.out.push_back(resolve(v));
     // The per-shape state of this geometry from the dispatcher's cache (on the CPU an eager
@@ -91,7 +95,8 @@ Plan::Plan(Graph graph) : graph_(std::move(graph)) {
           const Value& v = refs == &s.in ? n.in[k] : n.out[k];
           const Buffer& b = graph_.buffers[v.buffer];
           if (b.kind == BufferKind::Input)
-            input_sites_[b.input].push_back({&(*refs)[k], v.offset * static_cast<int64_t>(itemsize(v.dtype))});
+            input_sites_[b.input].push_back(
+                {&(*refs)[k], v.offset * static_cast<int64_t>(itemsize(v.dtype))});
         }
     }
   }
@@ -112,7 +117,8 @@ std::string Plan::str() const {
 std::shared_ptr<Storage> Plan::storage_of(uint32_t buffer) const {
   const Buffer& b = graph_.buffers[buffer];
   switch (b.kind) {
-    case BufferKind::External: return b.storage;
+    case BufferKind::External:
+      return b.storage;
     case BufferKind::Input:
       if (!device_.is_cuda()) return bound_inputs_[b.input].storage();
       [[fallthrough]];
@@ -130,7 +136,8 @@ TensorRef Plan::resolve(const Value& v) const {
   if (b.kind == BufferKind::External) {
     r.data = static_cast<char*>(b.storage->data()) + byte_offset;
   } else if (b.kind == BufferKind::Internal || device_.is_cuda()) {
-    r.data = static_cast<char*>(storage_of(v.buffer)->data()) + memory_.offset[v.buffer] + byte_offset;
+    r.data =
+        static_cast<char*>(storage_of(v.buffer)->data()) + memory_.offset[v.buffer] + byte_offset;
   }
   return r;  // CPU inputs are patched in at bind time
 }
@@ -144,21 +151,24 @@ void Plan::check_aliasing(const std::vector<Tensor>& args) const {
     return std::string("a captured tensor");
   };
   auto written = [&](size_t k) {
-    return std::find(written_inputs_.begin(), written_inputs_.end(), static_cast<int>(k)) != written_inputs_.end();
+    return std::find(written_inputs_.begin(), written_inputs_.end(), static_cast<int>(k)) !=
+           written_inputs_.end();
   };
   for (size_t k = 0; k < args.size(); ++k) {
     const Storage* s = args[k].storage().get();
     const auto& pool = written(k) ? captured_storages_ : written_captured_storages_;
-    ENCORE_CHECK(!std::binary_search(pool.begin(), pool.end(), s), ValueError, "[trace] argument ", k, " '",
-                 label(k), "' shares memory with '", captured_label(s), "', and the traced function writes ",
-                 written(k) ? "the argument" : "that tensor",
-                 " in place: a replay cannot keep that aliasing exact. Pass a copy (clone()) instead");
+    ENCORE_CHECK(
+        !std::binary_search(pool.begin(), pool.end(), s), ValueError, "[trace] argument ", k, " '",
+        label(k), "' shares memory with '", captured_label(s), "', and the traced function writes ",
+        written(k) ? "the argument" : "that tensor",
+        " in place: a replay cannot keep that aliasing exact. Pass a copy (clone()) instead");
     if (!written(k)) continue;
     for (size_t j = 0; j < args.size(); ++j)
-      ENCORE_CHECK(j == k || args[j].storage().get() != s, ValueError, "[trace] arguments ", k, " '",
-                   label(k), "' and ", j, " '", label(j),
-                   "' share memory and the traced function writes argument ", k,
-                   " in place: a replay cannot keep that aliasing exact. Pass a copy (clone()) instead");
+      ENCORE_CHECK(
+          j == k || args[j].storage().get() != s, ValueError, "[trace] arguments ", k, " '",
+          label(k), "' and ", j, " '", label(j),
+          "' share memory and the traced function writes argument ", k,
+          " in place: a replay cannot keep that aliasing exact. Pass a copy (clone()) instead");
   }
 }
 
@@ -168,7 +178,8 @@ void Plan::bind_inputs(const std::vector<Tensor>& args) {
       // The graph reads fixed addresses: copy each argument into its slot, strides and all.
       if (memory_.offset[graph_.inputs[k].buffer] == MemoryPlan::kUnplaced) continue;  // never read
       const TensorRef in[] = {input_ref(k), ref(args[k])};
-      copy_inplace_op_def().kernels[static_cast<int>(device_.type)].run(KernelCtx{in, {}, {}, nullptr});
+      copy_inplace_op_def().kernels[static_cast<int>(device_.type)].run(
+          KernelCtx{in, {}, {}, nullptr});
       continue;
     }
     // The CPU reads and writes the caller's memory where it is.
@@ -176,21 +187,23 @@ void Plan::bind_inputs(const std::vector<Tensor>& args) {
     const void* p = t.data_ptr();
     if (p == bound_[k]) continue;
     bound_[k] = p;
-    for (const Site& s : input_sites_[k]) s.ref->data = static_cast<char*>(const_cast<void*>(p)) + s.byte_offset;
+    for (const Site& s : input_sites_[k])
+      s.ref->data = static_cast<char*>(const_cast<void*>(p)) + s.byte_offset;
   }
 }
 
 TensorRef Plan::input_ref(size_t k) const {
   const Value& v = graph_.inputs[k];
-  return TensorRef{static_cast<char*>(storage_of(v.buffer)->data()) + memory_.offset[v.buffer], v.shape, v.strides,
-                   v.dtype, device_};
+  return TensorRef{static_cast<char*>(storage_of(v.buffer)->data()) + memory_.offset[v.buffer],
+                   v.shape, v.strides, v.dtype, device_};
 }
 
 void Plan::write_back(const std::vector<Tensor>& args) const {
   if (!device_.is_cuda()) return;  // the CPU wrote into the caller's tensors directly
   for (int k : written_inputs_) {
     const TensorRef in[] = {ref(args[k]), input_ref(k)};
-    copy_inplace_op_def().kernels[static_cast<int>(device_.type)].run(KernelCtx{in, {}, {}, nullptr});
+    copy_inplace_op_def().kernels[static_cast<int>(device_.type)].run(
+        KernelCtx{in, {}, {}, nullptr});
   }
 }
 
@@ -234,10 +247,12 @@ void Plan::run(const std::vector<Tensor>& args) {
   const DenormalScope denormals;
   sync_threads();
   if (!ledger.profiling()) {
-    for (const Step& s : steps_) s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
+    for (const Step& s : steps_)
+      s.kernel(KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
   } else {
     for (const Step& s : steps_)
-      run_profiled(*s.op, s.device, s.kernel, KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
+      run_profiled(*s.op, s.device, s.kernel,
+                   KernelCtx{s.in, s.out, s.attrs, s.state.get(), s.op->name});
     ledger.add(Counter::KernelsTimed, static_cast<int64_t>(steps_.size()));
   }
   write_back(args);
@@ -262,7 +277,8 @@ std::vector<Tensor> Plan::outputs(bool alias) const {
     Tensor copy = Tensor::empty(v.shape, v.dtype, b.device);
     const TensorRef src = TensorRef{view.data_ptr(), v.shape, v.strides, v.dtype, b.device};
     const TensorRef dst = TensorRef{copy.data_ptr(), v.shape, copy.strides(), v.dtype, b.device};
-    copy_op_def().kernels[static_cast<int>(b.device.type)].run(KernelCtx{{&src, 1}, {&dst, 1}, {}, nullptr});
+    copy_op_def().kernels[static_cast<int>(b.device.type)].run(
+        KernelCtx{{&src, 1}, {&dst, 1}, {}, nullptr});
     out.push_back(copy);
   }
   return out;

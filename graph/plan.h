@@ -75,7 +75,7 @@ class Plan {
 
   Graph graph_;
   MemoryPlan memory_;
-  Device device_;  // where the steps run (all on one device)
+  Device device_;                                 // where the steps run (all on one device)
   std::vector<std::shared_ptr<Storage>> arenas_;  // one per memory_.arenas entry
   std::vector<Step> steps_;
   // Inputs bound by pointer (CPU): where each input's address is written in the steps.

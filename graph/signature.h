@@ -35,33 +35,34 @@ using ArgKey = std::variant<TensorKey, int64_t, double, bool, std::string>;
 /// axis, old and new value. `str()` is the text explanations show.
 struct RetraceCause {
   enum class Kind {
-    FirstCall,         // nothing cached yet
-    Cleared,           // the cache was cleared
-    Shape,             // a tensor argument's shape (axis: the differing axis, -1 for a new rank)
+    FirstCall,  // nothing cached yet
+    Cleared,    // the cache was cleared
+    Shape,      // a tensor argument's shape (axis: the differing axis, -1 for a new rank)
     Strides,
     DType,
     Device,
     RequiresGrad,
-    StaticArg,         // a static (non-tensor) argument's value
-    ArgCount,          // a different number of arguments
+    StaticArg,  // a static (non-tensor) argument's value
+    ArgCount,   // a different number of arguments
     GradMode,
     Training,
     TF32,
-    ReplacedParameter, // a captured tensor's storage was replaced (set_data, Module::to)
-    CapturedGone,      // a captured tensor no longer exists
+    ReplacedParameter,  // a captured tensor's storage was replaced (set_data, Module::to)
+    CapturedGone,       // a captured tensor no longer exists
     CapturedRequiresGrad,
-    GradState,         // a .grad the function read is None / set / another tensor
-    Eviction,          // the signature was cached and evicted
-    ModuleMode,        // a module's train()/eval() flag read while tracing (arg_name: the module)
-    ModuleChanged,     // a child or parameter of a module that ran was set or removed (arg_name: the module)
-    Threads,           // the CPU thread count (set_num_threads): its kernels were prepared for one
+    GradState,      // a .grad the function read is None / set / another tensor
+    Eviction,       // the signature was cached and evicted
+    ModuleMode,     // a module's train()/eval() flag read while tracing (arg_name: the module)
+    ModuleChanged,  // a child or parameter of a module that ran was set or removed (arg_name: the
+                    // module)
+    Threads,        // the CPU thread count (set_num_threads): its kernels were prepared for one
   };
   Kind kind = Kind::FirstCall;
   int arg = -1;          // argument index, -1 when not about one argument
   std::string arg_name;  // its name, or the captured tensor's label
   int axis = -1;
   std::string old_value, new_value;
-  std::string note;      // free text for the kinds that need it (the eviction's cache size)
+  std::string note;  // free text for the kinds that need it (the eviction's cache size)
 
   std::string str() const;
 };
@@ -82,7 +83,8 @@ struct Signature {
   /// "arg 0 (x): shape (32, 140, 30) -> (32, 150, 30), axis 1: 140 -> 150".
   std::string diff(const Signature& before, const std::vector<std::string>& arg_names) const;
   /// The same differences as data, one cause per shape axis, dtype, mode, ...
-  std::vector<RetraceCause> changes(const Signature& before, const std::vector<std::string>& arg_names) const;
+  std::vector<RetraceCause> changes(const Signature& before,
+                                    const std::vector<std::string>& arg_names) const;
   /// "(x: (32, 140, 30) float32 cpu, 5) grad training"
   std::string str(const std::vector<std::string>& arg_names) const;
 };

@@ -32,8 +32,9 @@
 //    it kept from an earlier step sees later values (clone it to keep it).
 //  - Arguments keep their layout: a strided argument is read where it is (its strides are
 //    part of the signature), so kernels round exactly as they do eagerly. In-place writes to a
-//    tensor argument reach the caller's tensor (any strides, any device). An argument that shares memory with another argument or with captured state,
-//    where either is written, is an error on replay.
+//    tensor argument reach the caller's tensor (any strides, any device). An argument that shares
+//    memory with another argument or with captured state, where either is written, is an error on
+//    replay.
 //  - A tensor made inside the trace must not outlive it outside the function (stored in an
 //    attribute, or state created while tracing): that is an error naming the tensor. Return
 //    it instead.
@@ -100,7 +101,7 @@ using graph::RetraceCause;
 
 /// One trace: why it happened and what it cost.
 struct TraceRecord {
-  int64_t call = 0;  // 1-based call number that caused it
+  int64_t call = 0;                  // 1-based call number that caused it
   std::string reason;                // the causes as text (and a bucketing note)
   std::vector<RetraceCause> causes;  // why, as data
   std::string signature;
@@ -108,7 +109,9 @@ struct TraceRecord {
   int64_t autotune_ns = 0;  // per-shape setup (primitive creation / algorithm search) during plan
   int nodes = 0, nodes_removed = 0, copies_elided = 0;
   size_t arena_bytes = 0, intermediate_bytes = 0, peak_live_bytes = 0;
-  int64_t total_ns() const { return trace_ns + optimize_ns + plan_ns + capture_ns + instantiate_ns; }
+  int64_t total_ns() const {
+    return trace_ns + optimize_ns + plan_ns + capture_ns + instantiate_ns;
+  }
 };
 
 /// The distinct sizes one axis of one tensor argument had over the calls so far (bucketed
@@ -203,9 +206,9 @@ class TracedFunction {
     std::vector<GradWrite> grad_writes;
     std::vector<graph::Trim> trim;  // bucketing: how each output is trimmed back
     int64_t shortest_served = 0;    // bucketing: shorter calls are traced exactly
-    int64_t calls = 1;      // calls with this signature (the first ran eagerly)
-    size_t bytes = 0;       // arena plus graph-owned buffers
-    bool agreed = true;     // false: has external effects, the ranks' agreement not yet checked
+    int64_t calls = 1;              // calls with this signature (the first ran eagerly)
+    size_t bytes = 0;               // arena plus graph-owned buffers
+    bool agreed = true;  // false: has external effects, the ranks' agreement not yet checked
     std::vector<FlagGuard> flag_guards;
     std::vector<GenerationGuard> generation_guards;
   };
@@ -238,8 +241,8 @@ class TracedFunction {
   std::vector<Tensor> replay_call(Entry& e, const Call& call);
   std::vector<Tensor> trace_call(Call& call);
   // The phases of a trace (graph/trace.cpp).
-  Entry& trace(const std::vector<Arg>& args, std::string reason, std::vector<graph::RetraceCause> causes,
-               const graph::BucketedCall* bucketed);
+  Entry& trace(const std::vector<Arg>& args, std::string reason,
+               std::vector<graph::RetraceCause> causes, const graph::BucketedCall* bucketed);
   void optimize(graph::Graph& g, TraceRecord& rec) const;
   void plan(Entry& entry, graph::Graph g, TraceRecord& rec) const;
   void probe(Entry& entry, const graph::Graph& recorded, Recording& recording,
@@ -272,14 +275,15 @@ class TracedFunction {
   Fn fn_;
   TraceOptions options_;
   TraceStats stats_;
-  std::list<Entry> cache_;  // most recently used first
+  std::list<Entry> cache_;    // most recently used first
   std::list<Entry> evicted_;  // the latest evicted graphs, without their Plans: to explain retraces
   AxisCounts retired_values_;  // calls of signatures no longer cached
   AxisCounts bucket_lengths_;  // bucketed axes: the lengths as called
   size_t cached_bytes_ = 0;
   Entry* last_ = nullptr;
   bool warned_ = false;
-  std::vector<std::string> inexact_warned_;  // the bucket's inexact notes warned about (graph/lengths.h)
+  std::vector<std::string>
+      inexact_warned_;   // the bucket's inexact notes warned about (graph/lengths.h)
   bool active_ = false;  // a call is running (re-entry from its own eager run runs plainly)
 };
 
@@ -300,23 +304,33 @@ template <class R, class... A> struct callable_traits<R (*)(A...)> {
 };
 
 template <class T> Arg to_arg(const T& v) {
-  if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, bool>) return v;
-  else if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(v);
-  else if constexpr (std::is_floating_point_v<T>) return static_cast<double>(v);
-  else return std::string(v);
+  if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, bool>)
+    return v;
+  else if constexpr (std::is_integral_v<T>)
+    return static_cast<int64_t>(v);
+  else if constexpr (std::is_floating_point_v<T>)
+    return static_cast<double>(v);
+  else
+    return std::string(v);
 }
 
 template <class T> T from_arg(const Arg& a, size_t i) {
   auto get = [&]<class V>() -> const V& {
     const V* v = std::get_if<V>(&a);
-    ENCORE_CHECK(v, DTypeError, "[trace] argument ", i, " has the wrong type for the traced function");
+    ENCORE_CHECK(v, DTypeError, "[trace] argument ", i,
+                 " has the wrong type for the traced function");
     return *v;
   };
-  if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, bool> || std::is_same_v<T, std::string>)
+  if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, bool> ||
+                std::is_same_v<T, std::string>)
     return get.template operator()<T>();
-  else if constexpr (std::is_integral_v<T>) return static_cast<T>(get.template operator()<int64_t>());
-  else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(get.template operator()<double>());
-  else static_assert(sizeof(T) == 0, "traced arguments: Tensor, integers, floats, bool or std::string");
+  else if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(get.template operator()<int64_t>());
+  else if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(get.template operator()<double>());
+  else
+    static_assert(sizeof(T) == 0,
+                  "traced arguments: Tensor, integers, floats, bool or std::string");
 }
 
 inline std::vector<Tensor> to_outputs(const Tensor& t) { return {t}; }
@@ -329,12 +343,17 @@ template <class A, class B> std::vector<Tensor> to_outputs(const std::pair<A, B>
 }
 
 template <class R> R from_outputs(std::vector<Tensor>&& out) {
-  if constexpr (std::is_void_v<R>) return;
-  else if constexpr (std::is_same_v<R, Tensor>) return std::move(out[0]);
-  else if constexpr (std::is_same_v<R, std::vector<Tensor>>) return std::move(out);
-  else if constexpr (std::is_same_v<R, std::pair<Tensor, Tensor>>) return {out[0], out[1]};
-  else return [&]<size_t... I>(std::index_sequence<I...>) { return R{out[I]...}; }(
-      std::make_index_sequence<std::tuple_size_v<R>>{});
+  if constexpr (std::is_void_v<R>)
+    return;
+  else if constexpr (std::is_same_v<R, Tensor>)
+    return std::move(out[0]);
+  else if constexpr (std::is_same_v<R, std::vector<Tensor>>)
+    return std::move(out);
+  else if constexpr (std::is_same_v<R, std::pair<Tensor, Tensor>>)
+    return {out[0], out[1]};
+  else
+    return [&]<size_t... I>(std::index_sequence<I...>) { return R{out[I]...}; }
+  (std::make_index_sequence<std::tuple_size_v<R>>{});
 }
 
 }  // namespace detail
@@ -347,7 +366,8 @@ template <class F> class Traced {
 
  public:
   Traced(F fn, TraceOptions options)
-      : fn_(std::make_shared<TracedFunction>(wrap(std::move(fn), options.name), std::move(options))) {}
+      : fn_(std::make_shared<TracedFunction>(wrap(std::move(fn), options.name),
+                                             std::move(options))) {}
 
   template <class... A> Result operator()(const A&... args) {
     static_assert(sizeof...(A) == kArity, "wrong number of arguments for the traced function");
@@ -361,16 +381,19 @@ template <class F> class Traced {
  private:
   static TracedFunction::Fn wrap(F fn, std::string name) {
     return [fn = std::move(fn), name](const std::vector<Arg>& a) mutable -> std::vector<Tensor> {
-      ENCORE_CHECK(a.size() == kArity, ValueError, "[trace] '", name, "' takes ", kArity, " arguments, got ", a.size());
-      return [&]<size_t... I>(std::index_sequence<I...>) -> std::vector<Tensor> {
+      ENCORE_CHECK(a.size() == kArity, ValueError, "[trace] '", name, "' takes ", kArity,
+                   " arguments, got ", a.size());
+      return [&]<size_t... I>(std::index_sequence<I...>)->std::vector<Tensor> {
         using Args = typename Traits::args;
         if constexpr (std::is_void_v<Result>) {
           fn(detail::from_arg<std::tuple_element_t<I, Args>>(a[I], I)...);
           return {};
         } else {
-          return detail::to_outputs(fn(detail::from_arg<std::tuple_element_t<I, Args>>(a[I], I)...));
+          return detail::to_outputs(
+              fn(detail::from_arg<std::tuple_element_t<I, Args>>(a[I], I)...));
         }
-      }(std::make_index_sequence<kArity>{});
+      }
+      (std::make_index_sequence<kArity>{});
     };
   }
 

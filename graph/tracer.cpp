@@ -12,7 +12,9 @@ const TensorExtension<TensorImpl> kTraceGrad("the graph layer's gradient buffers
 }  // namespace
 
 std::shared_ptr<TensorImpl> trace_grad(const TensorImpl& leaf) { return kTraceGrad.shared(leaf); }
-void set_trace_grad(TensorImpl& leaf, std::shared_ptr<TensorImpl> buffer) { kTraceGrad.set(leaf, std::move(buffer)); }
+void set_trace_grad(TensorImpl& leaf, std::shared_ptr<TensorImpl> buffer) {
+  kTraceGrad.set(leaf, std::move(buffer));
+}
 
 namespace {
 std::atomic<uint64_t> g_next_trace_id{1};
@@ -40,8 +42,8 @@ void Tracer::uninstall() {
   set_tracing(previous_tracing_);
 }
 
-Tensor Tracer::symbolic(uint32_t buffer, size_t nbytes, const Shape& shape, const Strides& strides, DType dtype,
-                        Device device) {
+Tensor Tracer::symbolic(uint32_t buffer, size_t nbytes, const Shape& shape, const Strides& strides,
+                        DType dtype, Device device) {
   auto storage = Storage::symbolic(nbytes, device, id_, buffer);
   symbolic_.push_back(storage);
   return Tensor::make_view(std::move(storage), shape, strides, 0, dtype);
@@ -59,7 +61,8 @@ Tensor Tracer::input(int index, const Tensor& arg, std::string label) {
   buf.input = index;
   buf.label = std::move(label);
   graph_.buffers.push_back(std::move(buf));
-  Tensor t = symbolic(b, graph_.buffers[b].nbytes, arg.shape(), arg.strides(), arg.dtype(), arg.device());
+  Tensor t =
+      symbolic(b, graph_.buffers[b].nbytes, arg.shape(), arg.strides(), arg.dtype(), arg.device());
   t.impl()->requires_grad = arg.requires_grad();
   inputs_.push_back(t.impl());
   graph_.inputs.push_back(value(t, "trace"));
@@ -73,7 +76,8 @@ Tensor Tracer::make_output(const TensorMeta& meta) {
   buf.device = meta.device;
   buf.label = detail::cat("%", b);
   graph_.buffers.push_back(std::move(buf));
-  return symbolic(b, graph_.buffers[b].nbytes, meta.shape, contiguous_strides(meta.shape), meta.dtype, meta.device);
+  return symbolic(b, graph_.buffers[b].nbytes, meta.shape, contiguous_strides(meta.shape),
+                  meta.dtype, meta.device);
 }
 
 Value Tracer::value(const Tensor& t, const char* op) {
@@ -91,9 +95,12 @@ Value Tracer::value(const Tensor& t, const char* op) {
       buf.nbytes = s->nbytes();
       buf.device = s->device();
       buf.storage = t.storage();
-      if (!t.name().empty()) buf.label = t.name();
-      else if (auto g = grad_labels_.find(s); g != grad_labels_.end()) buf.label = g->second;
-      else buf.label = "captured" + std::to_string(captured_.size() - 1);
+      if (!t.name().empty())
+        buf.label = t.name();
+      else if (auto g = grad_labels_.find(s); g != grad_labels_.end())
+        buf.label = g->second;
+      else
+        buf.label = "captured" + std::to_string(captured_.size() - 1);
       graph_.buffers.push_back(std::move(buf));
     }
     b = it->second;
@@ -154,9 +161,11 @@ void Tracer::on_grad_read(const std::shared_ptr<TensorImpl>& leaf) {
 void Tracer::on_grad_write(const std::shared_ptr<TensorImpl>& leaf) {
   // Replays do not write gradients back into the caller's arguments: refuse, never drop them.
   const auto arg = std::find(inputs_.begin(), inputs_.end(), leaf.get());
-  ENCORE_CHECK(arg == inputs_.end(), UnsupportedError, "[trace] backward() reaches argument ", arg - inputs_.begin(),
-               " '", graph_.buffers[graph_.inputs[arg - inputs_.begin()].buffer].label,
-               "', which requires grad: a traced function does not write its arguments' .grad. Make that tensor a "
+  ENCORE_CHECK(arg == inputs_.end(), UnsupportedError, "[trace] backward() reaches argument ",
+               arg - inputs_.begin(), " '",
+               graph_.buffers[graph_.inputs[arg - inputs_.begin()].buffer].label,
+               "', which requires grad: a traced function does not write its arguments' .grad. "
+               "Make that tensor a "
                "captured one (defined outside the function) or stop it requiring grad");
   if (GradSlot* s = slot(leaf)) s->written = true;
 }

@@ -63,8 +63,8 @@ class Tracer final : public Recorder, public GradObserver {
 
  private:
   GradSlot* slot(const std::shared_ptr<TensorImpl>& leaf);
-  Tensor symbolic(uint32_t buffer, size_t nbytes, const Shape& shape, const Strides& strides, DType dtype,
-                  Device device);
+  Tensor symbolic(uint32_t buffer, size_t nbytes, const Shape& shape, const Strides& strides,
+                  DType dtype, Device device);
 
   Graph& graph_;
   uint64_t id_;
@@ -78,7 +78,7 @@ class Tracer final : public Recorder, public GradObserver {
   std::unordered_map<const TensorImpl*, size_t> slot_index_;
   std::vector<GradSlot> grad_slots_;
   std::vector<std::weak_ptr<Storage>> symbolic_;  // every symbolic buffer made
-  std::vector<const TensorImpl*> inputs_;          // the symbolic arguments, by position
+  std::vector<const TensorImpl*> inputs_;         // the symbolic arguments, by position
 };
 
 }  // namespace encore::graph

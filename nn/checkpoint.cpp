@@ -260,8 +260,7 @@ uint32_t verify_encore_header(const json& header, const std::string& text, const
                " but the header gives ", hex32(computed));
   ENCORE_CHECK(metadata.at(kFormatKey) == kFormat, ValueError, "[load] ", path,
                " has encore format ", metadata.at(kFormatKey), " (written by encore ",
-               metadata.at(kVersionKey), "); this encore (", version(), ") reads format ",
-               kFormat);
+               metadata.at(kVersionKey), "); this encore (", version(), ") reads format ", kFormat);
   const auto data_crc = parse_hex32(metadata.at(kDataCrcKey));
   ENCORE_CHECK(data_crc, ValueError, "[load] ", path, " is corrupt: '", kDataCrcKey,
                "' is not a checksum");

@@ -11,9 +11,14 @@ namespace encore::nn {
 
 ArrayDataset::ArrayDataset(Tensor x, Tensor y, int64_t batch_size, bool shuffle, uint64_t seed,
                            Tensor sample_weight)
-    : x_(std::move(x)), y_(std::move(y)), w_(std::move(sample_weight)), batch_size_(batch_size), shuffle_(shuffle),
+    : x_(std::move(x)),
+      y_(std::move(y)),
+      w_(std::move(sample_weight)),
+      batch_size_(batch_size),
+      shuffle_(shuffle),
       seed_(seed) {
-  ENCORE_CHECK(x_.defined() && x_.dim() >= 1, ValueError, "[data] x must be a tensor with a batch axis",
+  ENCORE_CHECK(x_.defined() && x_.dim() >= 1, ValueError,
+               "[data] x must be a tensor with a batch axis",
                x_.defined() ? ", got " + describe(x_) : "");
   ENCORE_CHECK(!y_.defined() || (y_.dim() >= 1 && y_.shape()[0] == x_.shape()[0]), ShapeError,
                "[data] x and y must have the same number of rows, got ", describe(x_), " and ",
@@ -22,8 +27,8 @@ ArrayDataset::ArrayDataset(Tensor x, Tensor y, int64_t batch_size, bool shuffle,
   ENCORE_CHECK(!w_.defined() || (w_.dim() == 1 && w_.shape()[0] == x_.shape()[0]), ShapeError,
                "[data] sample_weight must hold one weight per row of x ", describe(x_), ", got ",
                w_.defined() ? describe(w_) : "none");
-  ENCORE_CHECK(!w_.defined() || is_floating(w_.dtype()), DTypeError, "[data] sample_weight must be floating, got ",
-               w_.defined() ? describe(w_) : "none");
+  ENCORE_CHECK(!w_.defined() || is_floating(w_.dtype()), DTypeError,
+               "[data] sample_weight must be floating, got ", w_.defined() ? describe(w_) : "none");
 }
 
 int64_t ArrayDataset::size() const { return (rows() + batch_size_ - 1) / batch_size_; }
@@ -63,7 +68,8 @@ Tensor ArrayDataset::gather(const Tensor& t, int64_t begin, int64_t end) const {
     const size_t row = t.numel() / t.shape()[0] * itemsize(t.dtype());
     const char* src = static_cast<const char*>(t.data_ptr());
     char* dst = static_cast<char*>(out.data_ptr());
-    for (int64_t i = begin; i < end; ++i) std::memcpy(dst + (i - begin) * row, src + order_[i] * row, row);
+    for (int64_t i = begin; i < end; ++i)
+      std::memcpy(dst + (i - begin) * row, src + order_[i] * row, row);
     return out;
   }
   std::vector<Tensor> parts;
@@ -71,7 +77,8 @@ Tensor ArrayDataset::gather(const Tensor& t, int64_t begin, int64_t end) const {
   return concat(parts, 0);
 }
 
-ShardedDataset::ShardedDataset(Dataset& data, int rank, int size) : data_(data), rank_(rank), size_(size) {
+ShardedDataset::ShardedDataset(Dataset& data, int rank, int size)
+    : data_(data), rank_(rank), size_(size) {
   ENCORE_CHECK(size >= 1 && rank >= 0 && rank < size, ValueError, "[ShardedDataset] rank ", rank,
                " is not in a world of ", size);
 }

@@ -7,14 +7,16 @@
 namespace encore::nn {
 
 GRU::GRU(int64_t units, GRUOptions options)
-    : units_(units), options_(std::move(options)),
+    : units_(units),
+      options_(std::move(options)),
       activation_(parse_activation(options_.activation)),
       recurrent_activation_(parse_activation(options_.recurrent_activation)) {
   ENCORE_CHECK(units >= 1, ValueError, "[gru] units must be >= 1, got ", units);
 }
 
 Shape GRU::build_impl(const Shape& s) {
-  ENCORE_CHECK(s.size() == 3, ShapeError, "[gru] expects input (batch, steps, features), got ", s.str());
+  ENCORE_CHECK(s.size() == 3, ShapeError, "[gru] expects input (batch, steps, features), got ",
+               s.str());
   const int64_t in = s[2], u = units_;
   checked_numel({3, u, std::max(in, u)}, "gru");  // kernel (in, 3u) and recurrent kernel (u, 3u)
   kernel_ = add_parameter("kernel", init::glorot_uniform({in, 3 * u}, in, 3 * u));
@@ -37,13 +39,15 @@ const OpDef* GRU::fused_op(const Tensor& x) const {
                          x.dtype() == DType::Float32 && x.numel() > 0;
   const OpDef* fused = fused_recurrence_op(RecurrentCell::Gru, x.device().type);
   switch (options_.implementation) {
-    case RecurrentImplementation::Composed: return nullptr;
+    case RecurrentImplementation::Composed:
+      return nullptr;
     case RecurrentImplementation::Cudnn:
       ENCORE_CHECK(supported && x.device().is_cuda() && fused, UnsupportedError, "[", label(),
                    "] the cuDNN implementation needs non-empty float32 input on a CUDA device, "
                    "activation='tanh', recurrent_activation='sigmoid' and reset_after=True");
       return fused;
-    case RecurrentImplementation::Auto: break;
+    case RecurrentImplementation::Auto:
+      break;
   }
   return supported ? fused : nullptr;
 }
@@ -78,9 +82,10 @@ std::pair<Tensor, Tensor> GRU::run_sequence(const Tensor& x) {
   const bool back = options_.go_backwards;
   const Tensor xw = matmul(x, kernel_) + bias_.slice(0, 0, 1).squeeze(0);
   if (const auto l = graph::lengths_of(x); l && l->axis == 1)
-    return valid_outputs(gru_sequence(back ? reverse_sequence(xw, l->length) : xw, recurrent_kernel_,
-                                      bias_.slice(0, 1, 2).squeeze(0), activation_, recurrent_activation_, false),
-                         l->length);
+    return valid_outputs(
+        gru_sequence(back ? reverse_sequence(xw, l->length) : xw, recurrent_kernel_,
+                     bias_.slice(0, 1, 2).squeeze(0), activation_, recurrent_activation_, false),
+        l->length);
   const Tensor y = gru_sequence(xw, recurrent_kernel_, bias_.slice(0, 1, 2).squeeze(0), activation_,
                                 recurrent_activation_, back);
   const int64_t last = back ? 0 : x.shape()[1] - 1;
@@ -106,7 +111,8 @@ std::pair<Tensor, Tensor> GRU::run_steps(const Tensor& x) {
   const bool by_length = valid && valid->axis == 1;
   Tensor xw = matmul(x, kernel_) + bias_;
   if (by_length && options_.go_backwards) xw = reverse_sequence(xw, valid->length);
-  const Tensor r_zr = recurrent_kernel_.slice(1, 0, 2 * u), r_h = recurrent_kernel_.slice(1, 2 * u, 3 * u);
+  const Tensor r_zr = recurrent_kernel_.slice(1, 0, 2 * u),
+               r_h = recurrent_kernel_.slice(1, 2 * u, 3 * u);
   Tensor h = zeros({batch, u}, x.dtype(), x.device());
   std::vector<Tensor> states;
   states.reserve(steps);
@@ -124,8 +130,9 @@ std::pair<Tensor, Tensor> GRU::run_steps(const Tensor& x) {
 }
 
 std::pair<Tensor, Tensor> GRU::run_fused(const Tensor& x, const OpDef& fused) {
-  const auto [y, h] = fused_recurrence(fused, options_.go_backwards ? flip(x, 1) : x, kernel_, recurrent_kernel_, bias_,
-                                       activation_, recurrent_activation_);
+  const auto [y, h] =
+      fused_recurrence(fused, options_.go_backwards ? flip(x, 1) : x, kernel_, recurrent_kernel_,
+                       bias_, activation_, recurrent_activation_);
   return {options_.return_sequences ? y : h, h};
 }
 
@@ -138,7 +145,9 @@ const LayerDef& gru_layer = define_layer({
     .name = "GRU",
     .signature = "GRU(units: int)",
     .options = &GRUOptions::fields,
-    .make = [](const CallArgs& a) -> LayerPtr { return std::make_shared<GRU>(a.integer(0), options_of<GRUOptions>(a)); },
+    .make = [](const CallArgs& a) -> LayerPtr {
+      return std::make_shared<GRU>(a.integer(0), options_of<GRUOptions>(a));
+    },
     .doc = "GRU with Keras semantics (gates z, r, h) over (batch, steps, features).",
     .example = {.args = "units=3, go_backwards=True, reset_after=False", .input = {{2, 5, 4}}},
 });

@@ -20,18 +20,23 @@
 namespace encore::nn {
 
 #define ENCORE_GRU_OPTIONS(X)                                                                      \
-  X(std::string, activation, "tanh", "of the candidate state, by name (not softmax)")                \
-  X(std::string, recurrent_activation, "sigmoid", "of the gates z, r, by name (not softmax)")        \
-  X(bool, return_sequences, false, "return the state of every step (batch, steps, units), not "       \
-    "only the last (batch, units)")                                                                 \
-  X(bool, return_state, false, "also return the last state (call_with_state; Python's call "        \
-    "returns (output, state))")                                                                     \
-  X(bool, go_backwards, false, "process the steps last to first; a sequence output is then in "      \
-    "processing order (reversed), as in Keras")                                                     \
-  X(bool, reset_after, true, "apply the reset gate after the recurrent GEMM (cuDNN's GRU, Keras' "  \
-    "default; bias (2, 3 units)), else before it (bias (3 units))")                                 \
-  X(RecurrentImplementation, implementation, RecurrentImplementation::Auto,                          \
-    "'auto': fused (cuDNN on a CUDA device, oneDNN on the CPU) for tanh/sigmoid with reset_after on " \
+  X(std::string, activation, "tanh", "of the candidate state, by name (not softmax)")              \
+  X(std::string, recurrent_activation, "sigmoid", "of the gates z, r, by name (not softmax)")      \
+  X(bool, return_sequences, false,                                                                 \
+    "return the state of every step (batch, steps, units), not "                                   \
+    "only the last (batch, units)")                                                                \
+  X(bool, return_state, false,                                                                     \
+    "also return the last state (call_with_state; Python's call "                                  \
+    "returns (output, state))")                                                                    \
+  X(bool, go_backwards, false,                                                                     \
+    "process the steps last to first; a sequence output is then in "                               \
+    "processing order (reversed), as in Keras")                                                    \
+  X(bool, reset_after, true,                                                                       \
+    "apply the reset gate after the recurrent GEMM (cuDNN's GRU, Keras' "                          \
+    "default; bias (2, 3 units)), else before it (bias (3 units))")                                \
+  X(RecurrentImplementation, implementation, RecurrentImplementation::Auto,                        \
+    "'auto': fused (cuDNN on a CUDA device, oneDNN on the CPU) for tanh/sigmoid with reset_after " \
+    "on "                                                                                          \
     "float32 input without bucketing lengths, else composed; 'composed' or 'cudnn' to force one")
 ENCORE_LAYER_OPTIONS(GRUOptions, ENCORE_GRU_OPTIONS);
 
@@ -55,7 +60,8 @@ class GRU : public Recurrent {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 
  private:
   std::pair<Tensor, Tensor> run(const Tensor& x);

@@ -25,9 +25,11 @@ Tensor orthogonal(int64_t rows, int64_t cols, Generator* gen) {
                ") is too large for LAPACK's int sizes");
   // QR needs m >= n: factor the taller orientation and transpose back if needed.
   const bool transpose = rows < cols;
-  const int m = static_cast<int>(transpose ? cols : rows), n = static_cast<int>(transpose ? rows : cols);
+  const int m = static_cast<int>(transpose ? cols : rows),
+            n = static_cast<int>(transpose ? rows : cols);
   // Column-major m x n for LAPACK: the row-major (n, m) Gaussian read as column-major.
-  std::vector<double> a = normal({n, m}, 0.0, 1.0, DType::Float64, Device::cpu(), gen).to_vector<double>();
+  std::vector<double> a =
+      normal({n, m}, 0.0, 1.0, DType::Float64, Device::cpu(), gen).to_vector<double>();
   std::vector<double> tau(n), work(1);
   int info = 0, lwork = -1;
   dgeqrf_(&m, &n, a.data(), &m, tau.data(), work.data(), &lwork, &info);
@@ -50,8 +52,10 @@ Tensor orthogonal(int64_t rows, int64_t cols, Generator* gen) {
     for (int i = 0; i < m; ++i) {
       const float v = static_cast<float>(s * a[static_cast<size_t>(j) * m + i]);
       // q[i][j]: row-major (rows, cols) result is q itself, or q^T when we transposed.
-      if (transpose) out[j * cols + i] = v;
-      else out[i * cols + j] = v;
+      if (transpose)
+        out[j * cols + i] = v;
+      else
+        out[i * cols + j] = v;
     }
   }
   return from_vector(out, {rows, cols});

@@ -63,18 +63,15 @@ concept NamedEnum = std::is_enum_v<E> && requires(E e) {
 
 namespace option_traits {
 
-template <class T>
-struct OptionTraits;
-template <>
-struct OptionTraits<int64_t> {
+template <class T> struct OptionTraits;
+template <> struct OptionTraits<int64_t> {
   static constexpr bool optional = false;
   static constexpr ParamType type = ParamType::Int;
   static std::string text(int64_t v) { return std::to_string(v); }
   static ArgValue value(int64_t v) { return v; }
   static int64_t from(const ArgValue& v, const char*, const char*) { return std::get<int64_t>(v); }
 };
-template <>
-struct OptionTraits<double> {
+template <> struct OptionTraits<double> {
   static constexpr bool optional = false;
   static constexpr ParamType type = ParamType::Float;
   static std::string text(double v) {  // Python's repr: the shortest text that reads back
@@ -88,16 +85,14 @@ struct OptionTraits<double> {
     return i ? static_cast<double>(*i) : std::get<double>(v);
   }
 };
-template <>
-struct OptionTraits<bool> {
+template <> struct OptionTraits<bool> {
   static constexpr bool optional = false;
   static constexpr ParamType type = ParamType::Bool;
   static std::string text(bool v) { return v ? "True" : "False"; }
   static ArgValue value(bool v) { return v; }
   static bool from(const ArgValue& v, const char*, const char*) { return std::get<bool>(v); }
 };
-template <>
-struct OptionTraits<std::string> {
+template <> struct OptionTraits<std::string> {
   static constexpr bool optional = false;
   static constexpr ParamType type = ParamType::Str;
   static std::string text(const std::string& v) { return "'" + v + "'"; }
@@ -106,8 +101,7 @@ struct OptionTraits<std::string> {
     return std::get<std::string>(v);
   }
 };
-template <class T>
-struct OptionTraits<std::optional<T>> {
+template <class T> struct OptionTraits<std::optional<T>> {
   static constexpr bool optional = true;
   static constexpr ParamType type = OptionTraits<T>::type;
   static std::string text(const std::optional<T>& v) {
@@ -121,8 +115,7 @@ struct OptionTraits<std::optional<T>> {
     return OptionTraits<T>::from(v, layer, name);
   }
 };
-template <NamedEnum E>
-struct OptionTraits<E> {
+template <NamedEnum E> struct OptionTraits<E> {
   static constexpr bool optional = false;
   static constexpr ParamType type = ParamType::Str;
   static std::string text(E v) {
@@ -142,17 +135,14 @@ struct OptionTraits<E> {
   }
 };
 
-template <class C, class T>
-C class_of(T C::*);
-template <class C, class T>
-T type_of(T C::*);
+template <class C, class T> C class_of(T C::*);
+template <class C, class T> T type_of(T C::*);
 
 }  // namespace option_traits
 
 /// The field of option `Member` (a pointer to a member of an options struct) named `name`; its
 /// default is the struct's.
-template <auto Member>
-OptionField option_field(const char* name, const char* doc) {
+template <auto Member> OptionField option_field(const char* name, const char* doc) {
   using C = decltype(option_traits::class_of(Member));
   using T = decltype(option_traits::type_of(Member));
   using Traits = option_traits::OptionTraits<T>;
@@ -230,8 +220,7 @@ LayerPtr make_example_layer(const LayerDef& def);
 std::string snake_case(std::string_view class_name);
 
 /// The options struct `T` from a call's arguments (bound to a layer signature with T's options).
-template <class T>
-T options_of(const CallArgs& args) {
+template <class T> T options_of(const CallArgs& args) {
   T options;
   const std::string layer = snake_case(args.signature().name);
   for (const OptionField& f : T::fields()) {
@@ -244,8 +233,7 @@ T options_of(const CallArgs& args) {
 
 /// A layer argument (a parameter of type Module or Recurrent) as an `L`; ValueError naming the
 /// layer when it is another kind of layer.
-template <class L>
-std::shared_ptr<L> layer_arg(const CallArgs& args, int i) {
+template <class L> std::shared_ptr<L> layer_arg(const CallArgs& args, int i) {
   auto layer = std::dynamic_pointer_cast<L>(std::static_pointer_cast<Module>(args.object(i)));
   ENCORE_CHECK(layer, ValueError, "[", snake_case(args.signature().name), "] argument '",
                args.signature().params[i].name, "' must be a ",

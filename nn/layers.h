@@ -11,7 +11,7 @@
 
 namespace encore::nn {
 
-#define ENCORE_DENSE_OPTIONS(X)                                                         \
+#define ENCORE_DENSE_OPTIONS(X)                                                           \
   X(std::string, activation, "linear", "applied to the output, by name (see Activation)") \
   X(bool, use_bias, true, "add a bias vector")
 ENCORE_LAYER_OPTIONS(DenseOptions, ENCORE_DENSE_OPTIONS);
@@ -25,7 +25,8 @@ class Dense : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 
  private:
   int64_t units_;
@@ -34,13 +35,13 @@ class Dense : public Module {
   Tensor kernel_, bias_;
 };
 
-#define ENCORE_CONV1D_OPTIONS(X)                                                                 \
-  X(int64_t, strides, 1, "steps between the starts of two windows")                              \
-  X(std::string, padding, "valid",                                                                 \
-    "'valid' (windows inside the input), 'same' (ceil(steps / strides) outputs) or 'causal' "     \
-    "(padded on the left: output t sees no later step)")                                          \
-  X(int64_t, dilation_rate, 1, "steps between the taps of the kernel")                          \
-  X(std::string, activation, "linear", "applied to the output, by name (see Activation)")        \
+#define ENCORE_CONV1D_OPTIONS(X)                                                              \
+  X(int64_t, strides, 1, "steps between the starts of two windows")                           \
+  X(std::string, padding, "valid",                                                            \
+    "'valid' (windows inside the input), 'same' (ceil(steps / strides) outputs) or 'causal' " \
+    "(padded on the left: output t sees no later step)")                                      \
+  X(int64_t, dilation_rate, 1, "steps between the taps of the kernel")                        \
+  X(std::string, activation, "linear", "applied to the output, by name (see Activation)")     \
   X(bool, use_bias, true, "add a bias per filter")
 ENCORE_LAYER_OPTIONS(Conv1DOptions, ENCORE_CONV1D_OPTIONS);
 
@@ -53,7 +54,8 @@ class Conv1D : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 
  private:
   std::pair<Tensor, Padding> bucketed_input(const Tensor& x) const;
@@ -72,7 +74,8 @@ class Dropout : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override { return input_shape; }
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 
  private:
   double rate_;
@@ -86,7 +89,8 @@ class GlobalAveragePooling1D : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 };
 
 /// Max over the steps axis: (batch, steps, channels) -> (batch, channels).
@@ -97,14 +101,17 @@ class GlobalMaxPooling1D : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 };
 
-#define ENCORE_POOLING1D_OPTIONS(X)                                                             \
-  X(int64_t, pool_size, 2, "steps per window")                                                  \
-  X(std::optional<int64_t>, strides, std::nullopt, "steps between the starts of two windows "   \
-    "(None: pool_size)")                                                                          \
-  X(std::string, padding, "valid", "'valid' (windows inside the input) or 'same' "              \
+#define ENCORE_POOLING1D_OPTIONS(X)                 \
+  X(int64_t, pool_size, 2, "steps per window")      \
+  X(std::optional<int64_t>, strides, std::nullopt,  \
+    "steps between the starts of two windows "      \
+    "(None: pool_size)")                            \
+  X(std::string, padding, "valid",                  \
+    "'valid' (windows inside the input) or 'same' " \
     "(ceil(steps / strides) outputs; a padded step never counts)")
 ENCORE_LAYER_OPTIONS(Pooling1DOptions, ENCORE_POOLING1D_OPTIONS);
 
@@ -119,7 +126,8 @@ class Pooling1D : public Module {
   Pooling1D(const char* op, PoolFn pool, Pooling1DOptions options);
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 
  private:
   const char* op_;
@@ -152,7 +160,8 @@ class Embedding : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 
  private:
   int64_t input_dim_, output_dim_;
@@ -169,7 +178,8 @@ class ActivationLayer : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override { return input_shape; }
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 
  private:
   Activation activation_;
@@ -183,7 +193,8 @@ class Flatten : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 };
 
 }  // namespace encore::nn

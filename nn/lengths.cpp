@@ -93,7 +93,8 @@ MaybeLengths GlobalMaxPooling1D::output_lengths(const Lengths& in, const Tensor&
 
 MaybeLengths Dropout::output_lengths(const Lengths& in, const Tensor& x, const Tensor& y) const {
   if (is_training() && rate_ > 0)
-    graph::note_inexact(label() + ": in training its mask is drawn over the padded shape, so the real "
+    graph::note_inexact(label() +
+                        ": in training its mask is drawn over the padded shape, so the real "
                         "entries are dropped with the same probability but by other random numbers "
                         "than in the eager call (the parameters after a step differ from eager's)");
   return graph::same_lengths(in, x, y);

@@ -16,7 +16,8 @@ thread_local SampleWeights* current_weights = nullptr;
 
 }  // namespace
 
-SampleWeights::SampleWeights(Tensor weights) : weights_(std::move(weights)), previous_(current_weights) {
+SampleWeights::SampleWeights(Tensor weights)
+    : weights_(std::move(weights)), previous_(current_weights) {
   current_weights = this;
 }
 
@@ -26,7 +27,8 @@ Tensor loss_mean(const Tensor& v, const Tensor& like) {
   if (!current_weights || !current_weights->weights_.defined()) return graph::valid_mean(v, like);
   const Tensor& w = current_weights->weights_;
   ENCORE_CHECK(v.dim() >= 1 && v.shape()[0] == w.numel(), ShapeError, "[sample_weight] ", w.numel(),
-               " weights for a batch of ", v.dim() ? v.shape()[0] : 0, " rows (the loss's values ", describe(v), ")");
+               " weights for a batch of ", v.dim() ? v.shape()[0] : 0, " rows (the loss's values ",
+               describe(v), ")");
   if (const auto l = graph::lengths_of(like))
     ENCORE_CHECK(l->axis != 0, UnsupportedError,
                  "[sample_weight] is not supported with a bucket policy on the batch axis");
@@ -116,7 +118,8 @@ Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool
   return neg(loss_mean(sum(y_true * logp, {-1}), y_pred));
 }
 
-Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pred, bool from_logits) {
+Tensor sparse_categorical_crossentropy(const Tensor& labels, const Tensor& y_pred,
+                                       bool from_logits) {
   const char* loss = "sparse_categorical_crossentropy";
   ENCORE_CHECK(labels.defined() && y_pred.defined(), ValueError, "[", loss, "] undefined input");
   ENCORE_CHECK(labels.dtype() == DType::Int32 || labels.dtype() == DType::Int64, DTypeError, "[",

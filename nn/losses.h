@@ -20,7 +20,8 @@ Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred);
 /// from_logits: p = softmax(y_pred), computed as log_softmax (stable). Else y_pred are
 /// probabilities, taken as Keras 3 does: scaled to sum to 1 over the classes, then clipped to
 /// [1e-7, 1 - 1e-7].
-Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits = false);
+Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
+                                bool from_logits = false);
 /// Keras sparse_categorical_crossentropy: labels are integer class ids (...,), y_pred
 /// (..., classes) probabilities (normalized and clipped as in categorical_crossentropy) or,
 /// with from_logits, logits. A label outside [0, classes) is a ValueError that names the loss

@@ -7,7 +7,8 @@
 namespace encore::nn {
 
 LSTM::LSTM(int64_t units, LSTMOptions options)
-    : units_(units), options_(std::move(options)),
+    : units_(units),
+      options_(std::move(options)),
       activation_(parse_activation(options_.activation)),
       recurrent_activation_(parse_activation(options_.recurrent_activation)) {
   ENCORE_CHECK(units >= 1, ValueError, "[lstm] units must be >= 1, got ", units);
@@ -16,7 +17,8 @@ LSTM::LSTM(int64_t units, LSTMOptions options)
 }
 
 Shape LSTM::build_impl(const Shape& s) {
-  ENCORE_CHECK(s.size() == 3, ShapeError, "[lstm] expects input (batch, steps, features), got ", s.str());
+  ENCORE_CHECK(s.size() == 3, ShapeError, "[lstm] expects input (batch, steps, features), got ",
+               s.str());
   const int64_t in = s[2], u = units_;
   checked_numel({4, u, std::max(in, u)}, "lstm");  // kernel (in, 4u) and recurrent kernel (u, 4u)
   kernel_ = add_parameter("kernel", init::glorot_uniform({in, 4 * u}, in, 4 * u));
@@ -36,13 +38,15 @@ const OpDef* LSTM::fused_op(const Tensor& x) const {
                          x.dtype() == DType::Float32 && x.numel() > 0;
   const OpDef* fused = fused_recurrence_op(RecurrentCell::Lstm, x.device().type);
   switch (options_.implementation) {
-    case LSTMImplementation::Composed: return nullptr;
+    case LSTMImplementation::Composed:
+      return nullptr;
     case LSTMImplementation::Cudnn:
       ENCORE_CHECK(supported && x.device().is_cuda() && fused, UnsupportedError, "[", label(),
                    "] the cuDNN implementation needs non-empty float32 input on a CUDA device and "
                    "activation='tanh', recurrent_activation='sigmoid'");
       return fused;
-    case LSTMImplementation::Auto: break;
+    case LSTMImplementation::Auto:
+      break;
   }
   return supported ? fused : nullptr;
 }
@@ -89,8 +93,9 @@ Tensor LSTM::forward_valid(const Tensor& x, const Tensor& length) {
 }
 
 Tensor LSTM::forward_fused(const Tensor& x, const OpDef& fused) {
-  const auto [y, h] = fused_recurrence(fused, options_.reverse ? flip(x, 1) : x, kernel_, recurrent_kernel_, bias_,
-                                       activation_, recurrent_activation_);
+  const auto [y, h] =
+      fused_recurrence(fused, options_.reverse ? flip(x, 1) : x, kernel_, recurrent_kernel_, bias_,
+                       activation_, recurrent_activation_);
   if (!options_.return_sequences) return h;
   return options_.reverse ? flip(y, 1) : y;
 }
@@ -110,7 +115,9 @@ const LayerDef& lstm_layer = define_layer({
     .name = "LSTM",
     .signature = "LSTM(units: int)",
     .options = &LSTMOptions::fields,
-    .make = [](const CallArgs& a) -> LayerPtr { return std::make_shared<LSTM>(a.integer(0), options_of<LSTMOptions>(a)); },
+    .make = [](const CallArgs& a) -> LayerPtr {
+      return std::make_shared<LSTM>(a.integer(0), options_of<LSTMOptions>(a));
+    },
     .doc = "LSTM with Keras semantics (gates i, f, c, o) over (batch, steps, features).",
     .example = {.args = "units=3, return_sequences=True", .input = {{2, 5, 4}}},
 });

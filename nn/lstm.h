@@ -15,16 +15,18 @@ namespace encore::nn {
 
 using LSTMImplementation = RecurrentImplementation;
 
-#define ENCORE_LSTM_OPTIONS(X)                                                                    \
-  X(std::string, activation, "tanh", "of the cell state and the candidate, by name (not softmax)")  \
-  X(std::string, recurrent_activation, "sigmoid", "of the gates i, f, o, by name (not softmax)")    \
-  X(bool, return_sequences, false, "return the state of every step (batch, steps, units), not "      \
+#define ENCORE_LSTM_OPTIONS(X)                                                                     \
+  X(std::string, activation, "tanh", "of the cell state and the candidate, by name (not softmax)") \
+  X(std::string, recurrent_activation, "sigmoid", "of the gates i, f, o, by name (not softmax)")   \
+  X(bool, return_sequences, false,                                                                 \
+    "return the state of every step (batch, steps, units), not "                                   \
     "only the last (batch, units)")                                                                \
-  X(bool, reverse, false, "process the steps last to first; outputs stay aligned with the input "  \
+  X(bool, reverse, false,                                                                          \
+    "process the steps last to first; outputs stay aligned with the input "                        \
     "steps (unlike Keras' go_backwards, which returns them reversed)")                             \
-  X(bool, unit_forget_bias, true, "start the forget gate's bias at 1")                            \
-  X(LSTMImplementation, implementation, LSTMImplementation::Auto,                                   \
-    "'auto': fused (cuDNN on a CUDA device, oneDNN on the CPU) for tanh/sigmoid on float32 input "  \
+  X(bool, unit_forget_bias, true, "start the forget gate's bias at 1")                             \
+  X(LSTMImplementation, implementation, LSTMImplementation::Auto,                                  \
+    "'auto': fused (cuDNN on a CUDA device, oneDNN on the CPU) for tanh/sigmoid on float32 input " \
     "without bucketing lengths, else composed; 'composed' or 'cudnn' to force one")
 ENCORE_LAYER_OPTIONS(LSTMOptions, ENCORE_LSTM_OPTIONS);
 
@@ -43,7 +45,8 @@ class LSTM : public Recurrent {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 
  private:
   Tensor forward_composed(const Tensor& x);

@@ -65,7 +65,9 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
 
 bool Module::remove(const std::string& name) {
   const auto named = [&](const auto& entry) { return entry.first == name; };
-  const bool removed = std::erase_if(params_, named) + std::erase_if(buffers_, named) + std::erase_if(children_, named) > 0;
+  const bool removed = std::erase_if(params_, named) + std::erase_if(buffers_, named) +
+                           std::erase_if(children_, named) >
+                       0;
   if (removed) structure_->bump();
   return removed;
 }
@@ -135,14 +137,15 @@ std::string joined(const std::vector<std::string>& names) {
 
 // Writes `values[i]` into `targets[i]` in place (same storage: traced steps keep replaying),
 // converted to its dtype and device, once every shape has been checked.
-void assign(const std::vector<std::pair<std::string, Tensor>>& targets, const std::vector<Tensor>& values,
-            const char* op) {
+void assign(const std::vector<std::pair<std::string, Tensor>>& targets,
+            const std::vector<Tensor>& values, const char* op) {
   for (size_t i = 0; i < targets.size(); ++i) {
     const Tensor& t = targets[i].second;
     const Tensor& v = values[i];
-    ENCORE_CHECK(v.defined(), ValueError, "[", op, "] the value for '", targets[i].first, "' is undefined");
-    ENCORE_CHECK(v.shape() == t.shape(), ShapeError, "[", op, "] '", targets[i].first, "' has shape ",
-                 t.shape().str(), " but the value ", describe(v), " does not");
+    ENCORE_CHECK(v.defined(), ValueError, "[", op, "] the value for '", targets[i].first,
+                 "' is undefined");
+    ENCORE_CHECK(v.shape() == t.shape(), ShapeError, "[", op, "] '", targets[i].first,
+                 "' has shape ", t.shape().str(), " but the value ", describe(v), " does not");
   }
   NoGradGuard no_grad;
   for (size_t i = 0; i < targets.size(); ++i) {
@@ -153,19 +156,21 @@ void assign(const std::vector<std::pair<std::string, Tensor>>& targets, const st
 
 }  // namespace
 
-std::pair<std::vector<std::string>, std::vector<std::string>> Module::load_state_dict(const NamedTensors& state,
-                                                                                      bool strict) {
+std::pair<std::vector<std::string>, std::vector<std::string>> Module::load_state_dict(
+    const NamedTensors& state, bool strict) {
   const NamedTensors own = named_weights();
   std::set<std::string> given;
   for (const auto& [name, t] : state)
-    ENCORE_CHECK(given.insert(name).second, ValueError, "[load_state_dict] '", name, "' is given twice");
+    ENCORE_CHECK(given.insert(name).second, ValueError, "[load_state_dict] '", name,
+                 "' is given twice");
   std::vector<std::string> missing, unexpected;
   std::set<std::string> known;
   NamedTensors targets;
   std::vector<Tensor> values;
   for (const auto& [name, t] : own) {
     known.insert(name);
-    const auto it = std::find_if(state.begin(), state.end(), [&](const auto& e) { return e.first == name; });
+    const auto it =
+        std::find_if(state.begin(), state.end(), [&](const auto& e) { return e.first == name; });
     if (it == state.end()) {
       missing.push_back(name);
       continue;
@@ -175,8 +180,9 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Module::load_state
   }
   for (const auto& [name, t] : state)
     if (!known.count(name)) unexpected.push_back(name);
-  ENCORE_CHECK(!strict || (missing.empty() && unexpected.empty()), ValueError, "[load_state_dict] the state of ",
-               label(), " does not match: missing ", joined(missing), "; unexpected ", joined(unexpected),
+  ENCORE_CHECK(!strict || (missing.empty() && unexpected.empty()), ValueError,
+               "[load_state_dict] the state of ", label(), " does not match: missing ",
+               joined(missing), "; unexpected ", joined(unexpected),
                " (strict=False loads the names that match)");
   assign(targets, values, "load_state_dict");
   return {missing, unexpected};
@@ -208,8 +214,8 @@ std::vector<Tensor> Module::get_weights() const {
 void Module::set_weights(const std::vector<Tensor>& values) {
   NamedTensors ordered;
   keras_order(*this, "", ordered);
-  ENCORE_CHECK(values.size() == ordered.size(), ValueError, "[set_weights] ", label(), " has ", ordered.size(),
-               " weights, got ", values.size(), " values");
+  ENCORE_CHECK(values.size() == ordered.size(), ValueError, "[set_weights] ", label(), " has ",
+               ordered.size(), " weights, got ", values.size(), " values");
   assign(ordered, values, "set_weights");
 }
 
@@ -241,11 +247,13 @@ std::string output_shape_of(const Module& m) {
   if (!m.built()) return "?";
   const Shape& s = m.output_shape();
   std::string out = "(";
-  for (int i = 0; i < s.size(); ++i) out += (i ? ", " : "") + (i == 0 ? std::string("None") : std::to_string(s[i]));
+  for (int i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + (i == 0 ? std::string("None") : std::to_string(s[i]));
   return out + (s.size() == 1 ? ",)" : ")");
 }
 
-void summary_rows(const Module& m, const std::string& prefix, std::vector<std::array<std::string, 3>>& rows) {
+void summary_rows(const Module& m, const std::string& prefix,
+                  std::vector<std::array<std::string, 3>>& rows) {
   for (const auto& [name, child] : m.children()) {
     if (!child->built() && !child->children().empty()) {
       summary_rows(*child, prefix + name + ".", rows);
@@ -259,12 +267,13 @@ void summary_rows(const Module& m, const std::string& prefix, std::vector<std::a
 }  // namespace
 
 std::string Module::summary() const {
-  ENCORE_CHECK(built_, ValueError, "[", label(), "] summary needs a built model: call it on a batch, or build(",
+  ENCORE_CHECK(built_, ValueError, "[", label(),
+               "] summary needs a built model: call it on a batch, or build(",
                "input_shape) first");
   std::vector<std::array<std::string, 3>> rows;
   summary_rows(*this, "", rows);
-  std::array<size_t, 3> width{std::string("Layer (type)").size(), std::string("Output Shape").size(),
-                              std::string("Param #").size()};
+  std::array<size_t, 3> width{std::string("Layer (type)").size(),
+                              std::string("Output Shape").size(), std::string("Param #").size()};
   for (const auto& r : rows)
     for (size_t i = 0; i < 3; ++i) width[i] = std::max(width[i], r[i].size());
   auto line = [&](const std::array<std::string, 3>& r) {
@@ -273,11 +282,13 @@ std::string Module::summary() const {
     return s + std::string(width[2] - r[2].size(), ' ') + r[2] + "\n";
   };
   const std::string rule(width[0] + width[1] + width[2] + 6, '=');
-  std::string s = "Model: \"" + label() + "\"\n" + line({"Layer (type)", "Output Shape", "Param #"}) + rule + "\n";
+  std::string s = "Model: \"" + label() + "\"\n" +
+                  line({"Layer (type)", "Output Shape", "Param #"}) + rule + "\n";
   for (const auto& r : rows) s += line(r);
   const int64_t trainable = count(named_parameters()), fixed = count(named_buffers());
-  return s + rule + "\nTotal params: " + grouped(trainable + fixed) + "\nTrainable params: " + grouped(trainable) +
-         "\nNon-trainable params: " + grouped(fixed) + "\n";
+  return s + rule + "\nTotal params: " + grouped(trainable + fixed) +
+         "\nTrainable params: " + grouped(trainable) + "\nNon-trainable params: " + grouped(fixed) +
+         "\n";
 }
 
 void Module::to(Device device) {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/modes.h"
-#include "ops/tensor.h"
 #include "graph/lengths.h"
+#include "ops/tensor.h"
 
 namespace encore::nn {
 
@@ -58,8 +58,8 @@ class Module {
   /// ones); without, matching names are loaded and the rest ignored. Shapes must match
   /// (ShapeError); values are converted to each tensor's dtype and device. Returns the names of
   /// the module missing from `state`, then those of `state` the module does not have.
-  std::pair<std::vector<std::string>, std::vector<std::string>> load_state_dict(const NamedTensors& state,
-                                                                                bool strict = true);
+  std::pair<std::vector<std::string>, std::vector<std::string>> load_state_dict(
+      const NamedTensors& state, bool strict = true);
   /// Keras' get_weights: copies of every weight on the CPU, module by module (a module's
   /// parameters, its buffers, then its children's, in order), the order Keras layers list them.
   std::vector<Tensor> get_weights() const;
@@ -142,7 +142,9 @@ class Sequential : public Module {
     return layer;
   }
   void add(std::shared_ptr<Module> layer);
-  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& layers() const { return children_; }
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& layers() const {
+    return children_;
+  }
 
   std::string type_name() const override { return "sequential"; }
   /// Builds the model for `input_shape` when it is not built, then Module::summary().

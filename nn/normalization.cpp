@@ -101,7 +101,8 @@ const LayerDef& batch_normalization_layer = define_layer({
     .make = [](const CallArgs& a) -> LayerPtr {
       return std::make_shared<BatchNormalization>(options_of<BatchNormalizationOptions>(a));
     },
-    .doc = "Keras BatchNormalization: in training mode the batch's mean and biased variance, which also update "
+    .doc = "Keras BatchNormalization: in training mode the batch's mean and biased variance, which "
+           "also update "
            "the buffers moving_mean and moving_variance; in inference mode the moving statistics.",
     .example = {.args = "momentum=0.9", .input = {{4, 5, 3}}},
 });
@@ -112,7 +113,8 @@ const LayerDef& layer_normalization_layer = define_layer({
     .make = [](const CallArgs& a) -> LayerPtr {
       return std::make_shared<LayerNormalization>(options_of<LayerNormalizationOptions>(a));
     },
-    .doc = "Keras LayerNormalization: each sample normalized by its own mean and biased variance along axis; the "
+    .doc = "Keras LayerNormalization: each sample normalized by its own mean and biased variance "
+           "along axis; the "
            "same in training and inference.",
     .example = {.args = "epsilon=0.01", .input = {{2, 5, 3}}},
 });

@@ -6,11 +6,11 @@
 
 namespace encore::nn {
 
-#define ENCORE_BATCH_NORMALIZATION_OPTIONS(X)                                                     \
-  X(int64_t, axis, -1, "the channels axis: statistics are per channel, over every other axis")   \
+#define ENCORE_BATCH_NORMALIZATION_OPTIONS(X)                                                      \
+  X(int64_t, axis, -1, "the channels axis: statistics are per channel, over every other axis")     \
   X(double, momentum, 0.99, "of the moving statistics: m = m * momentum + batch * (1 - momentum)") \
-  X(double, epsilon, 1e-3, "added to the variance before its square root")                      \
-  X(bool, center, true, "learn an offset beta")                                                  \
+  X(double, epsilon, 1e-3, "added to the variance before its square root")                         \
+  X(bool, center, true, "learn an offset beta")                                                    \
   X(bool, scale, true, "learn a scale gamma")
 ENCORE_LAYER_OPTIONS(BatchNormalizationOptions, ENCORE_BATCH_NORMALIZATION_OPTIONS);
 
@@ -30,7 +30,8 @@ class BatchNormalization : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 
  private:
   Tensor normalize_training(const Tensor& x, int axis);
@@ -38,10 +39,10 @@ class BatchNormalization : public Module {
   Tensor gamma_, beta_, moving_mean_, moving_variance_;
 };
 
-#define ENCORE_LAYER_NORMALIZATION_OPTIONS(X)                                  \
-  X(int64_t, axis, -1, "the axis each sample is normalized along")              \
-  X(double, epsilon, 1e-3, "added to the variance before its square root")      \
-  X(bool, center, true, "learn an offset beta")                                 \
+#define ENCORE_LAYER_NORMALIZATION_OPTIONS(X)                              \
+  X(int64_t, axis, -1, "the axis each sample is normalized along")         \
+  X(double, epsilon, 1e-3, "added to the variance before its square root") \
+  X(bool, center, true, "learn an offset beta")                            \
   X(bool, scale, true, "learn a scale gamma")
 ENCORE_LAYER_OPTIONS(LayerNormalizationOptions, ENCORE_LAYER_NORMALIZATION_OPTIONS);
 
@@ -56,7 +57,8 @@ class LayerNormalization : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 
  private:
   LayerNormalizationOptions options_;

@@ -16,7 +16,8 @@ std::pair<int, int> key(Device d) { return {static_cast<int>(d.type), d.index}; 
 
 Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
     : params_(std::move(params)), name_(name), lr_(lr) {
-  ENCORE_CHECK(!params_.empty(), ValueError, "[", name, "] got no parameters: build the model first ",
+  ENCORE_CHECK(!params_.empty(), ValueError, "[", name,
+               "] got no parameters: build the model first ",
                "(model.build(input_shape)) and pass model.parameters()");
   ENCORE_CHECK(std::isfinite(lr) && lr > 0, ValueError, "[", name,
                "] learning rate must be finite and > 0, got ", lr);
@@ -63,7 +64,8 @@ const Tensor& Optimizer::lr_tensor(Device device) {
 
 void Optimizer::set_clipping(Clipping c) {
   ENCORE_CHECK(c.global_norm >= 0 && c.value >= 0, ValueError, "[", name_,
-               "] clipping needs global_norm >= 0 and value >= 0, got ", c.global_norm, " and ", c.value);
+               "] clipping needs global_norm >= 0 and value >= 0, got ", c.global_norm, " and ",
+               c.value);
   ENCORE_CHECK(c.global_norm == 0 || c.value == 0, ValueError, "[", name_,
                "] clip by global norm or by value, not both");
   clipping_ = c;
@@ -116,7 +118,8 @@ NamedTensors Optimizer::state() const {
       if ((*tensors)[i].defined()) s.emplace_back(param_key(i) + "." + slot_name, (*tensors)[i]);
   s.emplace_back("lr", full({}, lr(), DType::Float64));
   if (refs.steps)
-    s.emplace_back("step", refs.steps->empty() ? zeros({}, DType::Int64) : refs.steps->begin()->second);
+    s.emplace_back("step",
+                   refs.steps->empty() ? zeros({}, DType::Int64) : refs.steps->begin()->second);
   return s;
 }
 
@@ -125,28 +128,31 @@ void Optimizer::load_state(const NamedTensors& state) {
   std::map<std::string, std::pair<std::vector<Tensor>*, size_t>> expected;
   std::set<std::string> keys;
   for (size_t i = 0; i < params_.size(); ++i) {
-    ENCORE_CHECK(keys.insert(param_key(i)).second, ValueError, "[", name_, "] two parameters are named '",
-                 param_key(i), "': their state cannot be told apart");
+    ENCORE_CHECK(keys.insert(param_key(i)).second, ValueError, "[", name_,
+                 "] two parameters are named '", param_key(i),
+                 "': their state cannot be told apart");
     for (const auto& [slot_name, tensors] : refs.per_param)
       expected[param_key(i) + "." + slot_name] = {tensors, i};
   }
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state) {
-    ENCORE_CHECK(given.emplace(name, &t).second, ValueError, "[", name_, "] state '", name, "' is given twice");
+    ENCORE_CHECK(given.emplace(name, &t).second, ValueError, "[", name_, "] state '", name,
+                 "' is given twice");
     if (name == "lr" || (name == "step" && refs.steps)) {
       const DType want = name == "lr" ? DType::Float64 : DType::Int64;
-      ENCORE_CHECK(t.numel() == 1 && t.dtype() == want, ValueError, "[", name_, "] state '", name, "' must be a ",
-                   encore::name(want), " scalar, got ", describe(t));
+      ENCORE_CHECK(t.numel() == 1 && t.dtype() == want, ValueError, "[", name_, "] state '", name,
+                   "' must be a ", encore::name(want), " scalar, got ", describe(t));
       continue;
     }
     const auto it = expected.find(name);
-    ENCORE_CHECK(it != expected.end(), ValueError, "[", name_, "] state '", name,
-                 "' is not state of this optimizer (its parameters and kind must match the ones saved)");
+    ENCORE_CHECK(
+        it != expected.end(), ValueError, "[", name_, "] state '", name,
+        "' is not state of this optimizer (its parameters and kind must match the ones saved)");
     const Tensor& p = params_[it->second.second];
-    ENCORE_CHECK(t.shape() == p.shape(), ShapeError, "[", name_, "] state '", name, "' is ", t.shape().str(),
-                 " but the parameter is ", p.shape().str());
-    ENCORE_CHECK(t.dtype() == p.dtype(), ValueError, "[", name_, "] state '", name, "' is ", encore::name(t.dtype()),
-                 " but the parameter is ", encore::name(p.dtype()));
+    ENCORE_CHECK(t.shape() == p.shape(), ShapeError, "[", name_, "] state '", name, "' is ",
+                 t.shape().str(), " but the parameter is ", p.shape().str());
+    ENCORE_CHECK(t.dtype() == p.dtype(), ValueError, "[", name_, "] state '", name, "' is ",
+                 encore::name(t.dtype()), " but the parameter is ", encore::name(p.dtype()));
     // A second moment below 0 or a value not finite would turn the next step's weights to NaN.
     const bool moment = name.ends_with(".v");
     for (const double e : t.to_vector<double>())
@@ -155,7 +161,8 @@ void Optimizer::load_state(const NamedTensors& state) {
                    moment ? ": a second moment must be finite and >= 0" : ": state must be finite");
   }
   ENCORE_CHECK(given.count("lr"), ValueError, "[", name_, "] the state has no 'lr'");
-  ENCORE_CHECK(!refs.steps || given.count("step"), ValueError, "[", name_, "] the state has no 'step'");
+  ENCORE_CHECK(!refs.steps || given.count("step"), ValueError, "[", name_,
+               "] the state has no 'step'");
   const double lr = given.at("lr")->item();
   ENCORE_CHECK(std::isfinite(lr) && lr >= 0, ValueError, "[", name_,
                "] learning rate must be finite and >= 0, got ", lr);
@@ -222,7 +229,8 @@ std::vector<Optimizer::Group> Optimizer::groups() const {
     std::map<std::pair<int, int>, std::vector<size_t>> by_device;
     for (size_t i : parts[k])
       if (params_[i].grad().defined()) by_device[key(params_[i].device())].push_back(i);
-    for (auto& [dev, idx] : by_device) out.push_back({dev, std::move(idx), k, seen.insert(dev).second});
+    for (auto& [dev, idx] : by_device)
+      out.push_back({dev, std::move(idx), k, seen.insert(dev).second});
   }
   return out;
 }
@@ -235,8 +243,9 @@ void Optimizer::finish_step() {
   if (parts_.after) parts_.after();
 }
 
-void Optimizer::set_update_parts(std::vector<std::vector<size_t>> parts, std::function<void(size_t)> before,
-                                 std::function<void()> after, std::shared_ptr<void> owner) {
+void Optimizer::set_update_parts(std::vector<std::vector<size_t>> parts,
+                                 std::function<void(size_t)> before, std::function<void()> after,
+                                 std::shared_ptr<void> owner) {
   std::vector<int> seen(params_.size(), 0);
   for (const auto& part : parts)
     for (size_t i : part) {
@@ -244,7 +253,8 @@ void Optimizer::set_update_parts(std::vector<std::vector<size_t>> parts, std::fu
                    "] update parts must name each parameter once, got index ", i);
     }
   for (size_t i = 0; i < params_.size(); ++i)
-    ENCORE_CHECK(parts.empty() || seen[i], ValueError, "[", name_, "] parameter ", i, " is in no update part");
+    ENCORE_CHECK(parts.empty() || seen[i], ValueError, "[", name_, "] parameter ", i,
+                 " is in no update part");
   parts_ = {std::move(parts), std::move(before), std::move(after), std::move(owner)};
 }
 
@@ -272,7 +282,8 @@ SGD::SGD(std::vector<Tensor> params, double lr, SGDOptions options)
                    std::isfinite(options.weight_decay) && options.weight_decay >= 0,
                ValueError, "[sgd] momentum and weight_decay must be finite and >= 0, got ",
                options.momentum, " and ", options.weight_decay);
-  ENCORE_CHECK(!options.nesterov || options.momentum > 0, ValueError, "[sgd] nesterov needs momentum > 0");
+  ENCORE_CHECK(!options.nesterov || options.momentum > 0, ValueError,
+               "[sgd] nesterov needs momentum > 0");
   momentum_.resize(params_.size());
 }
 
@@ -310,7 +321,8 @@ Optimizer::StateRefs SGD::state_refs() {
 Adam::Adam(std::vector<Tensor> params, double lr, AdamOptions options)
     : Adam(std::move(params), lr, options, "adam", false) {}
 
-Adam::Adam(std::vector<Tensor> params, double lr, AdamOptions options, const char* name, bool decoupled)
+Adam::Adam(std::vector<Tensor> params, double lr, AdamOptions options, const char* name,
+           bool decoupled)
     : Optimizer(std::move(params), lr, name), options_(options), decoupled_(decoupled) {
   ENCORE_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1 &&
                    std::isfinite(options.epsilon) && options.epsilon > 0 &&
@@ -355,8 +367,8 @@ void Adam::step() {
       grads.push_back(params_[i].grad());
     }
     adam_update(params, m, v, grads, step, lr_tensor(device),
-                AdamAttrs{options_.beta1, options_.beta2, options_.epsilon, options_.weight_decay, decoupled_,
-                          options_.epsilon_hat});
+                AdamAttrs{options_.beta1, options_.beta2, options_.epsilon, options_.weight_decay,
+                          decoupled_, options_.epsilon_hat});
   }
   finish_step();
 }
@@ -398,8 +410,9 @@ void RMSprop::step() {
       if (options_.centered) mean_grad.push_back(slot(mean_grad_, i, "mean_grad"));
       grads.push_back(params_[i].grad());
     }
-    rmsprop_update(params, v, buf, mean_grad, grads, lr_tensor(params_[idx[0]].device()),
-                   RmspropAttrs{options_.rho, options_.momentum, options_.epsilon, options_.centered});
+    rmsprop_update(
+        params, v, buf, mean_grad, grads, lr_tensor(params_[idx[0]].device()),
+        RmspropAttrs{options_.rho, options_.momentum, options_.epsilon, options_.centered});
   }
   finish_step();
 }

@@ -9,8 +9,8 @@
 #include <map>
 #include <memory>
 
-#include "ops/tensor.h"
 #include "nn/module.h"
+#include "ops/tensor.h"
 
 namespace encore::nn {
 
@@ -51,9 +51,9 @@ class Optimizer {
   NamedTensors state() const;
   /// Restores a state() of an optimizer of the same kind over parameters of the same names,
   /// shapes and dtypes, all or nothing: a tensor it does not expect, or of another shape or dtype,
-  /// or a missing "lr" / "step", is an error that leaves the optimizer untouched. Slots missing from
-  /// `state` (never created there) are dropped here. Existing state tensors are written in place,
-  /// so traced steps that captured them keep replaying.
+  /// or a missing "lr" / "step", is an error that leaves the optimizer untouched. Slots missing
+  /// from `state` (never created there) are dropped here. Existing state tensors are written in
+  /// place, so traced steps that captured them keep replaying.
   void load_state(const NamedTensors& state);
   /// Converts state tensors to their parameters' dtypes in place (same tensors, new storage), as
   /// the step after Module::to(dtype) needs (Model does it before its steps and checkpoints).
@@ -150,9 +150,9 @@ struct AdamOptions {
   /// L2 weight decay added to the gradient (Adam), or decoupled (AdamW).
   double weight_decay = 0.0;
   /// Where epsilon goes. false (default): PyTorch's placement, w -= lr_t * m / (sqrt(v_hat) + eps).
-  /// true: Keras / TensorFlow's "epsilon hat", w -= lr_t * m / ((sqrt(v) + eps) / sqrt(1 - beta2^t)),
-  /// which is what Keras computes for the same epsilon. The two agree for gradients much larger
-  /// than epsilon; for gradients ~1e-6 they differ about 3x in the first steps.
+  /// true: Keras / TensorFlow's "epsilon hat", w -= lr_t * m / ((sqrt(v) + eps) / sqrt(1 -
+  /// beta2^t)), which is what Keras computes for the same epsilon. The two agree for gradients much
+  /// larger than epsilon; for gradients ~1e-6 they differ about 3x in the first steps.
   bool epsilon_hat = false;
 };
 
@@ -166,7 +166,8 @@ class Adam : public Optimizer {
   int64_t iterations() const;
 
  protected:
-  Adam(std::vector<Tensor> params, double lr, AdamOptions options, const char* name, bool decoupled);
+  Adam(std::vector<Tensor> params, double lr, AdamOptions options, const char* name,
+       bool decoupled);
   StateRefs state_refs() override;
 
  private:

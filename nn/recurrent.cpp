@@ -50,10 +50,16 @@ const LayerDef& bidirectional_layer = define_layer({
     .signature = "Bidirectional(layer: Recurrent)",
     .options = &BidirectionalOptions::fields,
     .make = [](const CallArgs& a) -> LayerPtr {
-      return std::make_shared<Bidirectional>(layer_arg<Recurrent>(a, 0), options_of<BidirectionalOptions>(a));
+      return std::make_shared<Bidirectional>(layer_arg<Recurrent>(a, 0),
+                                             options_of<BidirectionalOptions>(a));
     },
-    .doc = "A recurrent layer (LSTM, GRU) and a reversed copy of it, run over the same input, their outputs merged.",
-    .example = {.make = [] { return LayerPtr(std::make_shared<Bidirectional>(std::make_shared<GRU>(3, GRUOptions{.return_sequences = true}))); },
+    .doc = "A recurrent layer (LSTM, GRU) and a reversed copy of it, run over the same input, "
+           "their outputs merged.",
+    .example = {.make =
+                    [] {
+                      return LayerPtr(std::make_shared<Bidirectional>(
+                          std::make_shared<GRU>(3, GRUOptions{.return_sequences = true})));
+                    },
                 .input = {{2, 5, 4}}},
 });
 

@@ -16,7 +16,8 @@ enum class RecurrentImplementation { Auto, Composed, Cudnn };
 std::span<const char* const> option_names(RecurrentImplementation);
 
 #define ENCORE_BIDIRECTIONAL_OPTIONS(X) \
-  X(std::string, merge_mode, "concat", "how the two outputs combine: 'concat' (on the feature axis), 'sum', 'mul' or 'ave'")
+  X(std::string, merge_mode, "concat",  \
+    "how the two outputs combine: 'concat' (on the feature axis), 'sum', 'mul' or 'ave'")
 ENCORE_LAYER_OPTIONS(BidirectionalOptions, ENCORE_BIDIRECTIONAL_OPTIONS);
 
 /// A recurrent layer over (batch, steps, features) that Bidirectional can wrap.
@@ -40,7 +41,8 @@ class Bidirectional : public Module {
  protected:
   Shape build_impl(const Shape& input_shape) override;
   Tensor forward_impl(const Tensor& x) override;
-  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x, const Tensor& y) const override;
+  std::optional<graph::Lengths> output_lengths(const graph::Lengths& in, const Tensor& x,
+                                               const Tensor& y) const override;
 
  private:
   std::shared_ptr<Recurrent> forward_, backward_;

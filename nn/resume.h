@@ -18,8 +18,8 @@ namespace encore::nn {
 
 /// Writes `module`'s parameters, `optimizer`'s state (when given) and the default generators of
 /// the parameters' devices to `path`, atomically. `extra` keys must not start with "encore.".
-void save_checkpoint(const std::string& path, const Module& module, const Optimizer* optimizer = nullptr,
-                     const Metadata& extra = {});
+void save_checkpoint(const std::string& path, const Module& module,
+                     const Optimizer* optimizer = nullptr, const Metadata& extra = {});
 
 /// Restores what save_checkpoint wrote, all or nothing: the model part must hold exactly the
 /// module's parameters (names, shapes, dtypes); with an optimizer the file must hold the state of

@@ -30,7 +30,8 @@ Schedule Schedule::step_decay(double initial, int64_t step_size, double gamma) {
           detail::cat("step_decay(", initial, ", step_size=", step_size, ", gamma=", gamma, ")")};
 }
 
-Schedule Schedule::exponential_decay(double initial, int64_t decay_steps, double rate, bool staircase) {
+Schedule Schedule::exponential_decay(double initial, int64_t decay_steps, double rate,
+                                     bool staircase) {
   check_steps("exponential_decay", decay_steps);
   return {[=](int64_t step) {
             check_step(step);
@@ -44,21 +45,25 @@ Schedule Schedule::exponential_decay(double initial, int64_t decay_steps, double
 
 Schedule Schedule::cosine_decay(double initial, int64_t decay_steps, double alpha) {
   check_steps("cosine_decay", decay_steps);
-  return {[=](int64_t step) {
-            check_step(step);
-            const double p = static_cast<double>(std::min(step, decay_steps)) / static_cast<double>(decay_steps);
-            return initial * ((1 - alpha) * 0.5 * (1 + std::cos(std::numbers::pi * p)) + alpha);
-          },
-          detail::cat("cosine_decay(", initial, ", decay_steps=", decay_steps, ", alpha=", alpha, ")")};
+  return {
+      [=](int64_t step) {
+        check_step(step);
+        const double p =
+            static_cast<double>(std::min(step, decay_steps)) / static_cast<double>(decay_steps);
+        return initial * ((1 - alpha) * 0.5 * (1 + std::cos(std::numbers::pi * p)) + alpha);
+      },
+      detail::cat("cosine_decay(", initial, ", decay_steps=", decay_steps, ", alpha=", alpha, ")")};
 }
 
 Schedule Schedule::warmup(Schedule after, int64_t steps, double start) {
   check_steps("warmup", steps);
-  const std::string description = detail::cat("warmup(", steps, " steps from ", start, ", then ", after.str(), ")");
+  const std::string description =
+      detail::cat("warmup(", steps, " steps from ", start, ", then ", after.str(), ")");
   return {[after = std::move(after), steps, start](int64_t step) {
             check_step(step);
             if (step >= steps) return after(step - steps);
-            return start + (after(0) - start) * static_cast<double>(step) / static_cast<double>(steps);
+            return start +
+                   (after(0) - start) * static_cast<double>(step) / static_cast<double>(steps);
           },
           description};
 }

@@ -35,54 +35,27 @@ struct Linear {
   static constexpr Activation id = Activation::Linear;
   static constexpr std::string_view name = "linear";
   static constexpr bool elementwise = true, grad_from_output = true;
-  template <class T>
-  ENCORE_HD T operator()(T x) const {
-    return x;
-  }
-  template <class T>
-  ENCORE_HD T grad(T, T) const {
-    return T(1);
-  }
-  template <class T>
-  ENCORE_HD T output_grad(T gy, T) const {
-    return gy;
-  }
+  template <class T> ENCORE_HD T operator()(T x) const { return x; }
+  template <class T> ENCORE_HD T grad(T, T) const { return T(1); }
+  template <class T> ENCORE_HD T output_grad(T gy, T) const { return gy; }
   static Tensor apply(const Tensor& x);
 };
 struct Tanh {
   static constexpr Activation id = Activation::Tanh;
   static constexpr std::string_view name = "tanh";
   static constexpr bool elementwise = true, grad_from_output = true;
-  template <class T>
-  ENCORE_HD T operator()(T x) const {
-    return fn::m_tanh(x);
-  }
-  template <class T>
-  ENCORE_HD T grad(T, T y) const {
-    return T(1) - y * y;
-  }
-  template <class T>
-  ENCORE_HD T output_grad(T gy, T y) const {
-    return gy * (T(1) - y * y);
-  }
+  template <class T> ENCORE_HD T operator()(T x) const { return fn::m_tanh(x); }
+  template <class T> ENCORE_HD T grad(T, T y) const { return T(1) - y * y; }
+  template <class T> ENCORE_HD T output_grad(T gy, T y) const { return gy * (T(1) - y * y); }
   static Tensor apply(const Tensor& x);
 };
 struct Sigmoid {
   static constexpr Activation id = Activation::Sigmoid;
   static constexpr std::string_view name = "sigmoid";
   static constexpr bool elementwise = true, grad_from_output = true;
-  template <class T>
-  ENCORE_HD T operator()(T x) const {
-    return fn::m_sigmoid(x);
-  }
-  template <class T>
-  ENCORE_HD T grad(T, T y) const {
-    return y * (T(1) - y);
-  }
-  template <class T>
-  ENCORE_HD T output_grad(T gy, T y) const {
-    return gy * (y * (T(1) - y));
-  }
+  template <class T> ENCORE_HD T operator()(T x) const { return fn::m_sigmoid(x); }
+  template <class T> ENCORE_HD T grad(T, T y) const { return y * (T(1) - y); }
+  template <class T> ENCORE_HD T output_grad(T gy, T y) const { return gy * (y * (T(1) - y)); }
   static Tensor apply(const Tensor& x);
 };
 // The masks are selects, not products of a bool: GCC vectorizes those. A mask of 0 still makes a
@@ -91,35 +64,21 @@ struct Relu {
   static constexpr Activation id = Activation::Relu;
   static constexpr std::string_view name = "relu";
   static constexpr bool elementwise = true, grad_from_output = true;
-  template <class T>
-  ENCORE_HD T operator()(T x) const {
-    return fn::m_max(x, T(0));
-  }
-  template <class T>
-  ENCORE_HD T grad(T x, T) const {
-    return x > T(0) ? T(1) : T(0);
-  }
+  template <class T> ENCORE_HD T operator()(T x) const { return fn::m_max(x, T(0)); }
+  template <class T> ENCORE_HD T grad(T x, T) const { return x > T(0) ? T(1) : T(0); }
   // relu's input has the output's sign, so this takes either.
-  template <class T>
-  ENCORE_HD T output_grad(T gy, T y) const {
-    return y > T(0) ? gy : gy * T(0);
-  }
+  template <class T> ENCORE_HD T output_grad(T gy, T y) const { return y > T(0) ? gy : gy * T(0); }
   static Tensor apply(const Tensor& x);
 };
 struct HardSigmoid {
   static constexpr Activation id = Activation::HardSigmoid;
   static constexpr std::string_view name = "hard_sigmoid";
   static constexpr bool elementwise = true, grad_from_output = true;
-  template <class T>
-  ENCORE_HD T operator()(T x) const {
-    return fn::m_hard_sigmoid(x);
-  }
-  template <class T>
-  ENCORE_HD T grad(T x, T) const {
+  template <class T> ENCORE_HD T operator()(T x) const { return fn::m_hard_sigmoid(x); }
+  template <class T> ENCORE_HD T grad(T x, T) const {
     return (x > T(-2.5) && x < T(2.5)) ? T(0.2) : T(0);
   }
-  template <class T>
-  ENCORE_HD T output_grad(T gy, T y) const {
+  template <class T> ENCORE_HD T output_grad(T gy, T y) const {
     return y > T(0) && y < T(1) ? gy * T(0.2) : gy * T(0);
   }
   static Tensor apply(const Tensor& x);
@@ -129,14 +88,8 @@ struct Gelu {
   static constexpr Activation id = Activation::Gelu;
   static constexpr std::string_view name = "gelu";
   static constexpr bool elementwise = true, grad_from_output = false;
-  template <class T>
-  ENCORE_HD T operator()(T x) const {
-    return fn::m_gelu(x);
-  }
-  template <class T>
-  ENCORE_HD T grad(T x, T) const {
-    return fn::m_gelu_grad(x);
-  }
+  template <class T> ENCORE_HD T operator()(T x) const { return fn::m_gelu(x); }
+  template <class T> ENCORE_HD T grad(T x, T) const { return fn::m_gelu_grad(x); }
   static Tensor apply(const Tensor& x);
 };
 // Over the last axis. Not elementwise: its element functions are the identity, never called by a
@@ -145,14 +98,8 @@ struct Softmax {
   static constexpr Activation id = Activation::Softmax;
   static constexpr std::string_view name = "softmax";
   static constexpr bool elementwise = false, grad_from_output = false;
-  template <class T>
-  ENCORE_HD T operator()(T x) const {
-    return x;
-  }
-  template <class T>
-  ENCORE_HD T grad(T, T) const {
-    return T(1);
-  }
+  template <class T> ENCORE_HD T operator()(T x) const { return x; }
+  template <class T> ENCORE_HD T grad(T, T) const { return T(1); }
   static Tensor apply(const Tensor& x);
 };
 
@@ -160,8 +107,7 @@ struct Softmax {
 
 /// Calls `f` with the struct of activation `a` (act::Relu{}, ...): the choice is made once, so a
 /// loop inside `f` is specialized for the activation and vectorizes.
-template <class F>
-ENCORE_HD constexpr decltype(auto) visit_activation(Activation a, F&& f) {
+template <class F> ENCORE_HD constexpr decltype(auto) visit_activation(Activation a, F&& f) {
   switch (a) {
     case Activation::Linear:
       return f(act::Linear{});
@@ -196,12 +142,10 @@ constexpr bool fusable_activation(Activation a) {
 
 namespace fn {
 /// The activation's value, and its derivative from x and its value y: the fused recurrent cells.
-template <class T>
-ENCORE_HD T activate(Activation a, T x) {
+template <class T> ENCORE_HD T activate(Activation a, T x) {
   return visit_activation(a, [&](auto act) { return act(x); });
 }
-template <class T>
-ENCORE_HD T activate_grad(Activation a, T x, T y) {
+template <class T> ENCORE_HD T activate_grad(Activation a, T x, T y) {
   return visit_activation(a, [&](auto act) { return act.grad(x, y); });
 }
 }  // namespace fn

@@ -154,8 +154,8 @@ void load(const std::string& path) {
     }
     ENCORE_CHECK(e.source == "heuristic" || e.source == "exhaustive" || e.source == "off",
                  ValueError, "[autotune] ", path, ":", number, ": unknown source '", e.source, "'");
-    ENCORE_CHECK(e.backend == "cudnn" || e.backend == "onednn", ValueError, "[autotune] ", path, ":",
-                 number, ": unknown backend '", e.backend, "'");
+    ENCORE_CHECK(e.backend == "cudnn" || e.backend == "onednn", ValueError, "[autotune] ", path,
+                 ":", number, ": unknown backend '", e.backend, "'");
     loaded.push_back(std::move(e));
   }
   {

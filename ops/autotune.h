@@ -59,8 +59,9 @@ std::vector<Entry> entries();
 /// (core/file.h; FileError when it cannot be written).
 void save(const std::string& path);
 /// Adds the choices saved in `path`. Throws FileError if it cannot be read, ValueError if the
-/// file is malformed or was written with another cuDNN version (algorithm choices do not carry over between versions). A CPU
-/// choice naming an implementation this machine's oneDNN does not offer is searched again.
+/// file is malformed or was written with another cuDNN version (algorithm choices do not carry over
+/// between versions). A CPU choice naming an implementation this machine's oneDNN does not offer is
+/// searched again.
 void load(const std::string& path);
 /// Forgets every choice (the next use of each shape searches again).
 void clear();

@@ -114,8 +114,10 @@ std::string show_config() {
       << "\n  host allocator: " << mib(cpu_cached_bytes()) << " MiB of freed blocks kept\n";
 
   out << "backends:\n  cpu: yes\n";
-  if (cuda) out << cuda->describe_devices();
-  else out << "  cuda: not available (" << backend_status(DeviceType::CUDA) << ")\n";
+  if (cuda)
+    out << cuda->describe_devices();
+  else
+    out << "  cuda: not available (" << backend_status(DeviceType::CUDA) << ")\n";
   return out.str();
 }
 

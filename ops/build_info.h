@@ -13,7 +13,8 @@ const char* version();
 /// A report to paste into a bug report: encore's version and build, the versions of the
 /// libraries as loaded (oneDNN, OpenBLAS and its configuration, zlib; the CUDA runtime and
 /// driver, cuBLAS and cuDNN when the CUDA backend is loaded), the thread counts of OpenMP,
-/// OpenBLAS and oneDNN, and the backends with their devices (or why there are none: core/backend.h).
+/// OpenBLAS and oneDNN, and the backends with their devices (or why there are none:
+/// core/backend.h).
 std::string show_config();
 
 }  // namespace encore

@@ -39,7 +39,9 @@ struct ConvGeometry {
   int64_t n, length, channels, filters, kernel, out_length, stride, dilation, pad_l;
   /// The input step that output step t reads through kernel tap k (may be outside the input:
   /// padding).
-  ENCORE_HD int64_t input_step(int64_t t, int64_t k) const { return t * stride + k * dilation - pad_l; }
+  ENCORE_HD int64_t input_step(int64_t t, int64_t k) const {
+    return t * stride + k * dilation - pad_l;
+  }
   /// The output step that reads input step i through tap k, or -1 when none does.
   ENCORE_HD int64_t output_step(int64_t i, int64_t k) const {
     const int64_t num = i + pad_l - k * dilation;  // = t * stride

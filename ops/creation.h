@@ -19,7 +19,8 @@ struct FullAttrs {
   Device device;
   Scalar value, step;
   std::string str() const {
-    return "shape=" + shape.str() + ", dtype=" + std::string(name(dtype)) + ", a=" + value.str() + ", b=" + step.str();
+    return "shape=" + shape.str() + ", dtype=" + std::string(name(dtype)) + ", a=" + value.str() +
+           ", b=" + step.str();
   }
   bool operator==(const FullAttrs&) const = default;
 };

@@ -27,7 +27,8 @@ struct SliceAttrs {
   int64_t start, stop, step;
   Shape input_shape;
   std::string str() const {
-    return detail::cat("axis=", axis, ", ", start, ":", stop, step != 1 ? detail::cat(":", step) : "");
+    return detail::cat("axis=", axis, ", ", start, ":", stop,
+                       step != 1 ? detail::cat(":", step) : "");
   }
   bool operator==(const SliceAttrs&) const = default;
 };

@@ -38,10 +38,12 @@ namespace {
 // (m.copy_(m.T)).
 bool overlaps_differently(const Tensor& a, const Tensor& b) {
   if (a.storage() != b.storage() || a.numel() == 0 || b.numel() == 0) return false;
-  if (a.offset() == b.offset() && a.shape() == b.shape() && a.strides() == b.strides()) return false;
+  if (a.offset() == b.offset() && a.shape() == b.shape() && a.strides() == b.strides())
+    return false;
   auto span = [](const Tensor& t) {  // the first and last element the view can reach
     int64_t lo = t.offset(), hi = t.offset();
-    for (int d = 0; d < t.dim(); ++d) (t.strides()[d] < 0 ? lo : hi) += (t.shape()[d] - 1) * t.strides()[d];
+    for (int d = 0; d < t.dim(); ++d)
+      (t.strides()[d] < 0 ? lo : hi) += (t.shape()[d] - 1) * t.strides()[d];
     return std::pair{lo, hi};
   };
   const auto [alo, ahi] = span(a);
@@ -54,13 +56,14 @@ TapeHook g_tape_hook = nullptr;
 
 void check_inputs(const OpDef& def, std::span<const Tensor> in, const Attrs& attrs, bool tracing) {
   const int n = static_cast<int>(in.size());
-  ENCORE_CHECK(n >= def.min_inputs && (def.max_inputs < 0 || n <= def.max_inputs), ValueError,
-               "[", def.name, "] expects ",
+  ENCORE_CHECK(n >= def.min_inputs && (def.max_inputs < 0 || n <= def.max_inputs), ValueError, "[",
+               def.name, "] expects ",
                def.max_inputs == def.min_inputs ? std::to_string(def.min_inputs)
                                                 : "at least " + std::to_string(def.min_inputs),
                " tensor inputs, got ", n);
   for (int i = 0; i < n; ++i) {
-    ENCORE_CHECK(in[i].defined(), ValueError, "[", def.name, "] input ", i, " is an undefined tensor");
+    ENCORE_CHECK(in[i].defined(), ValueError, "[", def.name, "] input ", i,
+                 " is an undefined tensor");
     if (!tracing) {
       ENCORE_CHECK(!in[i].is_symbolic(), ValueError, "[", def.name, "] input ", i, " ",
                    describe(in[i]),
@@ -195,7 +198,8 @@ OutList dispatch(const OpDef& def, std::span<const Tensor> in, const Attrs& attr
     for (int i = 0; i < out.n; ++i) out[i] = rec->make_output(metas[i]);
     rec->record(def, attrs, in, {out.t.data(), static_cast<size_t>(out.n)});
   } else {
-    for (int i = 0; i < out.n; ++i) out[i] = Tensor::empty(metas[i].shape, metas[i].dtype, metas[i].device);
+    for (int i = 0; i < out.n; ++i)
+      out[i] = Tensor::empty(metas[i].shape, metas[i].dtype, metas[i].device);
     Device device = out.n ? metas[0].device : in[0].device();
     // A transfer runs on the accelerator side, which can address both memories.
     if (def.mixed_devices && device.is_cpu()) device = in[0].device();

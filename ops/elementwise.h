@@ -83,10 +83,18 @@ struct ClipAttrs {
 
 /// Builds a functor from an op's attributes (most functors have none).
 template <class F> F make_functor(const Attrs&) { return F{}; }
-template <> inline fn::LeakyRelu make_functor(const Attrs& a) { return {a.as<ScalarAttrs>().value.d}; }
-template <> inline fn::PowScalar make_functor(const Attrs& a) { return {a.as<ScalarAttrs>().value.d}; }
-template <> inline fn::AddScalar make_functor(const Attrs& a) { return {a.as<ScalarAttrs>().value}; }
-template <> inline fn::MulScalar make_functor(const Attrs& a) { return {a.as<ScalarAttrs>().value}; }
+template <> inline fn::LeakyRelu make_functor(const Attrs& a) {
+  return {a.as<ScalarAttrs>().value.d};
+}
+template <> inline fn::PowScalar make_functor(const Attrs& a) {
+  return {a.as<ScalarAttrs>().value.d};
+}
+template <> inline fn::AddScalar make_functor(const Attrs& a) {
+  return {a.as<ScalarAttrs>().value};
+}
+template <> inline fn::MulScalar make_functor(const Attrs& a) {
+  return {a.as<ScalarAttrs>().value};
+}
 template <> inline fn::Clip make_functor(const Attrs& a) {
   const auto& c = a.as<ClipAttrs>();
   return {c.lo, c.hi};
@@ -106,7 +114,8 @@ template <class F> void with_activation_grad(Activation a, const char* op, F&& f
     if constexpr (A::grad_from_output)
       f(OutputGrad<A>{});
     else
-      throw ValueError(detail::cat("[", op, "] has no gradient from the output of activation '", A::name, "'"));
+      throw ValueError(
+          detail::cat("[", op, "] has no gradient from the output of activation '", A::name, "'"));
   });
 }
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <type_traits>
 
-#include "ops/tensor.h"
 #include "ops/activation.h"
 #include "ops/functors.h"
+#include "ops/tensor.h"
 
 namespace encore {
 
@@ -25,8 +25,8 @@ struct ActivationAttrs {
 /// per element costs an indirect jump, and relu's data-dependent branch, per entry (13 us of
 /// the tiny Dense model's 23 us step), where the chosen loop vectorizes.
 template <class T>
-void bias_activation(T* y, const std::type_identity_t<T>* b, int64_t rows, int64_t cols, Activation a,
-                     int64_t ld = -1) {
+void bias_activation(T* y, const std::type_identity_t<T>* b, int64_t rows, int64_t cols,
+                     Activation a, int64_t ld = -1) {
   if (ld < 0) ld = cols;
   const auto apply = [&](auto act) {
     for (int64_t i = 0; i < rows; ++i, y += ld) {

@@ -104,37 +104,64 @@ template <class T> ENCORE_HD T m_softplus(T x) {
 template <class T> struct SoftmaxSum {
   T ties = T(0), rest = T(0);
   ENCORE_HD void add(T a, T m) {
-    if (a == m) ties += T(1);
-    else rest += m_exp(a - m);
+    if (a == m)
+      ties += T(1);
+    else
+      rest += m_exp(a - m);
   }
   ENCORE_HD T total() const { return ties + rest; }
   ENCORE_HD T log_total() const { return m_log1p((ties - T(1)) + rest); }
 };
 // log_softmax as (a - m) - log(sum): a - (m + log(sum)) would round the log term at the scale
 // of the largest entry.
-template <class T, bool Log> ENCORE_HD T softmax_value(T a, T m, const SoftmaxSum<T>& s, T log_total) {
-  if constexpr (Log) return (a - m) - log_total;
-  else return m_exp(a - m) / s.total();
+template <class T, bool Log>
+ENCORE_HD T softmax_value(T a, T m, const SoftmaxSum<T>& s, T log_total) {
+  if constexpr (Log)
+    return (a - m) - log_total;
+  else
+    return m_exp(a - m) / s.total();
 }
 
 // A scalar operand in the tensor's type: exact for integers (the op's shape inference has
 // checked that the dtype holds it), the double otherwise.
 template <class T> ENCORE_HD T scalar_as(const Scalar& s) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(s.i);
-  else return static_cast<T>(s.d);
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(s.i);
+  else
+    return static_cast<T>(s.d);
 }
 
 // One-input functors. `Float` ops reject integer dtypes at shape inference.
-struct Neg { template <class T> ENCORE_HD T operator()(T x) const { return wrap_neg(x); } };
-struct Exp { template <class T> ENCORE_HD T operator()(T x) const { return m_exp(x); } };
-struct Log { template <class T> ENCORE_HD T operator()(T x) const { return m_log(x); } };
-struct Sqrt { template <class T> ENCORE_HD T operator()(T x) const { return m_sqrt(x); } };
-struct Erf { template <class T> ENCORE_HD T operator()(T x) const { return m_erf(x); } };
-struct Tanh { template <class T> ENCORE_HD T operator()(T x) const { return m_tanh(x); } };
-struct Sigmoid { template <class T> ENCORE_HD T operator()(T x) const { return m_sigmoid(x); } };
-struct Relu { template <class T> ENCORE_HD T operator()(T x) const { return m_max(x, T(0)); } };
-struct Abs { template <class T> ENCORE_HD T operator()(T x) const { return m_abs(x); } };
-struct Softplus { template <class T> ENCORE_HD T operator()(T x) const { return m_softplus(x); } };
+struct Neg {
+  template <class T> ENCORE_HD T operator()(T x) const { return wrap_neg(x); }
+};
+struct Exp {
+  template <class T> ENCORE_HD T operator()(T x) const { return m_exp(x); }
+};
+struct Log {
+  template <class T> ENCORE_HD T operator()(T x) const { return m_log(x); }
+};
+struct Sqrt {
+  template <class T> ENCORE_HD T operator()(T x) const { return m_sqrt(x); }
+};
+struct Erf {
+  template <class T> ENCORE_HD T operator()(T x) const { return m_erf(x); }
+};
+struct Tanh {
+  template <class T> ENCORE_HD T operator()(T x) const { return m_tanh(x); }
+};
+struct Sigmoid {
+  template <class T> ENCORE_HD T operator()(T x) const { return m_sigmoid(x); }
+};
+struct Relu {
+  template <class T> ENCORE_HD T operator()(T x) const { return m_max(x, T(0)); }
+};
+struct Abs {
+  template <class T> ENCORE_HD T operator()(T x) const { return m_abs(x); }
+};
+struct Softplus {
+  template <class T> ENCORE_HD T operator()(T x) const { return m_softplus(x); }
+};
 struct LeakyRelu {
   double alpha;
   template <class T> ENCORE_HD T operator()(T x) const { return x > T(0) ? x : T(alpha) * x; }
@@ -159,9 +186,15 @@ struct Clip {
 };
 
 // Two-input functors.
-struct Add { template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_add(a, b); } };
-struct Sub { template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_sub(a, b); } };
-struct Mul { template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_mul(a, b); } };
+struct Add {
+  template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_add(a, b); }
+};
+struct Sub {
+  template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_sub(a, b); }
+};
+struct Mul {
+  template <class T> ENCORE_HD T operator()(T a, T b) const { return wrap_mul(a, b); }
+};
 // Integer division by zero and MIN / -1 are undefined and trap (SIGFPE) on x86: they give 0
 // (as NumPy does) and the wrapped -a instead.
 struct Div {
@@ -173,19 +206,39 @@ struct Div {
     return a / b;
   }
 };
-struct Maximum { template <class T> ENCORE_HD T operator()(T a, T b) const { return m_max(a, b); } };
-struct Minimum { template <class T> ENCORE_HD T operator()(T a, T b) const { return m_min(a, b); } };
-struct Eq { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a == b); } };
-struct Ne { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a != b); } };
-struct Gt { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a > b); } };
-struct Ge { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a >= b); } };
-struct Lt { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a < b); } };
-struct Le { template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a <= b); } };
+struct Maximum {
+  template <class T> ENCORE_HD T operator()(T a, T b) const { return m_max(a, b); }
+};
+struct Minimum {
+  template <class T> ENCORE_HD T operator()(T a, T b) const { return m_min(a, b); }
+};
+struct Eq {
+  template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a == b); }
+};
+struct Ne {
+  template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a != b); }
+};
+struct Gt {
+  template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a > b); }
+};
+struct Ge {
+  template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a >= b); }
+};
+struct Lt {
+  template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a < b); }
+};
+struct Le {
+  template <class T> ENCORE_HD T operator()(T a, T b) const { return T(a <= b); }
+};
 
 // Binary cross-entropy of logits z against targets y, softplus(z) - z y (= -(y log sigmoid(z) +
 // (1 - y) log(1 - sigmoid(z))) without rounding through the probability), and its derivative in
 // z, sigmoid(z) - y.
-struct BceLogits { template <class T> ENCORE_HD T operator()(T z, T y) const { return m_softplus(z) - z * y; } };
-struct BceLogitsGrad { template <class T> ENCORE_HD T operator()(T z, T y) const { return m_sigmoid(z) - y; } };
+struct BceLogits {
+  template <class T> ENCORE_HD T operator()(T z, T y) const { return m_softplus(z) - z * y; }
+};
+struct BceLogitsGrad {
+  template <class T> ENCORE_HD T operator()(T z, T y) const { return m_sigmoid(z) - y; }
+};
 
 }  // namespace encore::fn

@@ -90,7 +90,8 @@ ENCORE_HD void gru_sequence_backward_unit(const T* xw, const T* hz, const T* y, 
   const T h_prev = tp >= 0 ? y[seq_row(b, tp, steps, units) + u] : T(0);
   const int64_t row = seq_row(b, t, steps, 3 * units);
   T gh_prev;
-  gru_gates_backward(xw + row, hz + row, h_prev, g, gxw + row, ghz + row, gh_prev, u, units, act, rec);
+  gru_gates_backward(xw + row, hz + row, h_prev, g, gxw + row, ghz + row, gh_prev, u, units, act,
+                     rec);
   dd[j] = gh_prev;
 }
 

@@ -1,6 +1,6 @@
 // The fused LSTM cell, shared by the CPU and CUDA kernels of lstm_cell (one step) and
-// lstm_sequence (a whole sequence), and the sequence indexing gru_sequence shares. Pre-activations z have Keras' gate order in each row:
-// input, forget, cell candidate, output.
+// lstm_sequence (a whole sequence), and the sequence indexing gru_sequence shares. Pre-activations
+// z have Keras' gate order in each row: input, forget, cell candidate, output.
 #pragma once
 
 #include <cstdint>
@@ -86,8 +86,8 @@ ENCORE_HD void lstm_sequence_unit(const T* z, T* y, T* c, int64_t b, int64_t u, 
 template <class T>
 ENCORE_HD void lstm_sequence_backward_unit(const T* z, const T* c, const T* gy, const T* dh_rec,
                                            T* dc, T* gz, int64_t b, int64_t u, int64_t t,
-                                           int64_t tp, int64_t steps, int64_t units,
-                                           Activation act, Activation rec) {
+                                           int64_t tp, int64_t steps, int64_t units, Activation act,
+                                           Activation rec) {
   const int64_t k = seq_row(b, t, steps, units) + u, j = b * units + u;
   const T gh = dh_rec ? gy[k] + dh_rec[j] : gy[k];
   const T c_prev = tp >= 0 ? c[seq_row(b, tp, steps, units) + u] : T(0);

@@ -23,7 +23,8 @@ struct ScatterAttrs {
 struct LstmAttrs {
   Activation activation, recurrent_activation;
   std::string str() const {
-    return detail::cat("activation=", name(activation), ", recurrent_activation=", name(recurrent_activation));
+    return detail::cat("activation=", name(activation),
+                       ", recurrent_activation=", name(recurrent_activation));
   }
   bool operator==(const LstmAttrs&) const = default;
 };
@@ -32,7 +33,8 @@ struct RecurrenceAttrs {
   Activation activation, recurrent_activation;
   bool reverse;
   std::string str() const {
-    return detail::cat("activation=", name(activation), ", recurrent_activation=", name(recurrent_activation),
+    return detail::cat("activation=", name(activation),
+                       ", recurrent_activation=", name(recurrent_activation),
                        ", reverse=", reverse);
   }
   bool operator==(const RecurrenceAttrs&) const = default;

@@ -81,8 +81,8 @@ class Attrs {
 
   Attrs() = default;
   template <class A>
-    requires(!std::is_same_v<std::decay_t<A>, Attrs>)
-  Attrs(const A& a);  // NOLINT: implicit, so call sites pass the struct itself
+  requires(!std::is_same_v<std::decay_t<A>, Attrs>)
+      Attrs(const A& a);  // NOLINT: implicit, so call sites pass the struct itself
 
   /// The attributes as `A`; an internal error if the op was called with another type.
   template <class A> const A& as() const;
@@ -107,8 +107,7 @@ inline constexpr AttrType attrs_of{
 };
 
 template <class A>
-  requires(!std::is_same_v<std::decay_t<A>, Attrs>)
-Attrs::Attrs(const A& a) : type_(&attrs_of<A>) {
+requires(!std::is_same_v<std::decay_t<A>, Attrs>) Attrs::Attrs(const A& a) : type_(&attrs_of<A>) {
   static_assert(std::is_trivially_copyable_v<A> && sizeof(A) <= kCapacity && alignof(A) <= 8,
                 "op attributes are small trivially copyable structs");
   std::memcpy(bytes_, &a, sizeof(A));
@@ -148,7 +147,8 @@ struct BackwardCtx {
 
 /// Fills the output metas and returns how many outputs the call has; throws, naming the op and
 /// the shapes, on invalid inputs.
-using InferFn = int (*)(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out);
+using InferFn = int (*)(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs,
+                        TensorMeta* out);
 using KernelFn = void (*)(const KernelCtx& ctx);
 /// Per-shape setup of a kernel (a oneDNN primitive, a cuDNN algorithm): called once per
 /// geometry by the dispatcher's cache, never during a replay or a CUDA Graph capture.
@@ -257,13 +257,13 @@ struct OpDef {
   RecurrentCell fused_cell = RecurrentCell::None;
   const AttrType* attrs = nullptr;  // &attrs_of<...>; null: the op takes none
   InferFn infer = nullptr;
-  BackwardFn backward = nullptr;  // null: not differentiable
+  BackwardFn backward = nullptr;      // null: not differentiable
   AccumulateFn accumulate = nullptr;  // the backward of a part-view, in place (see AccumulateFn)
   Kernel cpu = {};
   /// The public function (Python-style, see ops/signature.h); null for internal ops.
   const char* signature = nullptr;
   InvokeFn invoke = nullptr;
-  bool method = false;  // also a Tensor method: its first parameter is the tensor
+  bool method = false;        // also a Tensor method: its first parameter is the tensor
   const char* doc = nullptr;  // the Python docstring after the signature line
   /// The op's test cases: its typical call first, then edge cases (strides, asymmetric padding,
   /// an empty batch, broadcasting); every check of the table runs each.
@@ -278,7 +278,9 @@ struct OpDef {
     return mutated_prefix ? input < mutated_prefix(num_inputs, attrs) : input_bit(mutates, input);
   }
   bool never_differentiated(size_t input) const { return input_bit(nondiff, input); }
-  bool runs_on(DeviceType t) const { return backends == 0 || (backends >> static_cast<int>(t) & 1u); }
+  bool runs_on(DeviceType t) const {
+    return backends == 0 || (backends >> static_cast<int>(t) & 1u);
+  }
 };
 
 }  // namespace encore

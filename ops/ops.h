@@ -6,9 +6,9 @@
 #include <optional>
 #include <vector>
 
-#include "ops/tensor.h"
 #include "core/scalar.h"
 #include "ops/activation.h"
+#include "ops/tensor.h"
 #include "ops/window.h"
 
 namespace encore {
@@ -42,8 +42,8 @@ Tensor full_like(const Tensor& t, Scalar fill_value, std::optional<DType> dtype 
 /// Without `stop`, 0 up to `start` (arange(5)). The dtype defaults to int64 when the bounds
 /// and step are integers, else float32 (as NumPy).
 Tensor arange(Scalar start, std::optional<Scalar> stop = std::nullopt, Scalar step = 1,
-              std::optional<DType> dtype = std::nullopt, std::optional<Device> device = std::nullopt,
-              bool requires_grad = false);
+              std::optional<DType> dtype = std::nullopt,
+              std::optional<Device> device = std::nullopt, bool requires_grad = false);
 /// A tensor holding a copy of `data` (row-major) with the given shape.
 template <class T>
 Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device = Device::cpu());
@@ -51,17 +51,21 @@ Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device
 Tensor tensor(std::initializer_list<double> values, const Shape& shape,
               DType dtype = DType::Float32, Device device = Device::cpu());
 /// Uniform on [low, high) / normal, from `generator` (default: the device's default generator).
-Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0, std::optional<DType> dtype = std::nullopt,
+Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0,
+               std::optional<DType> dtype = std::nullopt,
                std::optional<Device> device = std::nullopt, Generator* generator = nullptr,
                bool requires_grad = false);
-Tensor normal(const Shape& shape, double mean = 0.0, double std = 1.0, std::optional<DType> dtype = std::nullopt,
+Tensor normal(const Shape& shape, double mean = 0.0, double std = 1.0,
+              std::optional<DType> dtype = std::nullopt,
               std::optional<Device> device = std::nullopt, Generator* generator = nullptr,
               bool requires_grad = false);
 /// uniform(shape) and normal(shape): on [0, 1) and standard normal.
-Tensor rand(const Shape& shape, std::optional<DType> dtype = std::nullopt, std::optional<Device> device = std::nullopt,
-            Generator* generator = nullptr, bool requires_grad = false);
-Tensor randn(const Shape& shape, std::optional<DType> dtype = std::nullopt, std::optional<Device> device = std::nullopt,
-             Generator* generator = nullptr, bool requires_grad = false);
+Tensor rand(const Shape& shape, std::optional<DType> dtype = std::nullopt,
+            std::optional<Device> device = std::nullopt, Generator* generator = nullptr,
+            bool requires_grad = false);
+Tensor randn(const Shape& shape, std::optional<DType> dtype = std::nullopt,
+             std::optional<Device> device = std::nullopt, Generator* generator = nullptr,
+             bool requires_grad = false);
 
 // ---- elementwise (NumPy broadcasting; both inputs must have the same dtype) -------------
 Tensor neg(const Tensor& x);
@@ -165,12 +169,14 @@ Tensor unfold(const Tensor& x, int64_t axis, int64_t size, int64_t step = 1);
 /// Keras MaxPooling1D on x (batch, steps, channels): the max of each window of `pool_size`
 /// steps, `strides` apart (default pool_size). Padding is 'valid' or 'same' (padded steps are
 /// never the max). Ties in a window share its gradient equally, as in max().
-Tensor max_pool1d(const Tensor& x, int64_t pool_size = 2, std::optional<int64_t> strides = std::nullopt,
+Tensor max_pool1d(const Tensor& x, int64_t pool_size = 2,
+                  std::optional<int64_t> strides = std::nullopt,
                   Padding padding = Padding::valid());
 /// Keras AveragePooling1D on floating x (batch, steps, channels): the mean of each window, as
 /// max_pool1d's windows. With 'same' padding a window divides by the real steps it covers,
 /// not by pool_size (the padding is not averaged in), as in Keras.
-Tensor avg_pool1d(const Tensor& x, int64_t pool_size = 2, std::optional<int64_t> strides = std::nullopt,
+Tensor avg_pool1d(const Tensor& x, int64_t pool_size = 2,
+                  std::optional<int64_t> strides = std::nullopt,
                   Padding padding = Padding::valid());
 
 // ---- linear algebra and convolution --------------------------------------------------
@@ -180,12 +186,13 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 /// activation(x @ w + b) in one kernel: x (..., features), w (features, units), b (units,); the
 /// Dense layer's step. Activations whose gradient is not a function of the output (gelu,
 /// softmax) are refused.
-Tensor dense(const Tensor& x, const Tensor& w, const Tensor& b, Activation activation = Activation::Linear);
+Tensor dense(const Tensor& x, const Tensor& w, const Tensor& b,
+             Activation activation = Activation::Linear);
 
 /// x: (batch, steps, in_channels), w: (kernel_size, in_channels, filters) — channels-last, as
 /// in Keras. Returns (batch, out_steps, filters). Bias is added separately.
-Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride = 1, Padding padding = Padding::valid(),
-              int64_t dilation = 1);
+Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride = 1,
+              Padding padding = Padding::valid(), int64_t dilation = 1);
 /// activation(conv1d(x, w, ...) + b) in one kernel (b: (filters,)): the Conv1D layer's step.
 Tensor conv1d_fused(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride = 1,
                     Padding padding = Padding::valid(), int64_t dilation = 1,
@@ -210,17 +217,19 @@ Tensor gather_last(const Tensor& x, const Tensor& index);
 Tensor scatter_last(const Tensor& g, const Tensor& index, int64_t n);
 /// The mean and the biased variance (divided by the count) of x over `axes`, as Keras'
 /// ops.moments; computed in two passes (the squares around the mean).
-std::pair<Tensor, Tensor> moments(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims = false);
+std::pair<Tensor, Tensor> moments(const Tensor& x, const std::vector<int64_t>& axes,
+                                  bool keepdims = false);
 /// (x - mean) / sqrt(variance + epsilon) * gamma + beta, with per-channel mean, variance,
 /// gamma and beta of shape (channels,) broadcast along `axis` (gamma and beta may be undefined:
 /// no scale, no offset). What BatchNormalization applies with the batch's or the moving
 /// statistics.
-Tensor batch_norm(const Tensor& x, const Tensor& mean, const Tensor& variance, const Tensor& gamma = {},
-                  const Tensor& beta = {}, int64_t axis = -1, double epsilon = 1e-3);
+Tensor batch_norm(const Tensor& x, const Tensor& mean, const Tensor& variance,
+                  const Tensor& gamma = {}, const Tensor& beta = {}, int64_t axis = -1,
+                  double epsilon = 1e-3);
 /// Keras LayerNormalization over one axis: each sample normalized by its own moments along
 /// `axis`, then scaled by gamma and offset by beta (channels,), either may be undefined.
-Tensor layer_norm(const Tensor& x, const Tensor& gamma = {}, const Tensor& beta = {}, int64_t axis = -1,
-                  double epsilon = 1e-3);
+Tensor layer_norm(const Tensor& x, const Tensor& gamma = {}, const Tensor& beta = {},
+                  int64_t axis = -1, double epsilon = 1e-3);
 /// Keras Embedding's lookup: the rows of `table` (input_dim, output_dim) at int32/int64
 /// `indices` of any shape, (..., output_dim). Its gradient is a deterministic scatter-add into
 /// the table. An index outside [0, input_dim) is a ValueError naming it on the CPU; a CUDA
@@ -229,33 +238,36 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma = {}, const Tensor& beta 
 Tensor embedding(const Tensor& table, const Tensor& indices);
 /// One fused LSTM step. z: (batch, 4*units) pre-activations in Keras gate order (i, f, c, o),
 /// c_prev: (batch, units). Returns {h, c}.
-std::pair<Tensor, Tensor> lstm_cell(const Tensor& z, const Tensor& c_prev, Activation activation = Activation::Tanh,
+std::pair<Tensor, Tensor> lstm_cell(const Tensor& z, const Tensor& c_prev,
+                                    Activation activation = Activation::Tanh,
                                     Activation recurrent_activation = Activation::Sigmoid);
 /// A whole LSTM sequence from a zero state, in one op (one recurrent GEMM and one fused gate
 /// pass per step; the recurrent kernel's gradient as one GEMM over all steps). xw: (batch,
 /// steps, 4*units) input projections x W + b in Keras gate order (i, f, c, o); recurrent_kernel:
 /// (units, 4*units). Returns the states h (batch, steps, units), aligned with the input steps
 /// also when `reverse` processes them last to first.
-Tensor lstm_sequence(const Tensor& xw, const Tensor& recurrent_kernel, Activation activation = Activation::Tanh,
+Tensor lstm_sequence(const Tensor& xw, const Tensor& recurrent_kernel,
+                     Activation activation = Activation::Tanh,
                      Activation recurrent_activation = Activation::Sigmoid, bool reverse = false);
 /// A whole GRU sequence in Keras' reset_after form from a zero state, in one op (as
 /// lstm_sequence). xw: (batch, steps, 3*units) input projections x W + b_input in Keras gate
 /// order (z, r, h); recurrent_kernel (units, 3*units), recurrent_bias (3*units). Returns the
 /// states h (batch, steps, units), aligned with the input steps also when `reverse`.
 Tensor gru_sequence(const Tensor& xw, const Tensor& recurrent_kernel, const Tensor& recurrent_bias,
-                    Activation activation = Activation::Tanh, Activation recurrent_activation = Activation::Sigmoid,
-                    bool reverse = false);
+                    Activation activation = Activation::Tanh,
+                    Activation recurrent_activation = Activation::Sigmoid, bool reverse = false);
 /// A whole LSTM or GRU sequence in the fused op `op` of a backend's library (cuDNN's, oneDNN's:
 /// fused_recurrence_op in ops/registry.h) from a zero state: x (batch, steps, features), the
 /// kernel, recurrent kernel and bias as the layer holds them. Returns the states of every step
 /// (batch, steps, units) and the last one (batch, units).
 std::pair<Tensor, Tensor> fused_recurrence(const OpDef& op, const Tensor& x, const Tensor& kernel,
-                                           const Tensor& recurrent_kernel, const Tensor& bias, Activation activation,
-                                           Activation recurrent_activation);
+                                           const Tensor& recurrent_kernel, const Tensor& bias,
+                                           Activation activation, Activation recurrent_activation);
 /// One fused GRU step in Keras' reset_after form. xz = x_t W + b_input and hz = h_prev R +
 /// b_recurrent: (batch, 3*units) in Keras gate order (z, r, h); h_prev: (batch, units).
 /// Returns the new state z * h_prev + (1 - z) * activation(xz_h + r * hz_h).
-Tensor gru_cell(const Tensor& xz, const Tensor& hz, const Tensor& h_prev, Activation activation = Activation::Tanh,
+Tensor gru_cell(const Tensor& xz, const Tensor& hz, const Tensor& h_prev,
+                Activation activation = Activation::Tanh,
                 Activation recurrent_activation = Activation::Sigmoid);
 
 }  // namespace encore

@@ -14,7 +14,8 @@ struct SgdAttrs {
   double momentum, weight_decay;
   bool nesterov;
   std::string str() const {
-    return detail::cat("momentum=", momentum, ", weight_decay=", weight_decay, nesterov ? ", nesterov" : "");
+    return detail::cat("momentum=", momentum, ", weight_decay=", weight_decay,
+                       nesterov ? ", nesterov" : "");
   }
   bool operator==(const SgdAttrs&) const = default;
 };
@@ -23,8 +24,9 @@ struct AdamAttrs {
   bool decoupled_weight_decay = false;  // AdamW: w *= 1 - lr * weight_decay, not g += wd * w
   bool epsilon_hat = false;             // Keras' placement: eps added before bias correction
   std::string str() const {
-    return detail::cat("beta1=", beta1, ", beta2=", beta2, ", eps=", eps, ", weight_decay=", weight_decay,
-                       decoupled_weight_decay ? ", decoupled" : "", epsilon_hat ? ", epsilon_hat" : "");
+    return detail::cat("beta1=", beta1, ", beta2=", beta2, ", eps=", eps,
+                       ", weight_decay=", weight_decay, decoupled_weight_decay ? ", decoupled" : "",
+                       epsilon_hat ? ", epsilon_hat" : "");
   }
   bool operator==(const AdamAttrs&) const = default;
 };
@@ -32,7 +34,8 @@ struct RmspropAttrs {
   double rho, momentum, eps;
   bool centered;
   std::string str() const {
-    return detail::cat("rho=", rho, ", momentum=", momentum, ", eps=", eps, centered ? ", centered" : "");
+    return detail::cat("rho=", rho, ", momentum=", momentum, ", eps=", eps,
+                       centered ? ", centered" : "");
   }
   bool operator==(const RmspropAttrs&) const = default;
 };
@@ -52,9 +55,9 @@ template <class T> struct SgdStep {
 };
 
 struct AdamScalars {
-  double step_size;        // lr / (1 - beta1^t)
-  double inv_sqrt_bc2;     // 1 / sqrt(1 - beta2^t)
-  double decay;            // AdamW: 1 - lr * weight_decay
+  double step_size;     // lr / (1 - beta1^t)
+  double inv_sqrt_bc2;  // 1 / sqrt(1 - beta2^t)
+  double decay;         // AdamW: 1 - lr * weight_decay
 };
 
 ENCORE_HD AdamScalars adam_scalars(const AdamAttrs& a, int64_t t, double lr) {
@@ -72,10 +75,17 @@ template <class T> struct AdamStep {
       decay;
   bool decoupled, epsilon_hat;
   ENCORE_HD AdamStep(const AdamAttrs& a, const AdamScalars& s)
-      : beta1(T(a.beta1)), beta2(T(a.beta2)), one_minus_beta1(T(1.0 - a.beta1)),
-        one_minus_beta2(T(1.0 - a.beta2)), eps(T(a.eps)), weight_decay(T(a.weight_decay)),
-        step_size(T(s.step_size)), inv_sqrt_bc2(T(s.inv_sqrt_bc2)), decay(T(s.decay)),
-        decoupled(a.decoupled_weight_decay), epsilon_hat(a.epsilon_hat) {}
+      : beta1(T(a.beta1)),
+        beta2(T(a.beta2)),
+        one_minus_beta1(T(1.0 - a.beta1)),
+        one_minus_beta2(T(1.0 - a.beta2)),
+        eps(T(a.eps)),
+        weight_decay(T(a.weight_decay)),
+        step_size(T(s.step_size)),
+        inv_sqrt_bc2(T(s.inv_sqrt_bc2)),
+        decay(T(s.decay)),
+        decoupled(a.decoupled_weight_decay),
+        epsilon_hat(a.epsilon_hat) {}
   ENCORE_HD void operator()(T& w, T& m, T& v, T g) const {
     if (decoupled)
       w *= decay;
@@ -83,7 +93,8 @@ template <class T> struct AdamStep {
       g += weight_decay * w;
     m = beta1 * m + one_minus_beta1 * g;
     v = beta2 * v + one_minus_beta2 * g * g;
-    const T denom = epsilon_hat ? (fn::m_sqrt(v) + eps) * inv_sqrt_bc2 : fn::m_sqrt(v) * inv_sqrt_bc2 + eps;
+    const T denom =
+        epsilon_hat ? (fn::m_sqrt(v) + eps) * inv_sqrt_bc2 : fn::m_sqrt(v) * inv_sqrt_bc2 + eps;
     w -= step_size * m / denom;
   }
 };
@@ -93,9 +104,14 @@ template <class T> struct AdamStep {
 template <class T> struct RmspropStep {
   T lr, rho, one_minus_rho, momentum, eps;
   ENCORE_HD RmspropStep(const RmspropAttrs& a, double lr_)
-      : lr(T(lr_)), rho(T(a.rho)), one_minus_rho(T(1.0 - a.rho)), momentum(T(a.momentum)), eps(T(a.eps)) {}
+      : lr(T(lr_)),
+        rho(T(a.rho)),
+        one_minus_rho(T(1.0 - a.rho)),
+        momentum(T(a.momentum)),
+        eps(T(a.eps)) {}
   // `buf` and `mg` alias `w` when the op has no such buffers; they are then not touched.
-  ENCORE_HD void operator()(T& w, T& v, T& buf, T& mg, T g, bool has_momentum, bool centered) const {
+  ENCORE_HD void operator()(T& w, T& v, T& buf, T& mg, T g, bool has_momentum,
+                            bool centered) const {
     v = rho * v + one_minus_rho * g * g;
     T denom = v;
     if (centered) {

@@ -45,8 +45,7 @@ struct Key {
   bool operator==(const Key& o) const {
     return hash == o.hash && op == o.op && device == o.device && tf32 == o.tf32 &&
            threads == o.threads && user == o.user && generation == o.generation &&
-           inputs == o.inputs &&
-           tensors == o.tensors && attrs == o.attrs;
+           inputs == o.inputs && tensors == o.tensors && attrs == o.attrs;
   }
 };
 
@@ -278,7 +277,8 @@ std::shared_ptr<void> prepared_state(const OpDef& def, Device device, const Kern
 std::shared_ptr<void> prepared_setup(const OpDef& def, Device device,
                                      std::span<const TensorRef> tensors, const Attrs& attrs,
                                      PrepareFn make) {
-  return lookup(def, device, KernelCtx{tensors, {}, attrs, nullptr, def.name}, make, StateUser::Graph);
+  return lookup(def, device, KernelCtx{tensors, {}, attrs, nullptr, def.name}, make,
+                StateUser::Graph);
 }
 
 void set_prepared_limit(size_t bytes) {

@@ -37,13 +37,15 @@ OpDef& define_op(OpDef&& def) {
   d.id = static_cast<uint16_t>(r.order.size());
   d.kernels[static_cast<int>(DeviceType::CPU)] = d.cpu;
   const auto [first, last] = r.pending.equal_range(std::string_view(d.name));
-  for (auto it = first; it != last; ++it) d.kernels[static_cast<int>(it->second.first)] = it->second.second;
+  for (auto it = first; it != last; ++it)
+    d.kernels[static_cast<int>(it->second.first)] = it->second.second;
   r.pending.erase(first, last);
   r.order.push_back(&d);
   r.by_name.emplace(d.name, &d);
   if (d.signature) {
     auto sig = std::make_unique<Signature>(Signature::parse(d.signature));
-    ENCORE_CHECK(sig->name == d.name, ValueError, "[registry] op '", d.name, "' has the signature of '", sig->name, "'");
+    ENCORE_CHECK(sig->name == d.name, ValueError, "[registry] op '", d.name,
+                 "' has the signature of '", sig->name, "'");
     r.signatures.emplace(&d, std::move(sig));
   }
   return d;
@@ -52,8 +54,10 @@ OpDef& define_op(OpDef&& def) {
 bool register_kernel(const char* op, DeviceType backend, Kernel kernel) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  if (auto it = r.by_name.find(op); it != r.by_name.end()) it->second->kernels[static_cast<int>(backend)] = kernel;
-  else r.pending.emplace(op, std::make_pair(backend, kernel));
+  if (auto it = r.by_name.find(op); it != r.by_name.end())
+    it->second->kernels[static_cast<int>(backend)] = kernel;
+  else
+    r.pending.emplace(op, std::make_pair(backend, kernel));
   return true;
 }
 
@@ -68,8 +72,9 @@ const OpDef& op(std::string_view name) {
   const OpDef* d = find_op(name);
   // CUDA-only ops come with the CUDA plugin, which loads on first need.
   if (!d && backend(DeviceType::CUDA)) d = find_op(name);
-  ENCORE_CHECK(d, UnsupportedError, "[", name, "] is not available in this build",
-               cuda_built() ? "" : " (it needs the CUDA backend: " + backend_status(DeviceType::CUDA) + ")");
+  ENCORE_CHECK(
+      d, UnsupportedError, "[", name, "] is not available in this build",
+      cuda_built() ? "" : " (it needs the CUDA backend: " + backend_status(DeviceType::CUDA) + ")");
   return *d;
 }
 

@@ -135,9 +135,11 @@ Signature Signature::parse(std::string_view text, std::span<const std::string_vi
     }
     Param p;
     const std::vector<std::string_view> name_default = split_top(item, '=');
-    if (name_default.empty() || name_default.size() > 2) syntax(text, "bad parameter '" + std::string(item) + "'");
+    if (name_default.empty() || name_default.size() > 2)
+      syntax(text, "bad parameter '" + std::string(item) + "'");
     const size_t colon = name_default[0].find(':');
-    if (colon == std::string_view::npos) syntax(text, "parameter '" + std::string(item) + "' has no type");
+    if (colon == std::string_view::npos)
+      syntax(text, "parameter '" + std::string(item) + "' has no type");
     std::string_view pname = trim(name_default[0].substr(0, colon));
     std::string_view ptype = trim(name_default[0].substr(colon + 1));
     if (!pname.empty() && pname.front() == '*') {
@@ -151,8 +153,10 @@ Signature Signature::parse(std::string_view text, std::span<const std::string_vi
     for (const TypeName& n : kTypes) {
       if (ptype.substr(0, n.text.size()) != n.text) continue;
       std::string_view tail = trim(ptype.substr(n.text.size()));
-      if (tail == "| None") p.optional = true;
-      else if (!tail.empty()) continue;
+      if (tail == "| None")
+        p.optional = true;
+      else if (!tail.empty())
+        continue;
       p.type = n.type;
       matched = true;
       break;
@@ -184,7 +188,8 @@ std::string Signature::str() const {
       star = true;
     }
     if (p.varargs) star = true;
-    s += (p.varargs ? "*" : "") + p.name + ": " + (p.type == ParamType::Object ? p.object_type : type_text(p.type)) +
+    s += (p.varargs ? "*" : "") + p.name + ": " +
+         (p.type == ParamType::Object ? p.object_type : type_text(p.type)) +
          (p.optional ? " | None" : "");
     if (p.default_value) s += " = " + p.default_text;
   }
@@ -211,9 +216,10 @@ std::vector<std::pair<std::string, ArgValue>> parse_keyword_literals(std::string
 
 ArgValue check_arg(const Signature& s, const Param& p, ArgValue v) {
   auto wrong = [&](const char* got) -> ArgValue {
-    throw DTypeError(detail::cat("[", s.name, "] argument '", p.name, "' must be ",
-                                 p.type == ParamType::Object ? p.object_type.c_str() : type_text(p.type),
-                                 p.optional ? " or None" : "", ", got ", got));
+    throw DTypeError(
+        detail::cat("[", s.name, "] argument '", p.name, "' must be ",
+                    p.type == ParamType::Object ? p.object_type.c_str() : type_text(p.type),
+                    p.optional ? " or None" : "", ", got ", got));
   };
   if (std::holds_alternative<std::monostate>(v)) return p.optional ? v : wrong("None");
   // *shape: int collects the positionals (or one sequence of them).
@@ -225,11 +231,15 @@ ArgValue check_arg(const Signature& s, const Param& p, ArgValue v) {
     case ParamType::Tensor:
       return std::holds_alternative<Tensor>(v) ? v : wrong("a non-tensor");
     case ParamType::Tensors:
-      return std::holds_alternative<std::vector<Tensor>>(v) ? v : wrong("something else than a list of tensors");
+      return std::holds_alternative<std::vector<Tensor>>(v)
+                 ? v
+                 : wrong("something else than a list of tensors");
     case ParamType::Int:
       return std::holds_alternative<int64_t>(v) ? v : wrong("a non-integer");
     case ParamType::Float:
-      return std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v) ? v : wrong("a non-number");
+      return std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v)
+                 ? v
+                 : wrong("a non-number");
     case ParamType::Operand:
       return std::holds_alternative<Tensor>(v) || std::holds_alternative<double>(v) ||
                      std::holds_alternative<int64_t>(v)
@@ -241,7 +251,8 @@ ArgValue check_arg(const Signature& s, const Param& p, ArgValue v) {
       return std::holds_alternative<std::string>(v) ? v : wrong("a non-string");
     case ParamType::Ints:
       if (const int64_t* i = std::get_if<int64_t>(&v)) return std::vector<int64_t>{*i};
-      return std::holds_alternative<std::vector<int64_t>>(v) ? v : wrong("something else than ints");
+      return std::holds_alternative<std::vector<int64_t>>(v) ? v
+                                                             : wrong("something else than ints");
     case ParamType::DType:
       if (const std::string* n = std::get_if<std::string>(&v)) {
         if (const auto d = dtype_named(*n)) return *d;
@@ -254,10 +265,15 @@ ArgValue check_arg(const Signature& s, const Param& p, ArgValue v) {
     case ParamType::Generator:
       return std::holds_alternative<Generator*>(v) ? v : wrong("a non-generator");
     case ParamType::Padding:
-      if (const auto* pair = std::get_if<std::vector<int64_t>>(&v)) return pair->size() == 2 ? v : wrong("a sequence whose length is not 2");
-      return std::holds_alternative<std::string>(v) || std::holds_alternative<int64_t>(v) ? v : wrong("something else");
+      if (const auto* pair = std::get_if<std::vector<int64_t>>(&v))
+        return pair->size() == 2 ? v : wrong("a sequence whose length is not 2");
+      return std::holds_alternative<std::string>(v) || std::holds_alternative<int64_t>(v)
+                 ? v
+                 : wrong("something else");
     case ParamType::Object:
-      return std::holds_alternative<std::shared_ptr<void>>(v) ? v : wrong(("a non-" + p.object_type).c_str());
+      return std::holds_alternative<std::shared_ptr<void>>(v)
+                 ? v
+                 : wrong(("a non-" + p.object_type).c_str());
   }
   return v;
 }
@@ -271,10 +287,12 @@ CallArgs CallArgs::bind(const Signature& signature, std::span<const Tensor> posi
            signature.params[next].type != ParamType::Operand &&
            signature.params[next].type != ParamType::Tensors)
       ++next;
-    ENCORE_CHECK(next < slots.size(), ValueError, "[", signature.name, "] takes ", next, " tensor arguments, got ",
-                 positional.size());
+    ENCORE_CHECK(next < slots.size(), ValueError, "[", signature.name, "] takes ", next,
+                 " tensor arguments, got ", positional.size());
     if (signature.params[next].type == ParamType::Tensors) {
-      std::vector<Tensor> rest(positional.begin() + static_cast<std::ptrdiff_t>(&t - positional.data()), positional.end());
+      std::vector<Tensor> rest(
+          positional.begin() + static_cast<std::ptrdiff_t>(&t - positional.data()),
+          positional.end());
       slots[next++] = std::move(rest);
       break;
     }
@@ -291,7 +309,8 @@ CallArgs CallArgs::bind(const Signature& signature, std::span<const Tensor> posi
   for (size_t i = 0; i < slots.size(); ++i) {
     const Param& p = signature.params[i];
     if (!slots[i]) {
-      ENCORE_CHECK(p.default_value || p.varargs, ValueError, "[", signature.name, "] missing argument '", p.name, "'");
+      ENCORE_CHECK(p.default_value || p.varargs, ValueError, "[", signature.name,
+                   "] missing argument '", p.name, "'");
       slots[i] = p.default_value ? *p.default_value : ArgValue(std::vector<int64_t>{});
     }
     values.push_back(check_arg(signature, p, std::move(*slots[i])));
@@ -300,8 +319,8 @@ CallArgs CallArgs::bind(const Signature& signature, std::span<const Tensor> posi
 }
 
 void CallArgs::wrong(int i, const char* expected) const {
-  throw DTypeError(detail::cat("[", signature_->name, "] argument '", signature_->params[i].name, "' is not ",
-                               expected));
+  throw DTypeError(detail::cat("[", signature_->name, "] argument '", signature_->params[i].name,
+                               "' is not ", expected));
 }
 
 const Tensor& CallArgs::tensor(int i) const {

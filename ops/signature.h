@@ -1,7 +1,8 @@
 // The public calling convention of a function, written once in its declaration row as a
 // Python-style signature:
 //
-//   "max_pool1d(x: Tensor, pool_size: int = 2, strides: int | None = None, padding: str = 'valid') -> Tensor"
+//   "max_pool1d(x: Tensor, pool_size: int = 2, strides: int | None = None, padding: str = 'valid')
+//   -> Tensor"
 //
 // The Python module binds every declared function from it (encore.max_pool1d, and the Tensor
 // method when the row asks for one), the type stubs are generated from it, and each function's
@@ -25,24 +26,25 @@ class Generator;
 
 /// The parameter types a signature may use (their Python spelling in the stubs).
 enum class ParamType : uint8_t {
-  Tensor,      // Tensor
-  Operand,     // Tensor | float    (a tensor, or a Python number kept exact if it is an int)
-  Tensors,     // list[Tensor]
-  Int,         // int
-  Float,       // float             (an int stays exact: int64 fills and bounds)
-  Bool,        // bool
-  Str,         // str
-  Ints,        // tuple[int, ...]   (also accepts a single int)
-  DType,       // DType             (encore.float32, "float32", numpy dtypes)
-  Device,      // Device            (encore.Device, "cpu", "cuda:0")
-  Generator,   // Generator
-  Padding,     // str | int | tuple[int, int]
-  Object,      // a class of the layers above (nn's Module, Recurrent): parse names them
+  Tensor,     // Tensor
+  Operand,    // Tensor | float    (a tensor, or a Python number kept exact if it is an int)
+  Tensors,    // list[Tensor]
+  Int,        // int
+  Float,      // float             (an int stays exact: int64 fills and bounds)
+  Bool,       // bool
+  Str,        // str
+  Ints,       // tuple[int, ...]   (also accepts a single int)
+  DType,      // DType             (encore.float32, "float32", numpy dtypes)
+  Device,     // Device            (encore.Device, "cpu", "cuda:0")
+  Generator,  // Generator
+  Padding,    // str | int | tuple[int, int]
+  Object,     // a class of the layers above (nn's Module, Recurrent): parse names them
 };
 
 /// A value bound to a parameter; Python's None is std::monostate.
-using ArgValue = std::variant<std::monostate, Tensor, std::vector<Tensor>, int64_t, double, bool, std::string,
-                              std::vector<int64_t>, DType, Device, Generator*, std::shared_ptr<void>>;
+using ArgValue =
+    std::variant<std::monostate, Tensor, std::vector<Tensor>, int64_t, double, bool, std::string,
+                 std::vector<int64_t>, DType, Device, Generator*, std::shared_ptr<void>>;
 
 struct Param {
   std::string name;
@@ -51,8 +53,8 @@ struct Param {
   bool varargs = false;       // "*shape: int": the remaining positionals (or one sequence)
   bool keyword_only = false;  // after "*" or "*args"
   std::optional<ArgValue> default_value;
-  std::string default_text;   // as written, for stubs and docs
-  std::string object_type;    // an Object parameter's class name, as written
+  std::string default_text;  // as written, for stubs and docs
+  std::string object_type;   // an Object parameter's class name, as written
 };
 
 struct Signature {
@@ -62,7 +64,8 @@ struct Signature {
 
   /// Parses the notation above; throws ValueError naming the signature on a syntax error.
   /// `object_types` are the class names an Object parameter may have (none for ops).
-  static Signature parse(std::string_view text, std::span<const std::string_view> object_types = {});
+  static Signature parse(std::string_view text,
+                         std::span<const std::string_view> object_types = {});
   /// The signature as written (canonical spacing): also the stub line's body.
   std::string str() const;
   int index_of(std::string_view param) const;  // -1 when absent

@@ -14,7 +14,8 @@ namespace encore {
 inline Strides broadcast_strides(const TensorRef& t, const Shape& shape) {
   Strides s = Dims::filled(shape.size(), 0);
   const int off = shape.size() - t.shape.size();
-  for (int i = 0; i < t.shape.size(); ++i) s[off + i] = (t.shape[i] == 1 && shape[off + i] != 1) ? 0 : t.strides[i];
+  for (int i = 0; i < t.shape.size(); ++i)
+    s[off + i] = (t.shape[i] == 1 && shape[off + i] != 1) ? 0 : t.strides[i];
   return s;
 }
 
@@ -26,14 +27,16 @@ template <int N> struct MergedDims {
   int64_t strides[N][kMaxDims] = {};
 };
 
-template <int N> MergedDims<N> merge_dims(const Shape& shape, const std::array<Strides, N>& strides) {
+template <int N>
+MergedDims<N> merge_dims(const Shape& shape, const std::array<Strides, N>& strides) {
   MergedDims<N> m;
   for (int d = 0; d < shape.size(); ++d) {
     m.empty |= shape[d] == 0;
     if (shape[d] == 1) continue;
     if (m.ndim > 0) {
       bool merge = true;
-      for (int k = 0; k < N && merge; ++k) merge = m.strides[k][m.ndim - 1] == strides[k][d] * shape[d];
+      for (int k = 0; k < N && merge; ++k)
+        merge = m.strides[k][m.ndim - 1] == strides[k][d] * shape[d];
       if (merge) {
         m.shape[m.ndim - 1] *= shape[d];
         for (int k = 0; k < N; ++k) m.strides[k][m.ndim - 1] = strides[k][d];
@@ -48,9 +51,11 @@ template <int N> MergedDims<N> merge_dims(const Shape& shape, const std::array<S
 }
 
 /// The part of `t` covering `shape` from `start` along `axis`, every `step`-th entry there.
-inline TensorRef sub_view(const TensorRef& t, int axis, int64_t start, const Shape& shape, int64_t step = 1) {
+inline TensorRef sub_view(const TensorRef& t, int axis, int64_t start, const Shape& shape,
+                          int64_t step = 1) {
   TensorRef v = t;
-  v.data = static_cast<char*>(t.data) + start * t.strides[axis] * static_cast<int64_t>(itemsize(t.dtype));
+  v.data = static_cast<char*>(t.data) +
+           start * t.strides[axis] * static_cast<int64_t>(itemsize(t.dtype));
   v.shape = shape;
   // With one entry the stride does not matter (and multiplying by a huge step would overflow).
   if (shape[axis] > 1) v.strides[axis] *= step;

@@ -30,8 +30,7 @@ class Tensor : public TensorBase {
 
   // Values (copied to the host). Inside a trace these throw: the data does not exist yet.
   double item() const;
-  template <class T>
-  std::vector<T> to_vector() const;
+  template <class T> std::vector<T> to_vector() const;
   std::string str() const;
 
   // Views: no copy, share storage.

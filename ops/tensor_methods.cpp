@@ -73,9 +73,10 @@ std::string Tensor::str() const {
   if (requires_grad()) suffix += ", requires_grad=True";
   // Printing inside a trace would show values the replays never see; a tensor that escaped a
   // trace has none, and says so.
-  ENCORE_CHECK(!tracing(), ValueError, "[print] cannot print ", describe(*this),
-               " inside a traced function: values exist only when the graph replays. Return the tensor "
-               "from the traced function and print it there");
+  ENCORE_CHECK(
+      !tracing(), ValueError, "[print] cannot print ", describe(*this),
+      " inside a traced function: values exist only when the graph replays. Return the tensor "
+      "from the traced function and print it there");
   if (is_symbolic()) return "tensor(<symbolic " + shape().str() + ">" + suffix + ")";
   Tensor host = to(Device::cpu());
   std::string s = "tensor(";
@@ -86,10 +87,18 @@ std::string Tensor::str() const {
   const bool summarize = printed > 1000;
   const void* p = host.data_ptr();
   switch (dtype()) {
-    case DType::Float32: format_rec(s, static_cast<const float*>(p), shape(), host.strides(), 0, 7, summarize); break;
-    case DType::Float64: format_rec(s, static_cast<const double*>(p), shape(), host.strides(), 0, 7, summarize); break;
-    case DType::Int32: format_rec(s, static_cast<const int32_t*>(p), shape(), host.strides(), 0, 7, summarize); break;
-    case DType::Int64: format_rec(s, static_cast<const int64_t*>(p), shape(), host.strides(), 0, 7, summarize); break;
+    case DType::Float32:
+      format_rec(s, static_cast<const float*>(p), shape(), host.strides(), 0, 7, summarize);
+      break;
+    case DType::Float64:
+      format_rec(s, static_cast<const double*>(p), shape(), host.strides(), 0, 7, summarize);
+      break;
+    case DType::Int32:
+      format_rec(s, static_cast<const int32_t*>(p), shape(), host.strides(), 0, 7, summarize);
+      break;
+    case DType::Int64:
+      format_rec(s, static_cast<const int64_t*>(p), shape(), host.strides(), 0, 7, summarize);
+      break;
   }
   return s + suffix + ")";
 }
@@ -105,14 +114,15 @@ void Tensor::backward(const Tensor& grad) const {
                " does not require grad: no op that produced it involved a tensor requiring grad");
   Tensor g = grad;
   if (!g.defined()) {
-    ENCORE_CHECK(numel() == 1, ShapeError, "[backward] implicit gradient needs a scalar, got ", describe(*this),
-                 "; pass a gradient tensor");
+    ENCORE_CHECK(numel() == 1, ShapeError, "[backward] implicit gradient needs a scalar, got ",
+                 describe(*this), "; pass a gradient tensor");
     g = full(shape(), 1, dtype(), device());
   }
-  ENCORE_CHECK(g.shape() == shape(), ShapeError, "[backward] gradient ", describe(g), " does not match ",
-               describe(*this));
-  ENCORE_CHECK(g.dtype() == dtype(), DTypeError, "[backward] gradient ", describe(g), " does not match the dtype of ",
-               describe(*this), "; convert it with .to(", ::encore::name(dtype()), ")");
+  ENCORE_CHECK(g.shape() == shape(), ShapeError, "[backward] gradient ", describe(g),
+               " does not match ", describe(*this));
+  ENCORE_CHECK(g.dtype() == dtype(), DTypeError, "[backward] gradient ", describe(g),
+               " does not match the dtype of ", describe(*this), "; convert it with .to(",
+               ::encore::name(dtype()), ")");
   ENCORE_CHECK(g.device() == device(), DeviceError, "[backward] gradient ", describe(g),
                " is not on the device of ", describe(*this));
   ENCORE_CHECK(g_backward_hook, Error, "[backward] autograd is not part of this program");

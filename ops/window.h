@@ -29,13 +29,13 @@ struct Padding {
 int64_t window_span(const char* op, int64_t window, int64_t dilation);
 /// Resolves `padding` to (left, right) amounts for an input of `length` steps. 'same' gives
 /// ceil(length / stride) windows with the extra step on the right, as Keras does.
-std::pair<int64_t, int64_t> window_padding(const char* op, int64_t length, int64_t window, int64_t stride,
-                                           int64_t dilation, Padding padding);
+std::pair<int64_t, int64_t> window_padding(const char* op, int64_t length, int64_t window,
+                                           int64_t stride, int64_t dilation, Padding padding);
 /// How many windows fit, `stride` apart, in `length` steps padded by (pad_l, pad_r). A
 /// ShapeError naming `op` when not one does or the sizes overflow int64: a window never reads
 /// past the padded input, whatever the stride.
-int64_t window_out_length(const char* op, int64_t length, int64_t window, int64_t stride, int64_t dilation,
-                          int64_t pad_l, int64_t pad_r);
+int64_t window_out_length(const char* op, int64_t length, int64_t window, int64_t stride,
+                          int64_t dilation, int64_t pad_l, int64_t pad_r);
 
 /// unfold and its gradient.
 struct UnfoldAttrs {

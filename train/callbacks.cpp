@@ -15,8 +15,9 @@ double monitored(const Logs& logs, const std::string& monitor, const char* who) 
   if (it != logs.end()) return it->second;
   std::string known;
   for (const auto& [k, v] : logs) known += (known.empty() ? "" : ", ") + k;
-  throw ValueError(detail::cat("[", who, "] monitors '", monitor, "', which fit does not log (it logs ", known,
-                               monitor.starts_with("val_") ? "; validation values need validation data" : "", ")"));
+  throw ValueError(detail::cat(
+      "[", who, "] monitors '", monitor, "', which fit does not log (it logs ", known,
+      monitor.starts_with("val_") ? "; validation values need validation data" : "", ")"));
 }
 
 bool improves(double value, double best, double min_delta, bool higher) {
@@ -28,7 +29,8 @@ bool improves(double value, double best, double min_delta, bool higher) {
 bool higher_is_better(const std::string& monitor, const std::string& mode) {
   if (mode == "max") return true;
   if (mode == "min") return false;
-  ENCORE_CHECK(mode == "auto", ValueError, "[callback] mode must be 'auto', 'min' or 'max', got '", mode, "'");
+  ENCORE_CHECK(mode == "auto", ValueError, "[callback] mode must be 'auto', 'min' or 'max', got '",
+               mode, "'");
   return monitor.find("acc") != std::string::npos;
 }
 
@@ -52,7 +54,8 @@ void EarlyStopping::on_epoch_end(Model& model, int epoch, Logs& logs) {
     wait_ = 0;
     if (options_.restore_best_weights) {
       best_weights_.clear();
-      for (const Tensor& p : model.module().parameters()) best_weights_.push_back(p.detach().clone());
+      for (const Tensor& p : model.module().parameters())
+        best_weights_.push_back(p.detach().clone());
     }
     return;
   }

@@ -35,11 +35,14 @@ namespace {
 struct CommMark {
   int64_t calls, bytes, comm_ns, wait_ns;
   explicit CommMark(const Ledger& l)
-      : calls(l.get(Counter::Collectives)), bytes(l.get(Counter::CollectiveBytes)), comm_ns(l.get(Counter::CommNs)),
+      : calls(l.get(Counter::Collectives)),
+        bytes(l.get(Counter::CollectiveBytes)),
+        comm_ns(l.get(Counter::CommNs)),
         wait_ns(l.get(Counter::CommWaitNs)) {}
   void add_to(ModeReport& r, const Ledger& l, int steps) const {
     const double n = steps;
-    const int64_t comm = l.get(Counter::CommNs) - comm_ns, wait = l.get(Counter::CommWaitNs) - wait_ns;
+    const int64_t comm = l.get(Counter::CommNs) - comm_ns,
+                  wait = l.get(Counter::CommWaitNs) - wait_ns;
     r.comm_calls += (l.get(Counter::Collectives) - calls) / n;
     r.comm_bytes += (l.get(Counter::CollectiveBytes) - bytes) / n;
     r.comm_ms += comm / 1e6 / n;
@@ -343,7 +346,8 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
     ledger.set_profiling(true);
     try {
       for (int i = 0; i < options.profile_steps; ++i) {
-        const int64_t kernel0 = ledger.get(Counter::KernelNs), copy0 = ledger.get(Counter::CopyInNs);
+        const int64_t kernel0 = ledger.get(Counter::KernelNs),
+                      copy0 = ledger.get(Counter::CopyInNs);
         const double wall = runners[k].call(next + i);
         kernel.push_back((ledger.get(Counter::KernelNs) - kernel0) / 1e6);
         overhead.push_back(wall - kernel.back());
@@ -538,13 +542,16 @@ std::string CompareReport::table() const {
   line(head);
   for (const auto& r : rows) line(r);
   // Data-parallel steps: what each mode communicates (a table of its own: most steps have none).
-  if (std::any_of(modes.begin(), modes.end(), [](const ModeReport& m) { return m.comm_calls > 0; })) {
-    s += "communication per step (this rank): mode, collectives, KiB sent, engine ms, hidden by compute\n";
+  if (std::any_of(modes.begin(), modes.end(),
+                  [](const ModeReport& m) { return m.comm_calls > 0; })) {
+    s += "communication per step (this rank): mode, collectives, KiB sent, engine ms, hidden by "
+         "compute\n";
     for (const ModeReport& m : modes)
       if (m.error.empty())
-        s += detail::cat("  ", m.mode, "  ", fixed(m.comm_calls, "%.1f"), "  ", fixed(m.comm_bytes / 1024.0, "%.1f"), "  ",
-                         fmt(m.comm_ms), "  ",
-                         m.comm_ms > 0 ? fixed(100.0 * m.comm_hidden_ms / m.comm_ms, "%.0f%%") : "-", "\n");
+        s += detail::cat(
+            "  ", m.mode, "  ", fixed(m.comm_calls, "%.1f"), "  ",
+            fixed(m.comm_bytes / 1024.0, "%.1f"), "  ", fmt(m.comm_ms), "  ",
+            m.comm_ms > 0 ? fixed(100.0 * m.comm_hidden_ms / m.comm_ms, "%.0f%%") : "-", "\n");
   }
   for (const ModeReport& m : modes) {
     if (!m.error.empty()) s += m.mode + ": " + m.error + "\n";

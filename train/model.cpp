@@ -9,13 +9,13 @@
 #include "core/dist.h"
 #include "core/ledger.h"
 #include "core/modes.h"
-#include "nn/distributed.h"
-#include "ops/collective.h"
 #include "graph/lengths.h"
+#include "nn/distributed.h"
 #include "nn/losses.h"
-#include "train/progress.h"
 #include "nn/resume.h"
+#include "ops/collective.h"
 #include "ops/ops.h"
+#include "train/progress.h"
 
 namespace encore::nn {
 
@@ -42,22 +42,25 @@ LossFn metric_fn(const std::string& name, const Loss& loss) {
     if (binary) return binary_accuracy_fn(loss.from_logits ? 0.0 : 0.5);
     if (sparse) return sparse_categorical_accuracy;
     throw ValueError(detail::cat("[compile] metric '", name, "' needs a classification loss ",
-                                 "(binary_crossentropy or sparse_categorical_crossentropy), got '", loss.name, "'"));
+                                 "(binary_crossentropy or sparse_categorical_crossentropy), got '",
+                                 loss.name, "'"));
   }
   if (name == "binary_accuracy") return binary_accuracy_fn(0.5);
   if (name == "sparse_categorical_accuracy") return sparse_categorical_accuracy;
   if (name == "mse" || name == "mean_squared_error") return mean_squared_error;
   if (name == "mae" || name == "mean_absolute_error") return mean_absolute_error;
-  throw ValueError(detail::cat("[compile] unknown metric '", name,
-                               "': use accuracy, binary_accuracy, sparse_categorical_accuracy, mse, mae, auc, "
-                               "precision, recall or a function"));
+  throw ValueError(
+      detail::cat("[compile] unknown metric '", name,
+                  "': use accuracy, binary_accuracy, sparse_categorical_accuracy, mse, mae, auc, "
+                  "precision, recall or a function"));
 }
 
 // Binary targets and predictions as float64 columns (rows, 1), for the count metrics.
 std::pair<Tensor, Tensor> binary_columns(const char* metric, const Tensor& y, const Tensor& p) {
   ENCORE_CHECK(y.defined() && p.defined() && y.numel() == p.numel(), ShapeError, "[", metric,
                "] needs binary targets with one value per prediction, got targets ",
-               y.defined() ? describe(y) : "none", " and predictions ", p.defined() ? describe(p) : "none");
+               y.defined() ? describe(y) : "none", " and predictions ",
+               p.defined() ? describe(p) : "none");
   ENCORE_CHECK(!graph::lengths_of(p), UnsupportedError, "[", metric,
                "] counts every entry: it is not supported under a bucket shape policy");
   return {y.to(DType::Float64).reshape({-1, 1}), p.reshape({-1, 1})};
@@ -82,7 +85,8 @@ Metric precision_or_recall(bool recall, double threshold, std::string name) {
 }  // namespace
 
 Metric Metric::auc(int num_thresholds, std::string name) {
-  ENCORE_CHECK(num_thresholds > 1, ValueError, "[auc] num_thresholds must be > 1, got ", num_thresholds);
+  ENCORE_CHECK(num_thresholds > 1, ValueError, "[auc] num_thresholds must be > 1, got ",
+               num_thresholds);
   const int64_t n = num_thresholds;
   Metric m(std::move(name));
   m.width = 2 * n + 2;
@@ -92,7 +96,8 @@ Metric Metric::auc(int num_thresholds, std::string name) {
     // predictions' dtype, as Keras compares them).
     constexpr double kEps = 1e-7;
     const Tensor i = arange(0, n, 1, DType::Float64, p.device());
-    const Tensor t = i / static_cast<double>(n - 1) - eq(i, 0.0) * kEps + eq(i, static_cast<double>(n - 1)) * kEps;
+    const Tensor t = i / static_cast<double>(n - 1) - eq(i, 0.0) * kEps +
+                     eq(i, static_cast<double>(n - 1)) * kEps;
     const Tensor positive = gt(tp, t.to(p.dtype()).reshape({1, n})).to(DType::Float64);
     const Tensor positives = sum(ty);
     return concat({sum(positive * ty, {0}), sum(positive * (1.0 - ty), {0}), positives.reshape({1}),
@@ -116,7 +121,9 @@ Metric Metric::precision(double threshold, std::string name) {
   return precision_or_recall(false, threshold, std::move(name));
 }
 
-Metric Metric::recall(double threshold, std::string name) { return precision_or_recall(true, threshold, std::move(name)); }
+Metric Metric::recall(double threshold, std::string name) {
+  return precision_or_recall(true, threshold, std::move(name));
+}
 
 namespace {
 
@@ -128,7 +135,8 @@ Tensor batch_weights(const Batch& b, const std::map<int64_t, double>& class_weig
   const int64_t rows = y.dim() ? y.shape()[0] : 1;
   const bool one_hot = y.dim() == 2 && y.shape()[1] > 1;
   ENCORE_CHECK(one_hot || y.numel() == rows, ShapeError,
-               "[fit] class_weight needs one label per row (or one-hot rows), got targets ", describe(y));
+               "[fit] class_weight needs one label per row (or one-hot rows), got targets ",
+               describe(y));
   const std::vector<double> v = y.detach().to(DType::Float64).to_vector<double>();
   const int64_t width = one_hot ? y.shape()[1] : 1;
   std::vector<float> w(static_cast<size_t>(rows));
@@ -148,7 +156,8 @@ std::shared_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<T
   if (name == "adam") return std::make_shared<Adam>(std::move(params));
   if (name == "adamw") return std::make_shared<AdamW>(std::move(params));
   if (name == "rmsprop") return std::make_shared<RMSprop>(std::move(params));
-  throw ValueError("[compile] unknown optimizer '" + name + "': use sgd, adam, adamw, rmsprop or an optimizer");
+  throw ValueError("[compile] unknown optimizer '" + name +
+                   "': use sgd, adam, adamw, rmsprop or an optimizer");
 }
 
 // Puts every module back in the mode it had (fit trains in training mode).
@@ -174,7 +183,8 @@ struct CostMark {
   std::vector<std::pair<const TracedFunction*, int64_t>> traces;  // records seen per function
   static CostMark now(std::initializer_list<const TracedFunction*> fns) {
     CostMark m;
-    for (int i = 0; i < static_cast<int>(Counter::Count); ++i) m.counters[i] = Ledger::global().get(Counter(i));
+    for (int i = 0; i < static_cast<int>(Counter::Count); ++i)
+      m.counters[i] = Ledger::global().get(Counter(i));
     for (const TracedFunction* f : fns)
       if (f) m.traces.emplace_back(f, f->stats().traces);
     return m;
@@ -194,22 +204,30 @@ std::string per(int64_t ns, int64_t n) { return ms(n ? ns / n : 0); }
 }  // namespace
 
 Loss::Loss(const std::string& n) : name(n) {
-  if (n == "binary_crossentropy") *this = binary_crossentropy();
-  else if (n == "sparse_categorical_crossentropy") *this = sparse_categorical_crossentropy();
-  else if (n == "mse" || n == "mean_squared_error") fn = mean_squared_error;
-  else if (n == "mae" || n == "mean_absolute_error") fn = mean_absolute_error;
+  if (n == "binary_crossentropy")
+    *this = binary_crossentropy();
+  else if (n == "sparse_categorical_crossentropy")
+    *this = sparse_categorical_crossentropy();
+  else if (n == "mse" || n == "mean_squared_error")
+    fn = mean_squared_error;
+  else if (n == "mae" || n == "mean_absolute_error")
+    fn = mean_absolute_error;
   else
-    throw ValueError(detail::cat("[compile] unknown loss '", n,
-                                 "': use binary_crossentropy, sparse_categorical_crossentropy, mse, mae or a function"));
+    throw ValueError(detail::cat(
+        "[compile] unknown loss '", n,
+        "': use binary_crossentropy, sparse_categorical_crossentropy, mse, mae or a function"));
 }
 
-Loss::Loss(std::string n, LossFn f, bool logits) : name(std::move(n)), fn(std::move(f)), from_logits(logits) {
+Loss::Loss(std::string n, LossFn f, bool logits)
+    : name(std::move(n)), fn(std::move(f)), from_logits(logits) {
   ENCORE_CHECK(fn, ValueError, "[compile] loss '", name, "' has no function");
 }
 
 Loss Loss::binary_crossentropy(bool from_logits) {
   return {"binary_crossentropy",
-          [from_logits](const Tensor& y, const Tensor& p) { return nn::binary_crossentropy(y, p, from_logits); },
+          [from_logits](const Tensor& y, const Tensor& p) {
+            return nn::binary_crossentropy(y, p, from_logits);
+          },
           from_logits};
 }
 
@@ -226,22 +244,29 @@ Model::Model(std::shared_ptr<Module> module) : module_(std::move(module)) {
 }
 
 void Model::compile(OptimizerSpec optimizer, Loss loss, CompileOptions options) {
-  ENCORE_CHECK(optimizer.optimizer || !optimizer.name.empty(), ValueError, "[compile] needs an optimizer");
-  ENCORE_CHECK(optimizer.optimizer || std::count(std::begin(kOptimizers), std::end(kOptimizers), optimizer.name),
+  ENCORE_CHECK(optimizer.optimizer || !optimizer.name.empty(), ValueError,
+               "[compile] needs an optimizer");
+  ENCORE_CHECK(optimizer.optimizer ||
+                   std::count(std::begin(kOptimizers), std::end(kOptimizers), optimizer.name),
                ValueError, "[compile] unknown optimizer '", optimizer.name,
                "': use sgd, adam, adamw, rmsprop or an optimizer");
   std::vector<Metric> metrics = options.metrics;
   for (Metric& m : metrics) {
     if (m.fn || m.counts) continue;
-    if (m.name == "auc") m = Metric::auc();
-    else if (m.name == "precision") m = Metric::precision();
-    else if (m.name == "recall") m = Metric::recall();
-    else m.fn = metric_fn(m.name, loss);
+    if (m.name == "auc")
+      m = Metric::auc();
+    else if (m.name == "precision")
+      m = Metric::precision();
+    else if (m.name == "recall")
+      m = Metric::recall();
+    else
+      m.fn = metric_fn(m.name, loss);
   }
   for (size_t i = 0; i < metrics.size(); ++i)
     for (size_t j = 0; j <= i; ++j)
-      ENCORE_CHECK(metrics[i].name != (j < i ? metrics[j].name : "loss"), ValueError, "[compile] metric name '",
-                   metrics[i].name, "' is used twice (the loss is logged as 'loss')");
+      ENCORE_CHECK(metrics[i].name != (j < i ? metrics[j].name : "loss"), ValueError,
+                   "[compile] metric name '", metrics[i].name,
+                   "' is used twice (the loss is logged as 'loss')");
   // A model built later (by its first batch) is checked before its first update.
   if (optimizer.optimizer && module_->built())
     check_covers(*optimizer.optimizer, *module_, "compile");
@@ -260,7 +285,8 @@ void Model::compile(OptimizerSpec optimizer, Loss loss, CompileOptions options) 
   compiled_ = true;
 }
 
-void Model::set_output(std::function<void(const std::string&)> write, std::optional<bool> interactive) {
+void Model::set_output(std::function<void(const std::string&)> write,
+                       std::optional<bool> interactive) {
   output_ = std::move(write);
   interactive_ = interactive;
 }
@@ -270,7 +296,8 @@ ProgressBar Model::progress_bar(int verbose) const {
 }
 
 void Model::require_compiled(const char* what) const {
-  ENCORE_CHECK(compiled_, ValueError, "[", what, "] compile the model first (optimizer, loss, metrics)");
+  ENCORE_CHECK(compiled_, ValueError, "[", what,
+               "] compile the model first (optimizer, loss, metrics)");
 }
 
 std::vector<std::string> Model::log_names() const {
@@ -315,11 +342,13 @@ void Model::prepare(const Tensor& x) {
   }
   if (options_.mode == ExecutionMode::Eager || train_fn_) return;
   // Each step with weights (a third input) or without: the latter's graph has no weights in it.
-  auto step = [&](const char* name, bool weighted, void (Model::*fn)(const Tensor&, const Tensor&, const Tensor&)) {
+  auto step = [&](const char* name, bool weighted,
+                  void (Model::*fn)(const Tensor&, const Tensor&, const Tensor&)) {
     std::vector<std::string> args{"x", "y"};
     if (weighted) args.push_back("sample_weight");
     return make(name, std::move(args), [this, weighted, fn](const std::vector<Arg>& a) {
-      (this->*fn)(std::get<Tensor>(a[0]), std::get<Tensor>(a[1]), weighted ? std::get<Tensor>(a[2]) : Tensor());
+      (this->*fn)(std::get<Tensor>(a[0]), std::get<Tensor>(a[1]),
+                  weighted ? std::get<Tensor>(a[2]) : Tensor());
       return std::vector<Tensor>{};
     });
   };
@@ -346,7 +375,8 @@ Tensor Model::loss_of(const Tensor& y, const Tensor& pred, const Tensor& w) cons
     return loss_mean(loss, pred);
   }
   ENCORE_CHECK(!w.defined() || weighed, ValueError, "[", loss_->name,
-               "] sample_weight and class_weight need a loss that weighs rows: a built-in loss, or a function "
+               "] sample_weight and class_weight need a loss that weighs rows: a built-in loss, or "
+               "a function "
                "that returns one loss per row (shape (batch,)) instead of their mean");
   return loss;
 }
@@ -368,12 +398,14 @@ void Model::accumulate(Accumulator& acc, const Tensor& loss, const Tensor& y, co
   for (const Metric& m : metrics_) {
     if (m.counts) {
       const Tensor c = m.counts(y, p);
-      ENCORE_CHECK(c.numel() == m.width, ShapeError, "[", m.name, "] gave ", c.numel(), " counts, not ", m.width);
+      ENCORE_CHECK(c.numel() == m.width, ShapeError, "[", m.name, "] gave ", c.numel(),
+                   " counts, not ", m.width);
       values.push_back(c.to(DType::Float64).reshape({m.width}));
       continue;
     }
     const Tensor v = m.fn(y, p);
-    ENCORE_CHECK(v.numel() == 1, ShapeError, "[", m.name, "] a metric must give a scalar, got ", describe(v));
+    ENCORE_CHECK(v.numel() == 1, ShapeError, "[", m.name, "] a metric must give a scalar, got ",
+                 describe(v));
     values.push_back(weighted(v.to(DType::Float64).reshape({1})));
   }
   acc.sums.copy_(acc.sums + concat(values, 0));
@@ -443,7 +475,9 @@ Logs Model::read(const Accumulator& acc, const std::string& prefix) const {
 
 Logs Model::running_logs() const { return read(train_acc_, ""); }
 
-bool Model::data_parallel() const { return optimizer_ && optimizer_->distributed() && dist::size() > 1; }
+bool Model::data_parallel() const {
+  return optimizer_ && optimizer_->distributed() && dist::size() > 1;
+}
 
 Logs Model::read_all_ranks(const Accumulator& acc) const {
   if (!data_parallel() || !acc.sums.defined()) return read(acc, "");
@@ -454,9 +488,10 @@ Logs Model::read_all_ranks(const Accumulator& acc) const {
 
 History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
   require_compiled("fit");
-  ENCORE_CHECK(x.defined() && y.defined() && x.dim() >= 1 && y.dim() >= 1 && x.shape()[0] == y.shape()[0],
-               ShapeError, "[fit] x and y must have the same number of rows, got ",
-               x.defined() ? describe(x) : "none", " and ", y.defined() ? describe(y) : "none");
+  ENCORE_CHECK(
+      x.defined() && y.defined() && x.dim() >= 1 && y.dim() >= 1 && x.shape()[0] == y.shape()[0],
+      ShapeError, "[fit] x and y must have the same number of rows, got ",
+      x.defined() ? describe(x) : "none", " and ", y.defined() ? describe(y) : "none");
   ENCORE_CHECK(options.validation_split >= 0 && options.validation_split < 1, ValueError,
                "[fit] validation_split must be in [0, 1), got ", options.validation_split);
   ENCORE_CHECK(options.validation_split == 0 || !options.validation_data, ValueError,
@@ -464,8 +499,9 @@ History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
   int64_t rows = x.shape()[0];
   if (options.validation_split > 0) {
     const auto held = static_cast<int64_t>(static_cast<double>(rows) * options.validation_split);
-    ENCORE_CHECK(held >= 1 && held < rows, ValueError, "[fit] validation_split ", options.validation_split,
-                 " of ", rows, " rows leaves no rows for validation or for training");
+    ENCORE_CHECK(held >= 1 && held < rows, ValueError, "[fit] validation_split ",
+                 options.validation_split, " of ", rows,
+                 " rows leaves no rows for validation or for training");
     const Tensor& w = options.sample_weight;
     options.validation_data = std::make_shared<ArrayDataset>(
         x.slice(0, rows - held, rows), y.slice(0, rows - held, rows), options.batch_size, false, 0,
@@ -473,23 +509,24 @@ History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
     rows -= held;
   }
   const Tensor& w = options.sample_weight;
-  ArrayDataset train(x.slice(0, 0, rows), y.slice(0, 0, rows), options.batch_size, options.shuffle, options.seed,
-                     w.defined() ? w.slice(0, 0, rows) : Tensor());
+  ArrayDataset train(x.slice(0, 0, rows), y.slice(0, 0, rows), options.batch_size, options.shuffle,
+                     options.seed, w.defined() ? w.slice(0, 0, rows) : Tensor());
   return fit(train, std::move(options));
 }
 
 History Model::fit(Dataset& all_data, FitOptions options) {
   require_compiled("fit");
   ENCORE_CHECK(options.epochs >= 0 && options.initial_epoch >= 0, ValueError,
-               "[fit] epochs and initial_epoch must be >= 0, got ", options.epochs, " and ", options.initial_epoch);
+               "[fit] epochs and initial_epoch must be >= 0, got ", options.epochs, " and ",
+               options.initial_epoch);
   const bool parallel = data_parallel();
   ShardedDataset shard(all_data, dist::rank(), dist::size());
   Dataset& data = parallel ? static_cast<Dataset&>(shard) : all_data;
   if (parallel && dist::rank() != 0) options.verbose = 0;
   bool weights_shared = !parallel;
   ProgressBar bar = progress_bar(options.verbose);
-  const CostMark mark =
-      CostMark::now({train_fn_.get(), test_fn_.get(), weighted_train_fn_.get(), weighted_test_fn_.get()});
+  const CostMark mark = CostMark::now(
+      {train_fn_.get(), test_fn_.get(), weighted_train_fn_.get(), weighted_test_fn_.get()});
   const int64_t steps_before = iterations_;
   const ModeRestore modes(*module_);
   module_->train(true);
@@ -517,7 +554,8 @@ History Model::fit(Dataset& all_data, FitOptions options) {
       data.start(epoch);
       pass_batches = 0;
     }
-    bar.start(per_epoch ? per_epoch : data.size(), detail::cat("Epoch ", epoch + 1, "/", options.epochs), names);
+    bar.start(per_epoch ? per_epoch : data.size(),
+              detail::cat("Epoch ", epoch + 1, "/", options.epochs), names);
     int64_t batch = 0;
     while (!stop_training && (!per_epoch || batch < per_epoch)) {
       std::optional<Batch> b = data.next();
@@ -546,14 +584,18 @@ History Model::fit(Dataset& all_data, FitOptions options) {
     }
     if (per_epoch && batch < per_epoch && !stop_training) {
       // Keras: "Your input ran out of data; interrupting training."
-      history.warning = detail::cat("[fit] the training data ran out after ", batch, " of ", per_epoch,
-                                    " steps of epoch ", epoch + 1, ": training stops (a one-shot iterable, such "
-                                    "as a generator, gives steps_per_epoch * epochs batches at most)");
+      history.warning =
+          detail::cat("[fit] the training data ran out after ", batch, " of ", per_epoch,
+                      " steps of epoch ", epoch + 1,
+                      ": training stops (a one-shot iterable, such "
+                      "as a generator, gives steps_per_epoch * epochs batches at most)");
       stop_training = true;
       if (batch == 0) break;
     }
-    ENCORE_CHECK(batch > 0, ValueError, "[fit] the training data gave no batches in epoch ", epoch + 1,
-                 " (an iterable that can be read only once, such as a generator, gives none after the first: "
+    ENCORE_CHECK(batch > 0, ValueError, "[fit] the training data gave no batches in epoch ",
+                 epoch + 1,
+                 " (an iterable that can be read only once, such as a generator, gives none after "
+                 "the first: "
                  "pass steps_per_epoch, or an iterable whose __iter__ starts afresh)");
     Logs logs = read_all_ranks(train_acc_);
     if (options.validation_data) {
@@ -577,8 +619,9 @@ History Model::fit(Dataset& all_data, FitOptions options) {
   // The cost summary, from the ledger and the traced steps' records.
   const int64_t steps = iterations_ - steps_before;
   if (options_.mode == ExecutionMode::Eager) {
-    history.cost = detail::cat("cost (eager): ", steps, " training steps, ", mark.since(Counter::OpsDispatched),
-                               " ops dispatched in ", ms(mark.since(Counter::DispatchNs)), " (",
+    history.cost = detail::cat("cost (eager): ", steps, " training steps, ",
+                               mark.since(Counter::OpsDispatched), " ops dispatched in ",
+                               ms(mark.since(Counter::DispatchNs)), " (",
                                per(mark.since(Counter::DispatchNs), steps), " per step)");
   } else {
     std::string traces;
@@ -590,17 +633,18 @@ History Model::fit(Dataset& all_data, FitOptions options) {
       const int64_t new_traces = s.traces - mark.traces_before(f);
       n += new_traces;
       const int64_t shown = std::min<int64_t>(new_traces, static_cast<int64_t>(s.records.size()));
-      for (int64_t i = static_cast<int64_t>(s.records.size()) - shown; i < static_cast<int64_t>(s.records.size()); ++i)
-        traces += detail::cat(traces.empty() ? "" : "; ", f->options().name, " call ", s.records[i].call, ": ",
-                              s.records[i].reason);
+      for (int64_t i = static_cast<int64_t>(s.records.size()) - shown;
+           i < static_cast<int64_t>(s.records.size()); ++i)
+        traces += detail::cat(traces.empty() ? "" : "; ", f->options().name, " call ",
+                              s.records[i].call, ": ", s.records[i].reason);
     }
     const int64_t tracing = mark.since(Counter::TraceNs) + mark.since(Counter::OptimizeNs) +
                             mark.since(Counter::PlanNs) + mark.since(Counter::CaptureNs) +
                             mark.since(Counter::InstantiateNs);
     const int64_t replays = mark.since(Counter::Replays), replay_ns = mark.since(Counter::ReplayNs);
-    history.cost = detail::cat("cost (traced): ", n, " traces", n ? " (" + traces + ")" : "", ", ", replays,
-                               " replays; tracing ", ms(tracing), ", replaying ", ms(replay_ns), " (",
-                               per(replay_ns, replays), " per replay)");
+    history.cost = detail::cat("cost (traced): ", n, " traces", n ? " (" + traces + ")" : "", ", ",
+                               replays, " replays; tracing ", ms(tracing), ", replaying ",
+                               ms(replay_ns), " (", per(replay_ns, replays), " per replay)");
   }
   if (options.verbose > 0) {
     if (output_)
@@ -620,8 +664,8 @@ Logs Model::evaluate_pass(Dataset& all_data, ProgressBar* bar) {
   if (bar) bar->start(data.size(), "", log_names());
   int64_t batch = 0;
   while (std::optional<Batch> b = data.next()) {
-    ENCORE_CHECK(b->x.defined() && b->y.defined(), ValueError, "[evaluate] batch ", batch, " has no ",
-                 b->x.defined() ? "targets" : "inputs");
+    ENCORE_CHECK(b->x.defined() && b->y.defined(), ValueError, "[evaluate] batch ", batch,
+                 " has no ", b->x.defined() ? "targets" : "inputs");
     prepare(b->x);
     if (batch == 0) reset(test_acc_);
     TrainingGuard inference(false);
@@ -643,7 +687,8 @@ Logs Model::evaluate_pass(Dataset& all_data, ProgressBar* bar) {
   return logs;
 }
 
-Logs Model::evaluate(const Tensor& x, const Tensor& y, int64_t batch_size, int verbose, const Tensor& sample_weight) {
+Logs Model::evaluate(const Tensor& x, const Tensor& y, int64_t batch_size, int verbose,
+                     const Tensor& sample_weight) {
   ArrayDataset data(x, y, batch_size, false, 0, sample_weight);
   return evaluate(data, verbose);
 }
@@ -704,11 +749,13 @@ void Model::save_checkpoint(const std::string& path) const {
   // Data-parallel ranks hold the same weights and state: rank 0 writes (atomically, as always).
   if (data_parallel() && dist::rank() != 0) return;
   nn::save_checkpoint(path, *module_, optimizer_.get(),
-                      {{"checkpoint.iterations", std::to_string(iterations_)}, {"checkpoint.epoch", std::to_string(epoch_)}});
+                      {{"checkpoint.iterations", std::to_string(iterations_)},
+                       {"checkpoint.epoch", std::to_string(epoch_)}});
 }
 
 void Model::load_checkpoint(const std::string& path) {
-  ENCORE_CHECK(module_->built(), ValueError, "[load_checkpoint] build the model first (fit, or Module::build)");
+  ENCORE_CHECK(module_->built(), ValueError,
+               "[load_checkpoint] build the model first (fit, or Module::build)");
   if (compiled_ && !optimizer_) optimizer_ = make_optimizer(optimizer_name_, module_->parameters());
   const Metadata meta = nn::load_checkpoint(path, *module_, optimizer_.get());
   auto counter = [&](const char* key) -> int64_t {

@@ -37,10 +37,10 @@
 #include <vector>
 
 #include "graph/trace.h"
-#include "train/callbacks.h"
 #include "nn/data.h"
 #include "nn/module.h"
 #include "nn/optim.h"
+#include "train/callbacks.h"
 #include "train/progress.h"
 
 namespace encore::nn {
@@ -155,7 +155,8 @@ class Model {
   void compile(OptimizerSpec optimizer, Loss loss, CompileOptions options = {});
   /// Where progress bars and the cost summary go (default: stdout), and whether bars are redrawn
   /// in place (default: when standard output is a terminal).
-  void set_output(std::function<void(const std::string&)> write, std::optional<bool> interactive = {});
+  void set_output(std::function<void(const std::string&)> write,
+                  std::optional<bool> interactive = {});
 
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
   /// Trains on the batches of `data` (batch_size, shuffle, seed and validation_split unused).
@@ -243,7 +244,8 @@ class Model {
   Accumulator train_acc_, test_acc_;
   // The traced steps; the weighted ones (sample or class weights) take the weights as a third
   // input and are made on first use.
-  std::unique_ptr<TracedFunction> train_fn_, test_fn_, predict_fn_, weighted_train_fn_, weighted_test_fn_;
+  std::unique_ptr<TracedFunction> train_fn_, test_fn_, predict_fn_, weighted_train_fn_,
+      weighted_test_fn_;
   int64_t iterations_ = 0;
   int epoch_ = 0;
 };

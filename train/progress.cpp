@@ -30,9 +30,11 @@ std::string format_duration(double s) {
   return buf;
 }
 
-ProgressBar::ProgressBar(int verbose, std::function<void(const std::string&)> write, bool interactive)
+ProgressBar::ProgressBar(int verbose, std::function<void(const std::string&)> write,
+                         bool interactive)
     : verbose_(verbose), write_(std::move(write)), interactive_(interactive) {
-  ENCORE_CHECK(verbose >= 0 && verbose <= 2, ValueError, "[fit] verbose must be 0, 1 or 2, got ", verbose);
+  ENCORE_CHECK(verbose >= 0 && verbose <= 2, ValueError, "[fit] verbose must be 0, 1 or 2, got ",
+               verbose);
   if (!write_) write_ = [](const std::string& s) { std::cout << s << std::flush; };
 }
 
@@ -61,7 +63,9 @@ void ProgressBar::update(int64_t done, const std::function<Logs()>& logs) {
 void ProgressBar::finish(int64_t done, const Logs& logs) {
   if (verbose_ == 0) return;
   if (verbose_ == 2) {
-    write_((title_.empty() ? std::string() : title_ + " - ").append(line(done, logs, true)).append("\n"));
+    write_((title_.empty() ? std::string() : title_ + " - ")
+               .append(line(done, logs, true))
+               .append("\n"));
     return;
   }
   write_(std::string(interactive_ ? "\r" : "").append(line(done, logs, true)).append("\n"));
@@ -86,9 +90,11 @@ std::string ProgressBar::line(int64_t done, const Logs& logs, bool final) const 
     s = format_duration(t);
   }
   if (final || total_ < 0 || done >= total_) {
-    if (done > 0) s.append(", ").append(format_duration(t / static_cast<double>(done))).append("/step");
+    if (done > 0)
+      s.append(", ").append(format_duration(t / static_cast<double>(done))).append("/step");
   } else {
-    const double eta = t / static_cast<double>(std::max<int64_t>(done, 1)) * static_cast<double>(total_ - done);
+    const double eta =
+        t / static_cast<double>(std::max<int64_t>(done, 1)) * static_cast<double>(total_ - done);
     s.append(", ETA ").append(format_duration(eta));
   }
   auto value = [&](const std::string& name, double v) {

@@ -28,8 +28,7 @@ class DeviceGuard {
 
 /// An owned library handle, released with `Destroy`. Errors while releasing are ignored: a
 /// destructor must not throw, and at process exit the driver may already be gone.
-template <class H, auto Destroy>
-class Handle {
+template <class H, auto Destroy> class Handle {
  public:
   Handle() = default;
   explicit Handle(H h) : h_(h) {}
@@ -82,10 +81,7 @@ class DeviceBuffer {
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
+  template <class T> T* as() const { return static_cast<T*>(data_); }
 
  private:
   void* data_ = nullptr;

@@ -93,7 +93,8 @@ std::string oom_message(DeviceState& s, size_t nbytes) {
 // CUDA does not survive fork(): in a child of a process that initialized it, every call fails.
 std::atomic<bool> g_initialized{false}, g_forked_after_init{false};
 const int g_fork_handler = pthread_atfork(nullptr, nullptr, [] {
-  if (g_initialized.load(std::memory_order_relaxed)) g_forked_after_init.store(true, std::memory_order_relaxed);
+  if (g_initialized.load(std::memory_order_relaxed))
+    g_forked_after_init.store(true, std::memory_order_relaxed);
 });
 
 int device_count() {
@@ -110,10 +111,11 @@ int device_count() {
 }
 
 void require_device(int device) {
-  ENCORE_CHECK(!g_forked_after_init.load(std::memory_order_relaxed), DeviceError, "[cuda] cuda:", device,
-               " cannot be used in a process forked after its parent initialized CUDA (CUDA does not "
-               "survive fork()); start the process with multiprocessing's 'spawn' or 'forkserver' "
-               "method");
+  ENCORE_CHECK(
+      !g_forked_after_init.load(std::memory_order_relaxed), DeviceError, "[cuda] cuda:", device,
+      " cannot be used in a process forked after its parent initialized CUDA (CUDA does not "
+      "survive fork()); start the process with multiprocessing's 'spawn' or 'forkserver' "
+      "method");
   const int n = device_count();
   ENCORE_CHECK(device >= 0 && device < n, DeviceError, "[cuda] device cuda:", device,
                " is not present (",
@@ -312,7 +314,8 @@ void* PoolAllocator::allocate(size_t nbytes, Device device) {
 
 void PoolAllocator::deallocate(void* ptr, size_t, Device device) {
   if (!ptr) return;
-  DeviceState* s = g_states[device.index].load(std::memory_order_acquire);  // exists: allocate() created it
+  DeviceState* s =
+      g_states[device.index].load(std::memory_order_acquire);  // exists: allocate() created it
   // Stream-ordered: the memory is reused only by work queued after this point, so a buffer
   // can be freed as soon as the last kernel reading it has been queued. The compute stream is
   // never captured, so a free from any thread, also during a capture, is a real free. Errors
@@ -323,7 +326,8 @@ void PoolAllocator::deallocate(void* ptr, size_t, Device device) {
 Allocator& allocator(int device) { return device_state(device).allocator; }
 
 void release_cached_memory() {
-  if (g_forked_after_init.load(std::memory_order_relaxed)) return;  // nothing of the parent's is usable
+  if (g_forked_after_init.load(std::memory_order_relaxed))
+    return;  // nothing of the parent's is usable
   for (const auto& slot : g_states) {
     DeviceState* s = slot.load(std::memory_order_acquire);
     if (!s) continue;  // never used: nothing cached, and no reason to initialize it now
@@ -343,12 +347,18 @@ DeviceBuffer::DeviceBuffer(size_t nbytes, int device) : device_(device) {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (data_) g_states[device_].load(std::memory_order_acquire)->allocator.deallocate(data_, size_, Device::cuda(device_));
+  if (data_)
+    g_states[device_]
+        .load(std::memory_order_acquire)
+        ->allocator.deallocate(data_, size_, Device::cuda(device_));
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (data_) g_states[device_].load(std::memory_order_acquire)->allocator.deallocate(data_, size_, Device::cuda(device_));
+    if (data_)
+      g_states[device_]
+          .load(std::memory_order_acquire)
+          ->allocator.deallocate(data_, size_, Device::cuda(device_));
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
     device_ = o.device_;
@@ -368,7 +378,9 @@ std::vector<std::string>& error_names() {
 }
 const char* error_name(int code) {
   std::lock_guard lock(g_error_names_mutex);
-  return code >= 1 && code <= static_cast<int>(error_names().size()) ? error_names()[code - 1].c_str() : "kernel";
+  return code >= 1 && code <= static_cast<int>(error_names().size())
+             ? error_names()[code - 1].c_str()
+             : "kernel";
 }
 }  // namespace
 

@@ -70,8 +70,7 @@ void check(int status, const Collective& c, const char* call) {
 
 // The mean divides the sum by the group size (correctly rounded, as a one-process mean over the
 // whole batch divides by its size).
-template <class T>
-void divide(void* data, int64_t n, int size) {
+template <class T> void divide(void* data, int64_t n, int size) {
   T* p = static_cast<T*>(data);
   for (int64_t i = 0; i < n; ++i) p[i] /= static_cast<T>(size);
 }

@@ -53,7 +53,8 @@ Point measure(const Tensor& x, const Tensor& w, int64_t padding, int reps) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> known = examples::kPuzzleOptions;
-  known.insert(known.end(), {"full", "sweep", "kernel", "reps", "batch", "length", "channels", "filters"});
+  known.insert(known.end(),
+               {"full", "sweep", "kernel", "reps", "batch", "length", "channels", "filters"});
   const examples::Args args(argc, argv, known);
   set_num_threads(1);  // a quiet measurement unless --threads says otherwise
   const Device device = examples::puzzle_device(args);
@@ -61,17 +62,23 @@ int main(int argc, char** argv) {
   if (sweep != "padding" && sweep != "kernel")
     examples::usage_error(args.program(), "--sweep must be padding or kernel, got '" + sweep + "'");
   const bool full = args.flag("full");
-  const int64_t n = args.num("batch", full ? 32 : 16), length = args.num("length", full ? 4000 : 1000),
-                channels = args.num("channels", full ? 256 : 64), filters = args.num("filters", full ? 256 : 64),
-                kernel = args.num("kernel", 1);
+  const int64_t n = args.num("batch", full ? 32 : 16),
+                length = args.num("length", full ? 4000 : 1000),
+                channels = args.num("channels", full ? 256 : 64),
+                filters = args.num("filters", full ? 256 : 64), kernel = args.num("kernel", 1);
   const int reps = static_cast<int>(args.num("reps", 20));
   return examples::guarded(args, [&] {
     Generator gx(1), gw(2);
-    const Tensor x = normal({n, length, channels}, 0.0, 1.0, DType::Float32, Device::cpu(), &gx).to(device);
+    const Tensor x =
+        normal({n, length, channels}, 0.0, 1.0, DType::Float32, Device::cpu(), &gx).to(device);
     std::vector<examples::Row> rows;
-    for (int64_t point = sweep == "padding" ? 0 : 1; point <= (sweep == "padding" ? 8 : 5); ++point) {
-      const int64_t k = sweep == "padding" ? kernel : point, padding = sweep == "padding" ? point : 0;
-      const Tensor w = (normal({k, channels, filters}, 0.0, 1.0, DType::Float32, Device::cpu(), &gw) * 0.1).to(device);
+    for (int64_t point = sweep == "padding" ? 0 : 1; point <= (sweep == "padding" ? 8 : 5);
+         ++point) {
+      const int64_t k = sweep == "padding" ? kernel : point,
+                    padding = sweep == "padding" ? point : 0;
+      const Tensor w =
+          (normal({k, channels, filters}, 0.0, 1.0, DType::Float32, Device::cpu(), &gw) * 0.1)
+              .to(device);
       examples::Row row;
       row.add(sweep, point);
       int64_t timed = 0;
@@ -79,16 +86,22 @@ int main(int argc, char** argv) {
         autotune::set_policy(policy);
         const Point p = measure(x, w, padding, reps);
         const std::string name(autotune::name(policy));
-        row.add(name + "_ms", p.ms).add(name + "_impl", p.entry.algorithm).add(name + "_setup_ms", p.setup_ms);
-        if (policy == autotune::Policy::Exhaustive) timed = static_cast<int64_t>(p.entry.timings.size());
+        row.add(name + "_ms", p.ms)
+            .add(name + "_impl", p.entry.algorithm)
+            .add(name + "_setup_ms", p.setup_ms);
+        if (policy == autotune::Policy::Exhaustive)
+          timed = static_cast<int64_t>(p.entry.timings.size());
       }
       row.add("timed", timed);
       rows.push_back(row);
     }
     autotune::set_policy(autotune::Policy::Heuristic);
-    std::printf("puzzle 3 on %s: Conv1D sweep over %s, x (%lld, %lld, %lld), %lld filters, forward ms (fastest of %d)\n",
-                device.str().c_str(), sweep.c_str(), static_cast<long long>(n), static_cast<long long>(length),
-                static_cast<long long>(channels), static_cast<long long>(filters), reps);
+    std::printf(
+        "puzzle 3 on %s: Conv1D sweep over %s, x (%lld, %lld, %lld), %lld filters, forward ms "
+        "(fastest of %d)\n",
+        device.str().c_str(), sweep.c_str(), static_cast<long long>(n),
+        static_cast<long long>(length), static_cast<long long>(channels),
+        static_cast<long long>(filters), reps);
     examples::print_table(rows);
     if (args.flag("json")) examples::write_json(args.get("json"), rows);
     return 0;

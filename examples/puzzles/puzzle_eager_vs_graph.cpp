@@ -191,7 +191,8 @@ int main(int argc, char** argv) {
     examples::print_table(rows);
     std::printf(
         "(ms per training step; kernel_ms and the overheads from the ledger's profiled pass; "
-        "overhead_share: the eager step's non-kernel share; bound: eager / kernel, the most a graph "
+        "overhead_share: the eager step's non-kernel share; bound: eager / kernel, the most a "
+        "graph "
         "can give)\n");
     const std::vector<std::string> lines = conclusion(measured);
     for (const std::string& l : lines) std::printf("%s\n", l.c_str());

@@ -74,8 +74,9 @@ std::vector<Call> run_passes(const Sizes& s, Device device, const StepFn& step) 
   for (int64_t l = s.length0; l < s.length0 + s.lengths; ++l) {
     Generator g(static_cast<uint64_t>(l));
     const Tensor x = normal({s.batch, l, s.channels}, 0.0, 1.0, DType::Float32, Device::cpu(), &g);
-    const Tensor y = gt(x.slice(1, 0, kLabeledSteps).slice(2, 0, 1).reshape({s.batch, kLabeledSteps}), 0.0)
-                         .to(DType::Float32);
+    const Tensor y =
+        gt(x.slice(1, 0, kLabeledSteps).slice(2, 0, 1).reshape({s.batch, kLabeledSteps}), 0.0)
+            .to(DType::Float32);
     data[l] = {x.to(device), y.to(device)};
   }
   Ledger& ledger = Ledger::global();
@@ -87,8 +88,9 @@ std::vector<Call> run_passes(const Sizes& s, Device device, const StepFn& step) 
       const auto start = std::chrono::steady_clock::now();
       step(xy.first, xy.second);
       synchronize(device);
-      calls.push_back({pass, l, examples::seconds_since(start) * 1e3, ledger.get(Counter::Autotunes) - a0,
-                       ledger.get(Counter::AutotuneHits) - h0, ledger.get(Counter::Traces) - t0,
+      calls.push_back({pass, l, examples::seconds_since(start) * 1e3,
+                       ledger.get(Counter::Autotunes) - a0, ledger.get(Counter::AutotuneHits) - h0,
+                       ledger.get(Counter::Traces) - t0,
                        (ledger.get(Counter::AutotuneNs) - ns0) / 1e6});
     }
   }
@@ -100,7 +102,8 @@ void fresh() {
   clear_conv1d_primitives();
 }
 
-void add_rows(std::vector<examples::Row>& rows, const std::string& scenario, const std::vector<Call>& calls) {
+void add_rows(std::vector<examples::Row>& rows, const std::string& scenario,
+              const std::vector<Call>& calls) {
   for (int pass = 1; pass <= 2; ++pass) {
     double total = 0, first = -1, tune_ms = 0;
     int64_t tunes = 0, hits = 0, traces = 0;
@@ -132,22 +135,22 @@ void add_rows(std::vector<examples::Row>& rows, const std::string& scenario, con
 
 int main(int argc, char** argv) {
   std::vector<std::string> known = examples::kPuzzleOptions;
-  known.insert(known.end(), {"full", "lengths", "length0", "batch", "channels", "filters", "kernel", "child",
-                             "child-out"});
+  known.insert(known.end(), {"full", "lengths", "length0", "batch", "channels", "filters", "kernel",
+                             "child", "child-out"});
   const examples::Args args(argc, argv, known);
   const Device device = examples::puzzle_device(args);
   const bool full = args.flag("full");
-  const Sizes s{args.num("lengths", full ? 30 : 10),   args.num("length0", full ? 10000 : 2000),
-                args.num("batch", full ? 10 : 4),      args.num("channels", full ? 200 : 64),
-                args.num("filters", full ? 100 : 32),  args.num("kernel", 10)};
+  const Sizes s{args.num("lengths", full ? 30 : 10),  args.num("length0", full ? 10000 : 2000),
+                args.num("batch", full ? 10 : 4),     args.num("channels", full ? 200 : 64),
+                args.num("filters", full ? 100 : 32), args.num("kernel", 10)};
   return examples::guarded(args, [&] {
     autotune::set_policy(autotune::Policy::Exhaustive);
     if (args.flag("child")) {  // the second process: load the saved choices, run the eager passes
       autotune::load(args.get("child"));
       std::ofstream out(args.get("child-out"));
       for (const Call& c : run_passes(s, device, make_step(s, device, std::nullopt)))
-        out << c.pass << ' ' << c.length << ' ' << c.ms << ' ' << c.autotunes << ' ' << c.hits << ' ' << c.traces
-            << ' ' << c.autotune_ms << '\n';
+        out << c.pass << ' ' << c.length << ' ' << c.ms << ' ' << c.autotunes << ' ' << c.hits
+            << ' ' << c.traces << ' ' << c.autotune_ms << '\n';
       return 0;
     }
     std::vector<examples::Row> rows;
@@ -159,33 +162,41 @@ int main(int argc, char** argv) {
     autotune::save(saved);
     fresh();
     add_rows(rows, "traced_exact",
-             run_passes(s, device, make_step(s, device, TraceOptions{.name = "step", .retrace_warning = 0})));
+             run_passes(s, device,
+                        make_step(s, device, TraceOptions{.name = "step", .retrace_warning = 0})));
     fresh();
     std::vector<int64_t> sizes;
     for (int i = 1; i <= 3; ++i)
-      if (sizes.empty() || sizes.back() != s.length0 + s.lengths * i / 3) sizes.push_back(s.length0 + s.lengths * i / 3);
+      if (sizes.empty() || sizes.back() != s.length0 + s.lengths * i / 3)
+        sizes.push_back(s.length0 + s.lengths * i / 3);
     add_rows(rows, "bucketed",
              run_passes(s, device,
-                        make_step(s, device, TraceOptions{.name = "step", .shapes = ShapePolicy::bucket(1, sizes, {0})})));
+                        make_step(s, device,
+                                  TraceOptions{.name = "step",
+                                               .shapes = ShapePolicy::bucket(1, sizes, {0})})));
     std::ostringstream cmd;
-    cmd << argv[0] << " --child " << saved << " --child-out " << child_out << " --lengths " << s.lengths
-        << " --length0 " << s.length0 << " --batch " << s.batch << " --channels " << s.channels << " --filters "
-        << s.filters << " --kernel " << s.kernel << " --threads " << num_threads() << " --device " << device.str();
-    ENCORE_CHECK(std::system(cmd.str().c_str()) == 0, BackendError, "[puzzle_first_call] the second process failed: ",
-                 cmd.str());
+    cmd << argv[0] << " --child " << saved << " --child-out " << child_out << " --lengths "
+        << s.lengths << " --length0 " << s.length0 << " --batch " << s.batch << " --channels "
+        << s.channels << " --filters " << s.filters << " --kernel " << s.kernel << " --threads "
+        << num_threads() << " --device " << device.str();
+    ENCORE_CHECK(std::system(cmd.str().c_str()) == 0, BackendError,
+                 "[puzzle_first_call] the second process failed: ", cmd.str());
     std::vector<Call> child;
     std::ifstream in(child_out);
-    for (Call c{}; in >> c.pass >> c.length >> c.ms >> c.autotunes >> c.hits >> c.traces >> c.autotune_ms;)
+    for (Call c{};
+         in >> c.pass >> c.length >> c.ms >> c.autotunes >> c.hits >> c.traces >> c.autotune_ms;)
       child.push_back(c);
     std::remove(saved.c_str());
     std::remove(child_out.c_str());
     add_rows(rows, "second_process", child);
     autotune::set_policy(autotune::Policy::Heuristic);
-    std::printf("puzzle 2 on %s: a training step of Conv1D(%lld, %lld) over (%lld, L, %lld), L = %lld ... %lld, two "
-                "passes, autotune exhaustive\n",
-                device.str().c_str(), static_cast<long long>(s.filters), static_cast<long long>(s.kernel),
-                static_cast<long long>(s.batch), static_cast<long long>(s.channels),
-                static_cast<long long>(s.length0), static_cast<long long>(s.length0 + s.lengths - 1));
+    std::printf(
+        "puzzle 2 on %s: a training step of Conv1D(%lld, %lld) over (%lld, L, %lld), L = %lld ... "
+        "%lld, two "
+        "passes, autotune exhaustive\n",
+        device.str().c_str(), static_cast<long long>(s.filters), static_cast<long long>(s.kernel),
+        static_cast<long long>(s.batch), static_cast<long long>(s.channels),
+        static_cast<long long>(s.length0), static_cast<long long>(s.length0 + s.lengths - 1));
     examples::print_table(rows);
     if (args.flag("json")) examples::write_json(args.get("json"), rows);
     return 0;

@@ -34,7 +34,8 @@ std::shared_ptr<TracedFunction> make_step(const Sizes& s, const std::string& var
   std::vector<std::shared_ptr<nn::Conv1D>> convs;
   Shape shape{s.batch, s.length, s.channels};
   for (int64_t i = 0; i < s.convs; ++i) {
-    convs.push_back(std::make_shared<nn::Conv1D>(s.filters, 12, nn::Conv1DOptions{.padding = "same", .activation = "relu"}));
+    convs.push_back(std::make_shared<nn::Conv1D>(
+        s.filters, 12, nn::Conv1DOptions{.padding = "same", .activation = "relu"}));
     shape = convs.back()->build(shape);
   }
   auto head = std::make_shared<nn::Sequential>();
@@ -52,13 +53,15 @@ std::shared_ptr<TracedFunction> make_step(const Sizes& s, const std::string& var
       return (*head)(x);
     }
     Tensor h = x.transpose(1, 2).contiguous();  // (batch, channels, steps) between layers
-    for (const auto& c : convs) h = (*c)(h.transpose(1, 2).contiguous()).transpose(1, 2).contiguous();
+    for (const auto& c : convs)
+      h = (*c)(h.transpose(1, 2).contiguous()).transpose(1, 2).contiguous();
     return (*head)(h.transpose(1, 2).contiguous());
   };
   return std::make_shared<TracedFunction>(
       [adam, forward](const std::vector<graph::Arg>& a) {
         adam->zero_grad();
-        Tensor loss = nn::binary_crossentropy(std::get<Tensor>(a[1]), forward(std::get<Tensor>(a[0])));
+        Tensor loss =
+            nn::binary_crossentropy(std::get<Tensor>(a[1]), forward(std::get<Tensor>(a[0])));
         loss.backward();
         adam->step();
         return std::vector<Tensor>{loss};
@@ -70,21 +73,26 @@ std::shared_ptr<TracedFunction> make_step(const Sizes& s, const std::string& var
 
 int main(int argc, char** argv) {
   std::vector<std::string> known = examples::kPuzzleOptions;
-  known.insert(known.end(), {"full", "steps", "batch", "length", "channels", "filters", "convs", "show-graph"});
+  known.insert(known.end(),
+               {"full", "steps", "batch", "length", "channels", "filters", "convs", "show-graph"});
   const examples::Args args(argc, argv, known);
   if (examples::puzzle_device(args).is_cuda()) {
-    std::printf("%s: skipped: --device %s: the layouts compared are the CPU's (cuDNN picks its own inside each call)\n",
-                args.program().c_str(), args.get("device").c_str());
+    std::printf(
+        "%s: skipped: --device %s: the layouts compared are the CPU's (cuDNN picks its own inside "
+        "each call)\n",
+        args.program().c_str(), args.get("device").c_str());
     return 0;
   }
   const bool full = args.flag("full");
-  const Sizes s{args.num("batch", full ? 32 : 8),   args.num("length", full ? 1400 : 500),
-                args.num("channels", 64),           args.num("filters", full ? 128 : 64),
-                args.num("convs", full ? 6 : 4),    args.num("steps", 10)};
+  const Sizes s{args.num("batch", full ? 32 : 8), args.num("length", full ? 1400 : 500),
+                args.num("channels", 64),         args.num("filters", full ? 128 : 64),
+                args.num("convs", full ? 6 : 4),  args.num("steps", 10)};
   return examples::guarded(args, [&] {
     Generator gx(1), gy(2);
-    const Tensor x = normal({s.batch, s.length, s.channels}, 0.0, 1.0, DType::Float32, Device::cpu(), &gx);
-    const Tensor y = gt(normal({s.batch, 1}, 0.0, 1.0, DType::Float32, Device::cpu(), &gy), 0.0).to(DType::Float32);
+    const Tensor x =
+        normal({s.batch, s.length, s.channels}, 0.0, 1.0, DType::Float32, Device::cpu(), &gx);
+    const Tensor y = gt(normal({s.batch, 1}, 0.0, 1.0, DType::Float32, Device::cpu(), &gy), 0.0)
+                         .to(DType::Float32);
     Ledger& ledger = Ledger::global();
     const std::vector<std::string> variants = {"native", "channels_first", "blocked"};
     // Each variant traced and replayed once under its layout: its Plan keeps the convolutions
@@ -126,23 +134,28 @@ int main(int argc, char** argv) {
     std::vector<examples::Row> rows;
     for (size_t v = 0; v < variants.size(); ++v) {
       const graph::Graph& g = steps[v]->last_plan()->graph();
-      if (args.flag("show-graph")) std::printf("--- %s ---\n%s", variants[v].c_str(), g.str().c_str());
+      if (args.flag("show-graph"))
+        std::printf("--- %s ---\n%s", variants[v].c_str(), g.str().c_str());
       rows.push_back(examples::Row()
                          .add("variant", variants[v])
                          .add("step_ms", best[v].ms)
                          .add("graph_nodes", static_cast<int64_t>(g.nodes.size()))
                          .add("copy_nodes", static_cast<int64_t>(g.count("copy")))
                          .add("copy_ms", best[v].copy_ms)
-                         .add("conversion_nodes", static_cast<int64_t>(g.count("to_blocked") + g.count("from_blocked")))
+                         .add("conversion_nodes",
+                              static_cast<int64_t>(g.count("to_blocked") + g.count("from_blocked")))
                          .add("reorders_per_step", best[v].reorders)
                          .add("reorder_ms", best[v].reorder_ms)
                          .add("conv_ms", best[v].conv_ms));
     }
     set_conv1d_layout(Conv1dLayout::Native);
-    std::printf("puzzle 4 on cpu: %lld x Conv1D(%lld, 12, same, relu) training step, traced, on (%lld, %lld, %lld), "
-                "fastest of %lld steps\n",
-                static_cast<long long>(s.convs), static_cast<long long>(s.filters), static_cast<long long>(s.batch),
-                static_cast<long long>(s.length), static_cast<long long>(s.channels), static_cast<long long>(s.steps));
+    std::printf(
+        "puzzle 4 on cpu: %lld x Conv1D(%lld, 12, same, relu) training step, traced, on (%lld, "
+        "%lld, %lld), "
+        "fastest of %lld steps\n",
+        static_cast<long long>(s.convs), static_cast<long long>(s.filters),
+        static_cast<long long>(s.batch), static_cast<long long>(s.length),
+        static_cast<long long>(s.channels), static_cast<long long>(s.steps));
     examples::print_table(rows);
     if (args.flag("json")) examples::write_json(args.get("json"), rows);
     return 0;

@@ -6,8 +6,7 @@
 
 namespace encore::cpu {
 
-template <class T>
-void conv1d_reference(const ConvGeometry& g, const T* x, const T* w, T* y) {
+template <class T> void conv1d_reference(const ConvGeometry& g, const T* x, const T* w, T* y) {
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t t = 0; t < g.out_length; ++t) {
       T* yr = y + (n * g.out_length + t) * g.filters;

@@ -6,7 +6,6 @@
 
 #include "core/cpu_info.h"
 
-
 namespace encore::cpu {
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
@@ -27,7 +26,8 @@ std::string describe_gemm() {
   const CpuIsa blas_isa = blas_core_isa(blas.core), dnnl_isa = onednn_isa();
   std::ostringstream out;
   out << "  CPU: " << cpu.model << " (" << name(cpu.isa) << "), float32 FMA peak "
-      << static_cast<int>(cpu.peak_gflops(1) + 0.5) << " GFLOP/s per core (" << cpu.peak_basis << ")\n"
+      << static_cast<int>(cpu.peak_gflops(1) + 0.5) << " GFLOP/s per core (" << cpu.peak_basis
+      << ")\n"
       << "  GEMM, OpenBLAS core " << blas.core << " (" << name(blas_isa) << "; " << blas.note
       << "): matmul, dense below 2^20 multiply-adds, recurrent kernels' gradients, float64\n"
       << "  GEMM, oneDNN " << onednn_isa_name() << " (" << name(dnnl_isa)

@@ -13,7 +13,8 @@ using encore::broadcast_strides;
 
 template <int N> class StridedLoop {
  public:
-  StridedLoop(const Shape& shape, const std::array<Strides, N>& strides) : m_(merge_dims<N>(shape, strides)) {}
+  StridedLoop(const Shape& shape, const std::array<Strides, N>& strides)
+      : m_(merge_dims<N>(shape, strides)) {}
 
   /// Calls f(offsets, inner_strides, n) for each innermost run; offsets are in elements.
   template <class F> void run(F&& f) const {

@@ -389,8 +389,7 @@ struct Roles {
   const TensorRef *x, *w, *y;
 };
 
-template <ConvKind Kind>
-Roles roles(const KernelCtx& c) {
+template <ConvKind Kind> Roles roles(const KernelCtx& c) {
   if constexpr (Kind == ConvKind::Forward)
     return {&c.in[0], &c.in[1], &c.out[0]};
   else if constexpr (Kind == ConvKind::BackwardData)
@@ -399,8 +398,7 @@ Roles roles(const KernelCtx& c) {
     return {&c.in[0], &c.out[0], &c.in[1]};
 }
 
-template <ConvKind Kind>
-ConvProblem key_of(const KernelCtx& c) {
+template <ConvKind Kind> ConvProblem key_of(const KernelCtx& c) {
   const auto& a = c.attrs.as<ConvAttrs>();
   const Roles r = roles<Kind>(c);
   return {Kind,
@@ -424,8 +422,7 @@ ConvProblem key_of(const KernelCtx& c) {
 bool empty(const Roles& r) { return r.x->numel() == 0 || r.w->numel() == 0 || r.y->numel() == 0; }
 
 // The per-shape setup, called once per geometry by the dispatcher's cache.
-template <ConvKind Kind>
-std::shared_ptr<void> prepare(const KernelCtx& c) {
+template <ConvKind Kind> std::shared_ptr<void> prepare(const KernelCtx& c) {
   if (c.in[0].dtype != DType::Float32 || empty(roles<Kind>(c))) return nullptr;
   const ConvProblem key = key_of<Kind>(c);
   std::shared_ptr<ConvPrimitive> p;
@@ -462,8 +459,7 @@ void apply_activation(const TensorRef& y, const ConvAttrs& a) {
                       std::min(block, a.filters - k * block), a.activation, block);
 }
 
-template <ConvKind Kind>
-void kernel(const KernelCtx& c) {
+template <ConvKind Kind> void kernel(const KernelCtx& c) {
   const Roles r = roles<Kind>(c);
   const auto& a = c.attrs.as<ConvAttrs>();
   // conv1d_fused's bias and activation where oneDNN does not apply them.

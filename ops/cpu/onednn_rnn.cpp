@@ -44,9 +44,9 @@ struct CellInfo {
   const char* backward_op;
   int gates;
   bool has_c;  // an LSTM's cell state: inputs (x, h0, c0, W, R, b), outputs (y, hT, cT, workspace)
-  int w() const { return has_c ? 3 : 2; }              // the kernel's input index; R, b follow
-  int num_inputs() const { return w() + 3; }           // of the forward op
-  int workspace() const { return has_c ? 3 : 2; }      // the workspace's output index
+  int w() const { return has_c ? 3 : 2; }          // the kernel's input index; R, b follow
+  int num_inputs() const { return w() + 3; }       // of the forward op
+  int workspace() const { return has_c ? 3 : 2; }  // the workspace's output index
   int num_backward_inputs() const { return num_inputs() + 2 * workspace() + 1; }
 };
 constexpr CellInfo kLstm{"onednn_lstm", "onednn_lstm_backward", 4, true};
@@ -141,14 +141,12 @@ std::shared_ptr<const RnnSetup> make_setup(const RnnKey& k) {
 
 const Shape& shape_of(const Tensor& t) { return t.shape(); }
 const Shape& shape_of(const TensorRef& t) { return t.shape; }
-template <class T>
-RnnKey key_of(Cell cell, const T& x, const T& h0) {
+template <class T> RnnKey key_of(Cell cell, const T& x, const T& h0) {
   const Shape &xs = shape_of(x), &hs = shape_of(h0);
   return {cell, xs[0], xs[1], xs[2], hs[1], num_threads()};
 }
 
-template <Cell C>
-std::shared_ptr<void> make_setup_of(const KernelCtx& c) {
+template <Cell C> std::shared_ptr<void> make_setup_of(const KernelCtx& c) {
   sync_threads();  // oneDNN reads the creating thread's OpenMP count
   return std::const_pointer_cast<RnnSetup>(make_setup(key_of(C, c.in[0], c.in[1])));
 }
@@ -218,8 +216,7 @@ int infer_forward(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, 
 
 // The backward op's inputs: the forward's, then all its outputs (y, hT, [cT,] workspace) and
 // the gradients of all but the workspace.
-template <Cell C>
-void bw_forward(const BackwardCtx& c, Tensor* g) {
+template <Cell C> void bw_forward(const BackwardCtx& c, Tensor* g) {
   const CellInfo& cell = info(C);
   auto grad = [&](int i) { return c.grads[i].defined() ? c.grads[i] : zeros_like(c.outputs[i]); };
   std::vector<Tensor> in(c.inputs.begin(), c.inputs.end());
@@ -257,13 +254,11 @@ int infer_backward(const OpDef&, std::span<const Tensor> in, const Attrs& attrs,
 
 // ---- kernels -----------------------------------------------------------------------------
 
-template <Cell C>
-std::shared_ptr<void> prepare(const KernelCtx& c) {
+template <Cell C> std::shared_ptr<void> prepare(const KernelCtx& c) {
   return std::const_pointer_cast<RnnSetup>(setup_for<C>(c.in[0], c.in[1], c.attrs));
 }
 
-template <Cell C>
-const RnnSetup& setup_of(const KernelCtx& c) {
+template <Cell C> const RnnSetup& setup_of(const KernelCtx& c) {
   const auto& s = *static_cast<const RnnSetup*>(c.state);
   ENCORE_CHECK(s.key == key_of(C, c.in[0], c.in[1]), BackendError, "[", c.op,
                "] called with a prepared state made for another shape");
@@ -291,8 +286,7 @@ dnnl::memory scratchpad(const dnnl::rnn_primitive_desc_base& pd) {
 
 // oneDNN's bias from ours: the LSTM's as it lies; the GRU's four gates from Keras' two rows
 // (see the file comment), in this thread's scratch slot 2.
-template <Cell C>
-dnnl::memory bias(const RnnSetup& s, const TensorRef& b) {
+template <Cell C> dnnl::memory bias(const RnnSetup& s, const TensorRef& b) {
   if constexpr (C == Cell::Lstm) {
     return user(s.b, b);
   } else {
@@ -306,8 +300,7 @@ dnnl::memory bias(const RnnSetup& s, const TensorRef& b) {
 }
 
 // Our bias's gradient from oneDNN's: the GRU's summed gates feed both rows.
-template <Cell C>
-void unpack_bias_grad(const RnnSetup& s, const float* g, float* out) {
+template <Cell C> void unpack_bias_grad(const RnnSetup& s, const float* g, float* out) {
   const int64_t u = s.key.units;
   if constexpr (C == Cell::Lstm) {
     std::memcpy(out, g, static_cast<size_t>(4 * u) * sizeof(float));
@@ -318,8 +311,7 @@ void unpack_bias_grad(const RnnSetup& s, const float* g, float* out) {
   }
 }
 
-template <Cell C>
-void forward_kernel(const KernelCtx& c) {
+template <Cell C> void forward_kernel(const KernelCtx& c) {
   const CellInfo& cell = info(C);
   const RnnSetup& s = setup_of<C>(c);
   dnnl::engine& e = cpu::onednn_engine();
@@ -345,8 +337,7 @@ void forward_kernel(const KernelCtx& c) {
   st.wait();
 }
 
-template <Cell C>
-void backward_kernel(const KernelCtx& c) {
+template <Cell C> void backward_kernel(const KernelCtx& c) {
   const CellInfo& cell = info(C);
   const RnnSetup& s = setup_of<C>(c);
   dnnl::engine& e = cpu::onednn_engine();
@@ -396,7 +387,8 @@ void backward_kernel(const KernelCtx& c) {
       std::memcpy(to.get_data_handle(), from.get_data_handle(), to.get_desc().get_size());
   }
   st.wait();
-  unpack_bias_grad<C>(s, static_cast<const float*>(gb.get_data_handle()), c.out[w + 2].ptr<float>());
+  unpack_bias_grad<C>(s, static_cast<const float*>(gb.get_data_handle()),
+                      c.out[w + 2].ptr<float>());
 }
 
 // ---- the op table's examples ---------------------------------------------------------------
@@ -417,8 +409,7 @@ Outputs with_gradients(std::span<const Tensor> x, Outputs (*rnn)(std::span<const
   return y;
 }
 
-template <Cell C>
-Outputs fused(std::span<const Tensor> in) {
+template <Cell C> Outputs fused(std::span<const Tensor> in) {
   const OutList r = dispatch(op(info(C).op), in, kTanhSigmoid);
   return Outputs(r.t.begin(), r.t.begin() + info(C).workspace());
 }
@@ -448,23 +439,19 @@ Outputs composed_gru(std::span<const Tensor> in) {
   return {stack(ys, 1), h};
 }
 
-template <Cell C>
-Outputs example(std::span<const Tensor> x) {
-  return with_gradients(x, fused<C>);
-}
-template <Cell C>
-Outputs reference(std::span<const Tensor> x) {
+template <Cell C> Outputs example(std::span<const Tensor> x) { return with_gradients(x, fused<C>); }
+template <Cell C> Outputs reference(std::span<const Tensor> x) {
   return with_gradients(x, C == Cell::Lstm ? composed_lstm : composed_gru);
 }
 
 const std::vector<ExampleInput> kLstmInputs = {{{2, 5, 3}}, {{2, 4}},  {{2, 4}},
                                                {{3, 16}},   {{4, 16}}, {{16}}};
-const std::vector<ExampleInput> kGruInputs = {{{2, 5, 3}}, {{2, 4}}, {{3, 12}}, {{4, 12}}, {{2, 12}}};
+const std::vector<ExampleInput> kGruInputs = {
+    {{2, 5, 3}}, {{2, 4}}, {{3, 12}}, {{4, 12}}, {{2, 12}}};
 constexpr uint8_t kCpuOnly = 1u << static_cast<int>(DeviceType::CPU);
 
 // The backward rows' examples are the forwards': the gradients there are their outputs.
-template <Cell C>
-OpDef row(bool backward) {
+template <Cell C> OpDef row(bool backward) {
   const CellInfo& cell = info(C);
   const int n = backward ? cell.num_backward_inputs() : cell.num_inputs();
   return {
@@ -474,7 +461,9 @@ OpDef row(bool backward) {
       .save = backward ? Save::None : Save::Inputs | Save::Outputs,
       .contiguous_inputs = true,
       .backends = kCpuOnly,
-      .fused_cell = backward ? RecurrentCell::None : C == Cell::Lstm ? RecurrentCell::Lstm : RecurrentCell::Gru,
+      .fused_cell = backward          ? RecurrentCell::None
+                    : C == Cell::Lstm ? RecurrentCell::Lstm
+                                      : RecurrentCell::Gru,
       .attrs = &attrs_of<LstmAttrs>,
       .infer = backward ? infer_backward<C> : infer_forward<C>,
       .backward = backward ? nullptr : bw_forward<C>,

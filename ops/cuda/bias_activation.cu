@@ -1,8 +1,8 @@
 // The epilogue of conv1d_fused on the GPU: y = activation(y + b) over (rows, filters), after
 // the cuDNN (or float64 direct) convolution, with the CPU's functors.
+#include "ops/activation.h"
 #include "ops/cuda/conv1d.h"
 #include "ops/cuda/launch.h"
-#include "ops/activation.h"
 
 namespace encore::cuda {
 namespace {

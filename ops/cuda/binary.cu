@@ -12,13 +12,11 @@ namespace encore::cuda {
 namespace {
 
 // One value of an operand: element i, or its single element when it is broadcast.
-template <bool Scalar, class T>
-__device__ __forceinline__ T at(const T* p, int64_t i) {
+template <bool Scalar, class T> __device__ __forceinline__ T at(const T* p, int64_t i) {
   return Scalar ? p[0] : p[i];
 }
 
-template <bool Scalar, class T>
-__device__ __forceinline__ Vec<T> pack_at(const T* p, int64_t i) {
+template <bool Scalar, class T> __device__ __forceinline__ Vec<T> pack_at(const T* p, int64_t i) {
   if constexpr (Scalar) {
     Vec<T> v;
 #pragma unroll
@@ -93,18 +91,20 @@ void binary(const TensorRef& a, const TensorRef& b, const TensorRef& y, F f, cud
   ENCORE_CUDA_LAUNCH_CHECK(op);
 }
 
-template <class F, DTypeClass C = DTypeClass::Numeric>
-void binary_kernel(const KernelCtx& c) {
+template <class F, DTypeClass C = DTypeClass::Numeric> void binary_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
-  const auto run = [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], F{}, dev.stream(), c.op); };
-  if constexpr (C == DTypeClass::Float) visit_float(c.in[0].dtype, run);
-  else visit_dtype(c.in[0].dtype, run);
+  const auto run = [&]<class T>() {
+    binary<F, T>(c.in[0], c.in[1], c.out[0], F{}, dev.stream(), c.op);
+  };
+  if constexpr (C == DTypeClass::Float)
+    visit_float(c.in[0].dtype, run);
+  else
+    visit_dtype(c.in[0].dtype, run);
 }
 
 void activation_grad_kernel(const KernelCtx& c) {
-  with_activation_grad(c.attrs.as<ActivationAttrs>().activation, c.op, [&]<class F>(F) {
-    binary_kernel<F, DTypeClass::Float>(c);
-  });
+  with_activation_grad(c.attrs.as<ActivationAttrs>().activation, c.op,
+                       [&]<class F>(F) { binary_kernel<F, DTypeClass::Float>(c); });
 }
 
 }  // namespace
@@ -115,7 +115,8 @@ const bool kRegistered = [] {
   for_each_elementwise_op([](const auto& op) {
     using Op = std::decay_t<decltype(op)>;
     if constexpr (Op::arity == 2)
-      register_kernel(std::string(op.name).c_str(), DeviceType::CUDA, {binary_kernel<typename Op::Functor, Op::dtypes>});
+      register_kernel(std::string(op.name).c_str(), DeviceType::CUDA,
+                      {binary_kernel<typename Op::Functor, Op::dtypes>});
   });
   return register_cuda_kernels({{"activation_grad", activation_grad_kernel}});
 }();

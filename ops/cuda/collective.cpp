@@ -42,8 +42,7 @@ void copy_on_stream(const Collective& c, cudaStream_t stream) {
 
 // start: the engine orders the collective after the stream's work on its own stream; wait:
 // the stream waits for it. A synchronous collective is both.
-template <Collective::Kind Kind, bool Start, bool Wait>
-void collective_cuda(const KernelCtx& k) {
+template <Collective::Kind Kind, bool Start, bool Wait> void collective_cuda(const KernelCtx& k) {
   const OnDevice dev(k);
   const Collective c = describe_call(Kind, k, dev.stream());
   dist::Engine* e = dist::engine(c.device, k.op);
@@ -63,9 +62,9 @@ void stand_in_cuda(const KernelCtx& k) {
   const size_t bytes = static_cast<size_t>(k.in[0].numel()) * itemsize(k.in[0].dtype);
   const int64_t copies = k.in[0].numel() ? k.out[0].numel() / k.in[0].numel() : 0;
   for (int64_t i = 0; i < copies; ++i)
-    ENCORE_CUDA_CHECK(k.op, cudaMemcpyAsync(static_cast<char*>(k.out[0].data) + i * bytes,
-                                            k.in[0].data, bytes, cudaMemcpyDeviceToDevice,
-                                            dev.stream()));
+    ENCORE_CUDA_CHECK(
+        k.op, cudaMemcpyAsync(static_cast<char*>(k.out[0].data) + i * bytes, k.in[0].data, bytes,
+                              cudaMemcpyDeviceToDevice, dev.stream()));
 }
 void stand_in_in_place(const KernelCtx&) {}
 

@@ -24,11 +24,11 @@
 #include "core/ledger.h"
 #include "core/modes.h"
 #include "ops/autotune.h"
+#include "ops/conv.h"
 #include "ops/cuda/copy.h"
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
-#include "ops/conv.h"
 
 namespace encore::cuda {
 namespace {
@@ -122,7 +122,6 @@ struct ConvProblem {
   }
 };
 
-
 // Tensors of one call by role: x (N, L, C), w (K, C, F), y (N, Lout, F); for the backward ops
 // the gradients take the place of what they are the gradient of.
 struct Roles {
@@ -215,8 +214,7 @@ struct Perf {
   bool deterministic;
 };
 
-template <class R>
-std::vector<Perf> to_perf(const R* results, int count) {
+template <class R> std::vector<Perf> to_perf(const R* results, int count) {
   std::vector<Perf> out;
   for (int i = 0; i < count; ++i)
     out.push_back({static_cast<int>(results[i].algo), results[i].status, results[i].time,
@@ -519,8 +517,7 @@ void warm_up(ConvKind kind, const ConvState& s) {
   run_cudnn(kind, {&x, &w, &y}, s, scope.stream());
 }
 
-template <ConvKind Kind>
-std::shared_ptr<void> prepare(const KernelCtx& c) {
+template <ConvKind Kind> std::shared_ptr<void> prepare(const KernelCtx& c) {
   if (c.in[0].dtype != DType::Float32) return nullptr;
   const OnDevice dev(c);
   const ConvProblem p = problem_of(Kind, c);
@@ -530,8 +527,7 @@ std::shared_ptr<void> prepare(const KernelCtx& c) {
   return state;
 }
 
-template <ConvKind Kind>
-void kernel(const KernelCtx& c) {
+template <ConvKind Kind> void kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const ConvProblem p = problem_of(Kind, c);
   if (empty(p)) {

@@ -96,7 +96,7 @@ template void conv1d_direct<double>(const ConvGeometry&, const double*, const do
                                     cudaStream_t);
 template void conv1d_backward_data_direct<double>(const ConvGeometry&, const double*, const double*,
                                                   double*, cudaStream_t);
-template void conv1d_backward_filter_direct<double>(const ConvGeometry&, const double*, const double*,
-                                                    double*, cudaStream_t);
+template void conv1d_backward_filter_direct<double>(const ConvGeometry&, const double*,
+                                                    const double*, double*, cudaStream_t);
 
 }  // namespace encore::cuda

@@ -3,6 +3,7 @@
 // contracts into FMAs, so arange and uniform produce the CPU's bits.
 #include <cmath>
 
+#include "ops/creation.h"
 #include "ops/cuda/device/philox.cuh"
 #include "ops/cuda/device/vector.cuh"
 #include "ops/cuda/kernels.h"
@@ -10,7 +11,6 @@
 #include "ops/cuda/random.h"
 #include "ops/functors.h"
 #include "ops/philox.h"
-#include "ops/creation.h"
 
 namespace encore::cuda {
 namespace {
@@ -19,8 +19,7 @@ __global__ void advance_offset(int64_t* state, uint64_t blocks) {
   state[1] = static_cast<int64_t>(static_cast<uint64_t>(state[1]) + blocks);
 }
 
-template <class T>
-__global__ void fill_kernel(T* __restrict__ y, int64_t n, T v) {
+template <class T> __global__ void fill_kernel(T* __restrict__ y, int64_t n, T v) {
   for (int64_t i = thread_index(); i < n; i += thread_count()) y[i] = v;
 }
 
@@ -84,8 +83,7 @@ void arange(const KernelCtx& c) {
   ENCORE_CUDA_LAUNCH_CHECK("arange");
 }
 
-template <bool Normal>
-void random(const KernelCtx& c) {
+template <bool Normal> void random(const KernelCtx& c) {
   const char* op = Normal ? "normal" : "uniform";
   const OnDevice dev(c);
   const auto& a = c.attrs.as<FullAttrs>();

@@ -7,8 +7,7 @@
 
 namespace encore::cuda {
 
-template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
-class CudnnDescriptor {
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)> class CudnnDescriptor {
  public:
   CudnnDescriptor() { ENCORE_CUDA_CHECK("cudnn", Create(&d_)); }
   ~CudnnDescriptor() {

@@ -48,10 +48,10 @@ struct CellInfo {
   const char* op;
   const char* backward_op;
   int gates;
-  bool has_c;    // an LSTM's cell state: inputs (x, h0, c0, W, R, b), outputs (y, hT, cT, reserve)
-  int w() const { return has_c ? 3 : 2; }           // the kernel's input index; R, b follow
-  int num_inputs() const { return w() + 3; }        // of the forward op
-  int reserve() const { return has_c ? 3 : 2; }     // the reserve's output index
+  bool has_c;  // an LSTM's cell state: inputs (x, h0, c0, W, R, b), outputs (y, hT, cT, reserve)
+  int w() const { return has_c ? 3 : 2; }        // the kernel's input index; R, b follow
+  int num_inputs() const { return w() + 3; }     // of the forward op
+  int reserve() const { return has_c ? 3 : 2; }  // the reserve's output index
   // Keras' gate of cuDNN's gate g: the GRU's r and z change places.
   int keras_gate(int g) const { return has_c || g == 2 ? g : 1 - g; }
 };
@@ -119,9 +119,8 @@ std::shared_ptr<RnnSetup> make_setup(const RnnKey& k) {
     size_t state_bytes = 0;
     ENCORE_CUDA_CHECK(cell.op, cudnnDropoutGetStatesSize(h, &state_bytes));
     s->dropout_states = DeviceBuffer(state_bytes, k.device);
-    ENCORE_CUDA_CHECK(cell.op,
-                      cudnnSetDropoutDescriptor(s->dropout.get(), h, 0.0f, s->dropout_states.data(),
-                                                state_bytes, 0));
+    ENCORE_CUDA_CHECK(cell.op, cudnnSetDropoutDescriptor(s->dropout.get(), h, 0.0f,
+                                                         s->dropout_states.data(), state_bytes, 0));
   }
   const int batch = as_int(k.batch), steps = as_int(k.steps), input = as_int(k.input),
             units = as_int(k.units);
@@ -140,14 +139,14 @@ std::shared_ptr<RnnSetup> make_setup(const RnnKey& k) {
   // Batch-major (B, T, features) is our layout; unpacked layouts need padded I/O enabled above
   // (every sequence here has the full length, so nothing is actually padded).
   const std::vector<int> lengths(batch, steps);
-  ENCORE_CUDA_CHECK(cell.op,
-                    cudnnSetRNNDataDescriptor(s->x.get(), CUDNN_DATA_FLOAT,
-                                              CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, steps,
-                                              batch, input, lengths.data(), nullptr));
-  ENCORE_CUDA_CHECK(cell.op,
-                    cudnnSetRNNDataDescriptor(s->y.get(), CUDNN_DATA_FLOAT,
-                                              CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, steps,
-                                              batch, units, lengths.data(), nullptr));
+  ENCORE_CUDA_CHECK(
+      cell.op, cudnnSetRNNDataDescriptor(s->x.get(), CUDNN_DATA_FLOAT,
+                                         CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, steps, batch,
+                                         input, lengths.data(), nullptr));
+  ENCORE_CUDA_CHECK(
+      cell.op, cudnnSetRNNDataDescriptor(s->y.get(), CUDNN_DATA_FLOAT,
+                                         CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, steps, batch,
+                                         units, lengths.data(), nullptr));
   const int dims[3] = {1, batch, units}, strides[3] = {batch * units, units, 1};
   ENCORE_CUDA_CHECK(cell.op,
                     cudnnSetTensorNdDescriptor(s->h.get(), CUDNN_DATA_FLOAT, 3, dims, strides));
@@ -197,8 +196,7 @@ RnnKey key_of(Cell cell, const TensorRef& x, const TensorRef& h0) {
   return {x.device.index, cell, x.shape[0], x.shape[1], x.shape[2], h0.shape[1], allow_tf32()};
 }
 
-template <Cell C>
-std::shared_ptr<void> make_setup_of(const KernelCtx& c) {
+template <Cell C> std::shared_ptr<void> make_setup_of(const KernelCtx& c) {
   return make_setup(key_of(C, c.in[0], c.in[1]));
 }
 
@@ -244,7 +242,8 @@ void check_rnn_inputs(Cell c, const char* op, std::span<const Tensor> in, const 
                cell.has_c ? " and c0" : "", " (batch, units), kernel (", input, ", ", g,
                " * units), recurrent kernel (units, ", g, " * units) and bias ",
                cell.has_c ? "(4 * units)" : "(2, 3 * units)", "; got ", in[1].shape().str(), ", ",
-               in[wi].shape().str(), ", ", in[wi + 1].shape().str(), ", ", in[wi + 2].shape().str());
+               in[wi].shape().str(), ", ", in[wi + 1].shape().str(), ", ",
+               in[wi + 2].shape().str());
 }
 
 // cudnn_lstm(x, h0, c0, W, R, b) -> (y (B, T, U), hT, cT, reserve)
@@ -268,8 +267,7 @@ int infer_forward(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, 
 }
 
 // The backward op's inputs: the forward's, then y, reserve, gy, ghT (and an LSTM's gcT).
-template <Cell C>
-void bw_forward(const BackwardCtx& c, Tensor* g) {
+template <Cell C> void bw_forward(const BackwardCtx& c, Tensor* g) {
   const CellInfo& cell = info(C);
   auto grad = [&](int i) { return c.grads[i].defined() ? c.grads[i] : zeros_like(c.outputs[i]); };
   std::vector<Tensor> in(c.inputs.begin(), c.inputs.end());
@@ -291,7 +289,8 @@ int infer_backward(const OpDef&, std::span<const Tensor> in, const Attrs& attrs,
   const Tensor& x = in[0];
   const Shape y{x.shape()[0], x.shape()[1], in[1].shape()[1]};
   bool ok = in[n].shape() == y && in[n + 1].dim() == 1 && in[n + 2].shape() == y;
-  for (int i = n + 3; i < static_cast<int>(in.size()); ++i) ok = ok && in[i].shape() == in[1].shape();
+  for (int i = n + 3; i < static_cast<int>(in.size()); ++i)
+    ok = ok && in[i].shape() == in[1].shape();
   ENCORE_CHECK(ok, ShapeError, "[", cell.backward_op,
                "] outputs and gradients do not match the input ", x.shape().str());
   for (int i = n; i < static_cast<int>(in.size()); ++i)
@@ -309,8 +308,7 @@ struct RnnState {
   DeviceBuffer weights, dweights, work;
 };
 
-template <Cell C>
-RnnState make_state(const KernelCtx& c, bool backward) {
+template <Cell C> RnnState make_state(const KernelCtx& c, bool backward) {
   const RnnKey k = key_of(C, c.in[0], c.in[1]);
   RnnState s;
   s.setup = setup_for<C>(c.in[0], c.in[1], c.attrs);
@@ -321,8 +319,7 @@ RnnState make_state(const KernelCtx& c, bool backward) {
 }
 
 // The prepared state: the dispatcher's cache hands every call one made for its shape.
-template <Cell C>
-const RnnState& state_for(const KernelCtx& c) {
+template <Cell C> const RnnState& state_for(const KernelCtx& c) {
   const RnnKey k = key_of(C, c.in[0], c.in[1]);
   const auto* prepared = static_cast<const RnnState*>(c.state);
   RnnKey same = k;
@@ -343,8 +340,9 @@ void pack_weights(const RnnState& st, const KernelCtx& c, cudaStream_t stream) {
   const int w = info(s.key.cell).w();
   // Zero first: padding inside the weight space and an LSTM's recurrent biases stay 0.
   ENCORE_CUDA_CHECK(c.op, cudaMemsetAsync(st.weights.data(), 0, s.weight_bytes, stream));
-  move_rnn_weights(slots_for(s, c.in[w].ptr<float>(), c.in[w + 1].ptr<float>(), c.in[w + 2].ptr<float>()),
-                   st.weights.as<float>(), true, stream);
+  move_rnn_weights(
+      slots_for(s, c.in[w].ptr<float>(), c.in[w + 1].ptr<float>(), c.in[w + 2].ptr<float>()),
+      st.weights.as<float>(), true, stream);
 }
 
 template <Cell C> void forward_kernel(const KernelCtx& c);
@@ -355,8 +353,7 @@ template <Cell C> void backward_kernel(const KernelCtx& c);
 // CaptureScope warm-up, joined to the compute stream): whatever cuDNN sets up lazily on a
 // handle's first execution then happens while the Plan is built, on the handle its capture
 // uses, and not inside the capture. Every scratch tensor is allocated before the warm-up.
-template <Cell C>
-void warm_up(const RnnState& st, const KernelCtx& c, bool backward) {
+template <Cell C> void warm_up(const RnnState& st, const KernelCtx& c, bool backward) {
   const CellInfo& cell = info(C);
   const RnnKey& k = st.setup->key;
   const Device dev = Device::cuda(k.device);
@@ -396,11 +393,11 @@ void warm_up(const RnnState& st, const KernelCtx& c, bool backward) {
   forward_kernel<C>(KernelCtx{in, out, c.attrs, const_cast<RnnState*>(&st), cell.op});
   if (!backward) return;
   scope.set_op(cell.backward_op);
-  backward_kernel<C>(KernelCtx{grad_in, grad_out, c.attrs, const_cast<RnnState*>(&st), cell.backward_op});
+  backward_kernel<C>(
+      KernelCtx{grad_in, grad_out, c.attrs, const_cast<RnnState*>(&st), cell.backward_op});
 }
 
-template <Cell C, bool Backward>
-std::shared_ptr<void> prepare(const KernelCtx& c) {
+template <Cell C, bool Backward> std::shared_ptr<void> prepare(const KernelCtx& c) {
   const OnDevice dev(c);
   auto state = std::make_shared<RnnState>(make_state<C>(c, Backward));
   warm_up<C>(*state, c, Backward);
@@ -418,12 +415,11 @@ template <Cell C> void forward_kernel(const KernelCtx& c) {
   const void* cx = cell.has_c ? c.in[2].data : nullptr;
   void* cy = cell.has_c ? c.out[2].data : nullptr;
   ENCORE_CUDA_CHECK(
-      cell.op,
-      cudnnRNNForward(cudnn(dev.device()), s.rnn.get(), CUDNN_FWD_MODE_TRAINING,
-                      s.seq_lengths.as<const int32_t>(), s.x.get(), c.in[0].data, s.y.get(),
-                      c.out[0].data, s.h.get(), c.in[1].data, c.out[1].data, s.h.get(), cx, cy,
-                      s.weight_bytes, st.weights.data(), s.work_bytes, st.work.data(),
-                      s.reserve_bytes, c.out[cell.reserve()].data));
+      cell.op, cudnnRNNForward(cudnn(dev.device()), s.rnn.get(), CUDNN_FWD_MODE_TRAINING,
+                               s.seq_lengths.as<const int32_t>(), s.x.get(), c.in[0].data,
+                               s.y.get(), c.out[0].data, s.h.get(), c.in[1].data, c.out[1].data,
+                               s.h.get(), cx, cy, s.weight_bytes, st.weights.data(), s.work_bytes,
+                               st.work.data(), s.reserve_bytes, c.out[cell.reserve()].data));
 }
 
 template <Cell C> void backward_kernel(const KernelCtx& c) {
@@ -459,8 +455,9 @@ template <Cell C> void backward_kernel(const KernelCtx& c) {
   // The biases' gradients are b's (an LSTM's b feeds only the input biases; its recurrent
   // biases are constant 0).
   const int w = cell.w();
-  move_rnn_weights(slots_for(s, c.out[w].ptr<float>(), c.out[w + 1].ptr<float>(), c.out[w + 2].ptr<float>()),
-                   st.dweights.as<float>(), false, dev.stream());
+  move_rnn_weights(
+      slots_for(s, c.out[w].ptr<float>(), c.out[w + 1].ptr<float>(), c.out[w + 2].ptr<float>()),
+      st.dweights.as<float>(), false, dev.stream());
 }
 
 // The examples run the ops on random inputs (the table runs them on a GPU only); the backward
@@ -480,8 +477,10 @@ template <Cell C> Outputs backward_example(std::span<const Tensor> x) {
 }
 
 constexpr uint8_t kCudaOnly = 1u << static_cast<int>(DeviceType::CUDA);
-const std::vector<ExampleInput> kLstmInputs = {{{2, 5, 3}}, {{2, 4}}, {{2, 4}}, {{3, 16}}, {{4, 16}}, {{16}}};
-const std::vector<ExampleInput> kGruInputs = {{{2, 5, 3}}, {{2, 4}}, {{3, 12}}, {{4, 12}}, {{2, 12}}};
+const std::vector<ExampleInput> kLstmInputs = {{{2, 5, 3}}, {{2, 4}},  {{2, 4}},
+                                               {{3, 16}},   {{4, 16}}, {{16}}};
+const std::vector<ExampleInput> kGruInputs = {
+    {{2, 5, 3}}, {{2, 4}}, {{3, 12}}, {{4, 12}}, {{2, 12}}};
 
 OpDef& cudnn_lstm_op = define_op({
     .name = "cudnn_lstm",

@@ -31,8 +31,7 @@ __global__ void fill(int32_t* p, int64_t n, int32_t v) {
 
 }  // namespace
 
-void move_rnn_weights(const RnnSlots& slots, float* weight_space, bool pack,
-                       cudaStream_t stream) {
+void move_rnn_weights(const RnnSlots& slots, float* weight_space, bool pack, cudaStream_t stream) {
   int64_t total = 0;
   for (int s = 0; s < slots.count; ++s) total += slots.slot[s].rows * slots.slot[s].cols;
   if (total == 0) return;

@@ -6,22 +6,20 @@
 #include "ops/cuda/indexing.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
-#include "ops/functors.h"
 #include "ops/data.h"
 #include "ops/elementwise.h"
+#include "ops/functors.h"
 
 namespace encore::cuda {
 namespace {
 
 struct Assign {
-  template <class TD, class TS>
-  __device__ __forceinline__ TD operator()(TD, TS s) const {
+  template <class TD, class TS> __device__ __forceinline__ TD operator()(TD, TS s) const {
     return fn::cast_value<TD>(s);
   }
 };
 struct AddTo {
-  template <class T>
-  __device__ __forceinline__ T operator()(T d, T s) const {
+  template <class T> __device__ __forceinline__ T operator()(T d, T s) const {
     return fn::wrap_add(d, s);
   }
 };

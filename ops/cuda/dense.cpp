@@ -22,8 +22,8 @@ void dense_kernel(const KernelCtx& c) {
       ENCORE_CUDA_CHECK("dense", cudaMemsetAsync(y.data, 0, y.numel() * sizeof(T), dev.stream()));
     } else {
       const int N = blas_int(n, "dense"), M = blas_int(rows, "dense"), K = blas_int(k, "dense");
-      gemm<T>(cublas(dev.device()), "dense", CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, w.ptr<const T>(), N, 0,
-              x.ptr<const T>(), K, 0, T(0), y.ptr<T>(), N, 0, 1);
+      gemm<T>(cublas(dev.device()), "dense", CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, w.ptr<const T>(), N,
+              0, x.ptr<const T>(), K, 0, T(0), y.ptr<T>(), N, 0, 1);
     }
     bias_activation(y.ptr<T>(), b.ptr<const T>(), rows, n, c.attrs.as<ActivationAttrs>().activation,
                     dev.stream());

@@ -49,8 +49,7 @@ __global__ void embedding_backward(const T* __restrict__ g, const I* __restrict_
 
 // Calls run.template operator()<T, I>() for the float type of the first input (the table, or
 // the gradient) and the type of the indices.
-template <class F>
-void visit_embedding(const KernelCtx& c, F&& run) {
+template <class F> void visit_embedding(const KernelCtx& c, F&& run) {
   visit_float(c.in[0].dtype, [&]<class T>() {
     if (c.in[1].dtype == DType::Int32)
       run.template operator()<T, int32_t>();

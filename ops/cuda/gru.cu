@@ -23,8 +23,8 @@ __global__ void gru_cell_backward_kernel(const T* __restrict__ xz, const T* __re
                                          T* __restrict__ gh_prev, int64_t batch, int64_t units,
                                          Activation act, Activation rec) {
   for (int64_t k = thread_index(); k < batch * units; k += thread_count())
-    gru_cell_backward_unit(xz, hz, h_prev, gh, gxz, ghz, gh_prev, k / units, k % units, units,
-                           act, rec);
+    gru_cell_backward_unit(xz, hz, h_prev, gh, gxz, ghz, gh_prev, k / units, k % units, units, act,
+                           rec);
 }
 
 void gru_cell(const KernelCtx& c) {

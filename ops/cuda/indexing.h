@@ -11,15 +11,13 @@
 
 namespace encore::cuda {
 
-template <int N>
-struct Geometry : MergedDims<N> {
+template <int N> struct Geometry : MergedDims<N> {
   using MergedDims<N>::ndim;
   using MergedDims<N>::shape;
   using MergedDims<N>::strides;
 
   /// Element offsets of the operands at row-major position `linear` of the iteration shape.
-  template <class Index>
-  ENCORE_HD void offsets(Index linear, int64_t (&off)[N]) const {
+  template <class Index> ENCORE_HD void offsets(Index linear, int64_t (&off)[N]) const {
     for (int k = 0; k < N; ++k) off[k] = 0;
     for (int d = ndim - 1; d >= 0; --d) {
       const Index size = static_cast<Index>(shape[d]);

@@ -7,8 +7,7 @@
 namespace encore::cuda {
 namespace {
 
-template <class T>
-__global__ void to_blocked(const T* x, T* xb, BlockedGeometry g, int64_t n) {
+template <class T> __global__ void to_blocked(const T* x, T* xb, BlockedGeometry g, int64_t n) {
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = g.nwc_index(e);
@@ -16,8 +15,7 @@ __global__ void to_blocked(const T* x, T* xb, BlockedGeometry g, int64_t n) {
   }
 }
 
-template <class T>
-__global__ void from_blocked(const T* xb, T* x, BlockedGeometry g, int64_t n) {
+template <class T> __global__ void from_blocked(const T* xb, T* x, BlockedGeometry g, int64_t n) {
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x)
     if (const int64_t i = g.nwc_index(e); i >= 0) x[i] = xb[e];
@@ -26,7 +24,8 @@ __global__ void from_blocked(const T* xb, T* x, BlockedGeometry g, int64_t n) {
 void to_blocked_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const TensorRef &x = c.in[0], &xb = c.out[0];
-  const BlockedGeometry g{x.shape[0], x.shape[1], x.shape[2], xb.shape[3], x.strides[0], x.strides[1], x.strides[2]};
+  const BlockedGeometry g{x.shape[0],   x.shape[1],   x.shape[2],  xb.shape[3],
+                          x.strides[0], x.strides[1], x.strides[2]};
   const int64_t n = g.blocked_numel();
   if (n == 0) return;
   visit_float(x.dtype, [&]<class T>() {
@@ -38,7 +37,8 @@ void to_blocked_kernel(const KernelCtx& c) {
 void from_blocked_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const TensorRef &xb = c.in[0], &x = c.out[0];
-  const BlockedGeometry g{x.shape[0], x.shape[1], x.shape[2], xb.shape[3], x.strides[0], x.strides[1], x.strides[2]};
+  const BlockedGeometry g{x.shape[0],   x.shape[1],   x.shape[2],  xb.shape[3],
+                          x.strides[0], x.strides[1], x.strides[2]};
   const int64_t n = g.blocked_numel();
   if (n == 0) return;
   visit_float(x.dtype, [&]<class T>() {
@@ -47,7 +47,8 @@ void from_blocked_kernel(const KernelCtx& c) {
   ENCORE_CUDA_LAUNCH_CHECK("from_blocked");
 }
 
-const bool kRegistered = register_cuda_kernels({{"to_blocked", to_blocked_kernel}, {"from_blocked", from_blocked_kernel}});
+const bool kRegistered = register_cuda_kernels(
+    {{"to_blocked", to_blocked_kernel}, {"from_blocked", from_blocked_kernel}});
 
 }  // namespace
 }  // namespace encore::cuda

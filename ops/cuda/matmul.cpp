@@ -32,7 +32,6 @@ bool uniform_batch(const MatmulBatch& batch, const int64_t* strides, int64_t& S)
   return true;
 }
 
-
 template <class T>
 void matmul(const TensorRef& a, const TensorRef& b, const TensorRef& y, int device,
             cudaStream_t stream) {
@@ -64,8 +63,8 @@ void matmul(const TensorRef& a, const TensorRef& b, const TensorRef& y, int devi
     return;
   }
   batch.for_each([&](int64_t p, int64_t off_a, int64_t off_b) {
-    gemm<T>(h, "matmul", ob, oa, M, N, K, pb + off_b, ldb, 0, pa + off_a, lda, 0, T(0), pc + p * m * n, M,
-            0, 1);
+    gemm<T>(h, "matmul", ob, oa, M, N, K, pb + off_b, ldb, 0, pa + off_a, lda, 0, T(0),
+            pc + p * m * n, M, 0, 1);
   });
 }
 

@@ -5,31 +5,28 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/random.h"
+#include "ops/data.h"
 #include "ops/functors.h"
 #include "ops/lstm_math.h"
-#include "ops/philox.h"
-#include "ops/data.h"
 #include "ops/nn.h"
+#include "ops/philox.h"
 
 namespace encore::cuda {
 namespace {
 
 // ---- softmax -----------------------------------------------------------------------------
 
-template <class T>
-__device__ __forceinline__ T warp_max(T v) {
+template <class T> __device__ __forceinline__ T warp_max(T v) {
   for (int o = 16; o > 0; o /= 2) v = fn::m_max(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-template <class T>
-__device__ __forceinline__ T warp_sum(T v) {
+template <class T> __device__ __forceinline__ T warp_sum(T v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
 // Reduces across the block (every thread gets the result); `shared` holds one slot per warp.
-template <class T, bool Max>
-__device__ T block_reduce(T v, T* shared) {
+template <class T, bool Max> __device__ T block_reduce(T v, T* shared) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   v = Max ? warp_max(v) : warp_sum(v);
   __syncthreads();  // `shared` may still be read from a previous reduction
@@ -58,7 +55,8 @@ __global__ void softmax_rows_warp(const T* __restrict__ x, T* __restrict__ y, in
     sum.ties = warp_sum(sum.ties);
     sum.rest = warp_sum(sum.rest);
     const T log_total = Log ? sum.log_total() : T(0);
-    for (int64_t i = lane; i < n; i += 32) b[i] = fn::softmax_value<T, Log>(a[i], m, sum, log_total);
+    for (int64_t i = lane; i < n; i += 32)
+      b[i] = fn::softmax_value<T, Log>(a[i], m, sum, log_total);
   }
 }
 
@@ -102,8 +100,7 @@ __global__ void softmax_columns(const T* __restrict__ x, T* __restrict__ y, int6
   }
 }
 
-template <bool Log>
-void softmax_kernel(const KernelCtx& c) {
+template <bool Log> void softmax_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const char* op = Log ? "log_softmax" : "softmax";
   const int axis = c.attrs.as<AxisAttrs>().axis;
@@ -190,8 +187,7 @@ __global__ void scatter_last_kernel(const T* __restrict__ g, const I* __restrict
   }
 }
 
-template <bool Gather>
-void gather_scatter_kernel(const KernelCtx& c) {
+template <bool Gather> void gather_scatter_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   static const int code = error_code(c.op);  // one op per instantiation
   int* error = error_flag(dev.device());

@@ -1,5 +1,5 @@
-// Fused SGD, Adam and RMSprop updates over all parameters in one launch (per dtype, and per chunk of
-// kTensors parameters). The parameter table travels by value as a kernel argument — no device
+// Fused SGD, Adam and RMSprop updates over all parameters in one launch (per dtype, and per chunk
+// of kTensors parameters). The parameter table travels by value as a kernel argument — no device
 // table to build or upload — and each block finds its tensor from the table's block offsets.
 // `lr` and `step` are read from device memory, so a replayed graph follows learning-rate
 // changes and the advancing step count. The per-element math is ops/optim_math.h, shared with
@@ -18,8 +18,7 @@ namespace {
 constexpr int kTensors = 48;
 constexpr int kChunk = kBlock * 8;  // elements per block
 
-template <class T, int Groups>
-struct TensorTable {
+template <class T, int Groups> struct TensorTable {
   T* ptr[Groups][kTensors];  // Groups tensors per parameter, in the op's input order
   int64_t numel[kTensors];
   int64_t

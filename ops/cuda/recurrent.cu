@@ -15,40 +15,41 @@ namespace {
 // Row-major C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * C, leading dimensions given.
 template <class T>
 void gemm_rows(cublasHandle_t h, const char* op, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-          const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+               const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  gemm<T>(h, op, ob, oa, blas_int(n, op), blas_int(m, op), blas_int(k, op), b, blas_int(ldb, op), 0, a,
-          blas_int(lda, op), 0, beta, c, blas_int(ldc, op), 0, 1);
+  gemm<T>(h, op, ob, oa, blas_int(n, op), blas_int(m, op), blas_int(k, op), b, blas_int(ldb, op), 0,
+          a, blas_int(lda, op), 0, beta, c, blas_int(ldc, op), 0, 1);
 }
 
 // gR += sum over steps of h_prev^T gz, gz (B, T, width): per batch row one GEMM over all steps
 // but the first processed (its h_prev is zero).
 template <class T>
 void recurrent_kernel_grad(cublasHandle_t h, const char* op, const T* y, const T* gz, T* gr,
-                           int64_t batch, int64_t steps, int64_t units, int64_t width, bool reverse) {
+                           int64_t batch, int64_t steps, int64_t units, int64_t width,
+                           bool reverse) {
   const int64_t first = reverse ? 1 : 0;  // the first row of y that is some step's h_prev
   for (int64_t b = 0; b < batch && steps > 1; ++b)
-    gemm_rows<T>(h, op, true, false, units, width, steps - 1, y + seq_row(b, first, steps, units), units,
-            gz + seq_row(b, 1 - first, steps, width), width, T(1), gr, width);
+    gemm_rows<T>(h, op, true, false, units, width, steps - 1, y + seq_row(b, first, steps, units),
+                 units, gz + seq_row(b, 1 - first, steps, width), width, T(1), gr, width);
 }
 
 template <class T>
 __global__ void lstm_step_kernel(const T* __restrict__ z, T* __restrict__ y, T* __restrict__ c,
-                            int64_t batch, int64_t units, int64_t t, int64_t tp, int64_t steps,
-                            Activation act, Activation rec) {
+                                 int64_t batch, int64_t units, int64_t t, int64_t tp, int64_t steps,
+                                 Activation act, Activation rec) {
   for (int64_t k = thread_index(); k < batch * units; k += thread_count())
     lstm_sequence_unit(z, y, c, k / units, k % units, t, tp, steps, units, act, rec);
 }
 
 template <class T>
 __global__ void lstm_step_backward_kernel(const T* __restrict__ z, const T* __restrict__ c,
-                                     const T* __restrict__ gy, const T* __restrict__ dh_rec,
-                                     T* __restrict__ dc, T* __restrict__ gz, int64_t batch,
-                                     int64_t units, int64_t t, int64_t tp, int64_t steps,
-                                     Activation act, Activation rec) {
+                                          const T* __restrict__ gy, const T* __restrict__ dh_rec,
+                                          T* __restrict__ dc, T* __restrict__ gz, int64_t batch,
+                                          int64_t units, int64_t t, int64_t tp, int64_t steps,
+                                          Activation act, Activation rec) {
   for (int64_t k = thread_index(); k < batch * units; k += thread_count())
-    lstm_sequence_backward_unit(z, c, gy, dh_rec, dc, gz, k / units, k % units, t, tp, steps,
-                                units, act, rec);
+    lstm_sequence_backward_unit(z, c, gy, dh_rec, dc, gz, k / units, k % units, t, tp, steps, units,
+                                act, rec);
 }
 
 void lstm_sequence(const KernelCtx& c) {
@@ -63,13 +64,14 @@ void lstm_sequence(const KernelCtx& c) {
     T* y = c.out[0].ptr<T>();
     T* cs = c.out[1].ptr<T>();
     T* z = c.out[2].ptr<T>();
-    ENCORE_CUDA_CHECK("lstm_sequence", cudaMemcpyAsync(z, c.in[0].data, batch * steps * g * sizeof(T),
-                                                       cudaMemcpyDeviceToDevice, dev.stream()));
+    ENCORE_CUDA_CHECK("lstm_sequence",
+                      cudaMemcpyAsync(z, c.in[0].data, batch * steps * g * sizeof(T),
+                                      cudaMemcpyDeviceToDevice, dev.stream()));
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse);
       if (tp >= 0)
-        gemm_rows<T>(h, "lstm_sequence", false, false, batch, g, units, y + tp * units, steps * units, r, g,
-                T(1), z + t * g, steps * g);
+        gemm_rows<T>(h, "lstm_sequence", false, false, batch, g, units, y + tp * units,
+                     steps * units, r, g, T(1), z + t * g, steps * g);
       lstm_step_kernel<T><<<grid_for(batch * units), kBlock, 0, dev.stream()>>>(
           z, y, cs, batch, units, t, tp, steps, a.activation, a.recurrent_activation);
       ENCORE_CUDA_LAUNCH_CHECK("lstm_sequence");
@@ -101,7 +103,8 @@ void lstm_sequence_backward(const KernelCtx& c) {
       const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse),
                     tn = seq_step(s + 1, steps, a.reverse);
       if (tn >= 0)
-        gemm_rows<T>(h, op, false, true, batch, units, g, gz + tn * g, steps * g, r, g, T(0), dh, units);
+        gemm_rows<T>(h, op, false, true, batch, units, g, gz + tn * g, steps * g, r, g, T(0), dh,
+                     units);
       lstm_step_backward_kernel<T><<<grid_for(batch * units), kBlock, 0, dev.stream()>>>(
           z, cs, gy, tn >= 0 ? dh : nullptr, dc, gz, batch, units, t, tp, steps, a.activation,
           a.recurrent_activation);
@@ -165,11 +168,12 @@ void gru_sequence(const KernelCtx& c) {
     T* hz = c.out[1].ptr<T>();
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse);
-      fill_rows_kernel<T><<<grid_for(batch * g), kBlock, 0, dev.stream()>>>(hz, bias, batch, g, t, steps);
+      fill_rows_kernel<T>
+          <<<grid_for(batch * g), kBlock, 0, dev.stream()>>>(hz, bias, batch, g, t, steps);
       ENCORE_CUDA_LAUNCH_CHECK("gru_sequence");
       if (tp >= 0)
-        gemm_rows<T>(h, "gru_sequence", false, false, batch, g, units, y + tp * units, steps * units, r, g,
-                T(1), hz + t * g, steps * g);
+        gemm_rows<T>(h, "gru_sequence", false, false, batch, g, units, y + tp * units,
+                     steps * units, r, g, T(1), hz + t * g, steps * g);
       gru_step_kernel<T><<<grid_for(batch * units), kBlock, 0, dev.stream()>>>(
           xw, hz, y, batch, units, t, tp, steps, a.activation, a.recurrent_activation);
       ENCORE_CUDA_LAUNCH_CHECK("gru_sequence");
@@ -203,7 +207,8 @@ void gru_sequence_backward(const KernelCtx& c) {
       const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse),
                     tn = seq_step(s + 1, steps, a.reverse);
       if (tn >= 0)
-        gemm_rows<T>(h, op, false, true, batch, units, g, ghz + tn * g, steps * g, r, g, T(0), dh, units);
+        gemm_rows<T>(h, op, false, true, batch, units, g, ghz + tn * g, steps * g, r, g, T(0), dh,
+                     units);
       gru_step_backward_kernel<T><<<grid_for(batch * units), kBlock, 0, dev.stream()>>>(
           xw, hz, y, gy, tn >= 0 ? dh : nullptr, dd, gxw, ghz, batch, units, t, tp, steps,
           a.activation, a.recurrent_activation);

@@ -20,40 +20,31 @@
 namespace encore::cuda {
 namespace {
 
-template <class T>
-using Acc = std::conditional_t<std::is_same_v<T, int32_t>, int64_t, T>;
+template <class T> using Acc = std::conditional_t<std::is_same_v<T, int32_t>, int64_t, T>;
 
 // Heterogeneous operands: CUB also applies the op to (init, input) of different types.
 // Integer sums wrap, as on the CPU.
 struct SumOp {
-  template <class A, class B>
-  __host__ __device__ __forceinline__ auto operator()(A a, B b) const {
+  template <class A, class B> __host__ __device__ __forceinline__ auto operator()(A a, B b) const {
     using C = decltype(a + b);
     return fn::wrap_add(static_cast<C>(a), static_cast<C>(b));
   }
-  template <class A>
-  static A identity() {
-    return A(0);
-  }
+  template <class A> static A identity() { return A(0); }
 };
 // NaN never wins, as in the CPU kernel.
 // Starts from -inf and propagates NaN (wherever it is in the order CUB combines), as on the CPU.
 struct MaxOp {
-  template <class A, class B>
-  __host__ __device__ __forceinline__ auto operator()(A a, B b) const {
+  template <class A, class B> __host__ __device__ __forceinline__ auto operator()(A a, B b) const {
     return a < b || b != b ? b : a;
   }
-  template <class A>
-  static A identity() {
+  template <class A> static A identity() {
     using L = std::numeric_limits<A>;
     return L::has_infinity ? -L::infinity() : L::lowest();
   }
 };
 
-template <class A>
-struct ToAcc {
-  template <class T>
-  __host__ __device__ __forceinline__ A operator()(T x) const {
+template <class A> struct ToAcc {
+  template <class T> __host__ __device__ __forceinline__ A operator()(T x) const {
     return static_cast<A>(x);
   }
 };
@@ -86,8 +77,7 @@ struct Axes {
   }
   bool dense(int64_t st) const { return ndim == 0 || (ndim == 1 && stride[0] == st); }
 
-  template <class Index>
-  __device__ __forceinline__ int64_t offset(Index i) const {
+  template <class Index> __device__ __forceinline__ int64_t offset(Index i) const {
     int64_t off = 0;
     for (int d = ndim - 1; d >= 0; --d) {
       const Index size = static_cast<Index>(shape[d]);
@@ -127,8 +117,7 @@ __global__ void reduce_general(const TIn* __restrict__ x, TOut* __restrict__ y, 
     y[static_cast<int64_t>(blockIdx.y) * n_out + o] = static_cast<TOut>(partial[to * nr]);
 }
 
-template <class T>
-__global__ void fill_value(T* y, int64_t n, T v) {
+template <class T> __global__ void fill_value(T* y, int64_t n, T v) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] = v;
@@ -290,8 +279,7 @@ struct ReduceState {
   DeviceBuffer scratch;
 };
 
-template <class R>
-std::shared_ptr<void> prepare_reduce(const KernelCtx& c) {
+template <class R> std::shared_ptr<void> prepare_reduce(const KernelCtx& c) {
   const OnDevice dev(c);
   const uint32_t axes = c.attrs.as<ReduceAttrs>().axes;
   auto state = std::make_shared<ReduceState>();
@@ -302,8 +290,7 @@ std::shared_ptr<void> prepare_reduce(const KernelCtx& c) {
   return state;
 }
 
-template <class R>
-void reduce_kernel(const KernelCtx& c) {
+template <class R> void reduce_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const uint32_t axes = c.attrs.as<ReduceAttrs>().axes;
   visit_dtype(c.in[0].dtype, [&]<class T>() {

@@ -25,8 +25,7 @@ __global__ void sequence_kernel_impl(const T* __restrict__ x, const I* __restric
   }
 }
 
-template <bool Reverse>
-void sequence_kernel(const KernelCtx& c) {
+template <bool Reverse> void sequence_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const TensorRef &x = c.in[0], &len = c.in[1];
   const int axis = c.attrs.as<SequenceAttrs>().axis;

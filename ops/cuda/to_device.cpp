@@ -5,8 +5,8 @@
 
 #include "ops/cuda/copy.h"
 #include "ops/cuda/kernels.h"
-#include "ops/dispatch.h"
 #include "ops/cuda/launch.h"
+#include "ops/dispatch.h"
 
 namespace encore::cuda {
 namespace {
@@ -38,7 +38,8 @@ void to_device_kernel(const KernelCtx& c) {
     host.data = dense.get();
     host.device = Device::cpu();
     const TensorRef ins[] = {src}, outs[] = {host};
-    copy_op_def().kernels[static_cast<int>(DeviceType::CPU)].run(KernelCtx{ins, outs, c.attrs, nullptr, c.op});
+    copy_op_def().kernels[static_cast<int>(DeviceType::CPU)].run(
+        KernelCtx{ins, outs, c.attrs, nullptr, c.op});
     copy_to_device(dst.data, dense.get(), nbytes, device);
     return;
   }

@@ -60,8 +60,7 @@ void unary(const TensorRef& x, const TensorRef& y, F f, cudaStream_t stream, con
   ENCORE_CUDA_LAUNCH_CHECK(op);
 }
 
-template <class F, DTypeClass C>
-void unary_kernel(const KernelCtx& c) {
+template <class F, DTypeClass C> void unary_kernel(const KernelCtx& c) {
   const OnDevice dev(c);
   const F f = make_functor<F>(c.attrs);
   auto run = [&]<class T>() { unary<F, T>(c.in[0], c.out[0], f, dev.stream(), c.op); };
@@ -78,7 +77,8 @@ const bool kRegistered = [] {
   for_each_elementwise_op([](const auto& op) {
     using Op = std::decay_t<decltype(op)>;
     if constexpr (Op::arity == 1)
-      register_kernel(std::string(op.name).c_str(), DeviceType::CUDA, {unary_kernel<typename Op::Functor, Op::dtypes>});
+      register_kernel(std::string(op.name).c_str(), DeviceType::CUDA,
+                      {unary_kernel<typename Op::Functor, Op::dtypes>});
   });
   return true;
 }();

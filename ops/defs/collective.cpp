@@ -86,8 +86,7 @@ void copy_locally(const Collective& c) {
   if (c.out != c.in) std::memcpy(c.out, c.in, c.count * itemsize(c.dtype));
 }
 
-template <Collective::Kind Kind>
-void collective_cpu(const KernelCtx& k) {
+template <Collective::Kind Kind> void collective_cpu(const KernelCtx& k) {
   const Collective c = describe_call(Kind, k);
   count(c);
   dist::Engine* e = dist::engine(c.device, k.op);
@@ -128,10 +127,11 @@ OpDef& all_reduce_stand_in_op = define_op({
     .infer = infer_same,
     .cpu = {stand_in_cpu},
     .doc = "What a probe runs in place of all_reduce and broadcast: the identity",
-    .examples = {{.inputs = {{{3, 4}}},
-                  .call = [](std::span<const Tensor> x) -> Outputs {
-                    return {call(all_reduce_stand_in_op, {x[0]}, CollectiveAttrs{ReduceOp::Sum, 0})};
-                  }}},
+    .examples =
+        {{.inputs = {{{3, 4}}},
+          .call = [](std::span<const Tensor> x) -> Outputs {
+            return {call(all_reduce_stand_in_op, {x[0]}, CollectiveAttrs{ReduceOp::Sum, 0})};
+          }}},
 });
 OpDef& all_gather_stand_in_op = define_op({
     .name = "all_gather_stand_in",
@@ -139,10 +139,11 @@ OpDef& all_gather_stand_in_op = define_op({
     .infer = infer_gather,
     .cpu = {stand_in_cpu},
     .doc = "What a probe runs in place of all_gather: this rank's rows once per rank",
-    .examples = {{.inputs = {{{2, 3}}},
-                  .call = [](std::span<const Tensor> x) -> Outputs {
-                    return {call(all_gather_stand_in_op, {x[0]}, CollectiveAttrs{ReduceOp::Sum, 0})};
-                  }}},
+    .examples =
+        {{.inputs = {{{2, 3}}},
+          .call = [](std::span<const Tensor> x) -> Outputs {
+            return {call(all_gather_stand_in_op, {x[0]}, CollectiveAttrs{ReduceOp::Sum, 0})};
+          }}},
 });
 OpDef& all_reduce_start_stand_in_op = define_op({
     .name = "all_reduce_start_stand_in_",
@@ -232,12 +233,12 @@ OpDef& all_reduce_start_op = define_op({
     .infer = infer_in_place,
     .cpu = {all_reduce_start_cpu},
     .examples = {{.inputs = {{{5}}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  const Tensor y = x[0].detach().clone();  // written in place: no history
-                  dist::all_reduce_start_(y, ReduceOp::Mean);
-                  dist::all_reduce_wait_(y);
-                  return {y};
-                }}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    const Tensor y = x[0].detach().clone();  // written in place: no history
+                    dist::all_reduce_start_(y, ReduceOp::Mean);
+                    dist::all_reduce_wait_(y);
+                    return {y};
+                  }}},
 });
 OpDef& all_reduce_wait_op = define_op({
     .name = "all_reduce_wait_",
@@ -248,12 +249,12 @@ OpDef& all_reduce_wait_op = define_op({
     .infer = infer_in_place,
     .cpu = {all_reduce_wait_cpu},
     .examples = {{.inputs = {{{5}}},
-                .call = [](std::span<const Tensor> x) -> Outputs {
-                  const Tensor y = x[0].detach().clone();  // written in place: no history
-                  dist::all_reduce_start_(y, ReduceOp::Sum);
-                  dist::all_reduce_wait_(y);
-                  return {y};
-                }}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    const Tensor y = x[0].detach().clone();  // written in place: no history
+                    dist::all_reduce_start_(y, ReduceOp::Sum);
+                    dist::all_reduce_wait_(y);
+                    return {y};
+                  }}},
 });
 
 namespace dist {

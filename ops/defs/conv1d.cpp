@@ -40,8 +40,8 @@ Padding padding_arg(const CallArgs& a, int i) {
 }
 
 void check_conv_attrs(const char* op, const ConvAttrs& a, int64_t kernel) {
-  ENCORE_CHECK(a.stride >= 1 && a.dilation >= 1 && a.pad_l >= 0 && a.pad_r >= 0, ValueError,
-               "[", op, "] stride and dilation must be >= 1 and padding >= 0, got ", a.str());
+  ENCORE_CHECK(a.stride >= 1 && a.dilation >= 1 && a.pad_l >= 0 && a.pad_r >= 0, ValueError, "[",
+               op, "] stride and dilation must be >= 1 and padding >= 0, got ", a.str());
   ENCORE_CHECK(kernel >= 1, ValueError, "[", op, "] kernel size must be >= 1, got ", kernel);
 }
 
@@ -65,13 +65,15 @@ int infer_conv1d(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, T
   ENCORE_CHECK(a.x_block ? x.dim() == 4 : x.dim() == 3, ShapeError,
                "[conv1d] input must be (batch, steps, channels), got ", x.shape().str());
   ENCORE_CHECK(w.dim() == 3, ShapeError,
-               "[conv1d] kernel must be (kernel_size, in_channels, filters), got ", w.shape().str());
+               "[conv1d] kernel must be (kernel_size, in_channels, filters), got ",
+               w.shape().str());
   check_conv_attrs("conv1d", a, w.shape()[0]);
-  ENCORE_CHECK(is_activation(x, a.x_block, w.shape()[1]), ShapeError, "[conv1d] input ", x.shape().str(),
-               " has ", x.shape()[x.dim() - 1], " channels but the kernel ", w.shape().str(), " expects ",
-               w.shape()[1]);
+  ENCORE_CHECK(is_activation(x, a.x_block, w.shape()[1]), ShapeError, "[conv1d] input ",
+               x.shape().str(), " has ", x.shape()[x.dim() - 1], " channels but the kernel ",
+               w.shape().str(), " expects ", w.shape()[1]);
   const int64_t len = conv_out_length("conv1d", steps_of(x.shape(), a.x_block), w.shape()[0], a);
-  out[0] = defs::meta(activation_shape(x.shape()[0], len, w.shape()[2], a.y_block), x.dtype(), x.device());
+  out[0] = defs::meta(activation_shape(x.shape()[0], len, w.shape()[2], a.y_block), x.dtype(),
+                      x.device());
   return 1;
 }
 
@@ -99,7 +101,8 @@ Tensor relayout(const Tensor& t, int64_t from, int64_t to, int64_t channels) {
 }
 
 void bw_conv1d_fused(const BackwardCtx& c, Tensor* g) {
-  const Tensor gy = activation_backward(c.attrs.as<ConvAttrs>().activation, c.grads[0], c.outputs[0]);
+  const Tensor gy =
+      activation_backward(c.attrs.as<ConvAttrs>().activation, c.grads[0], c.outputs[0]);
   const Tensor grads[] = {gy};
   bw_conv1d(BackwardCtx{c.inputs, c.outputs, grads, c.input_metas, c.attrs, c.needs}, g);
   if (c.need(2)) {
@@ -132,7 +135,8 @@ void bw_conv1d(const BackwardCtx& c, Tensor* g) {
     ConvAttrs d = a;
     d.x_block = bx;
     d.y_block = by;
-    const Tensor gx = call(conv1d_backward_data_op(), {relayout(gy, a.y_block, by, a.filters), w}, d);
+    const Tensor gx =
+        call(conv1d_backward_data_op(), {relayout(gy, a.y_block, by, a.filters), w}, d);
     g[0] = relayout(gx, bx, a.x_block, a.channels);
   }
   if (c.need(1)) {
@@ -140,30 +144,36 @@ void bw_conv1d(const BackwardCtx& c, Tensor* g) {
     ConvAttrs f = a;
     f.x_block = bx;
     f.y_block = by;
-    g[1] = call(conv1d_backward_filter_op(),
-                {relayout(x, a.x_block, bx, a.channels), relayout(gy, a.y_block, by, a.filters)}, f);
+    g[1] =
+        call(conv1d_backward_filter_op(),
+             {relayout(x, a.x_block, bx, a.channels), relayout(gy, a.y_block, by, a.filters)}, f);
   }
 }
 
 // (grad_out (N, Lout, F), w (K, C, F)) -> grad_x (N, length, C)
-int infer_conv1d_backward_data(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+int infer_conv1d_backward_data(const OpDef&, std::span<const Tensor> in, const Attrs& attrs,
+                               TensorMeta* out) {
   const Tensor &gy = in[0], &w = in[1];
   const auto& a = attrs.as<ConvAttrs>();
   defs::require_same_dtype("conv1d_backward_data", gy, w);
-  ENCORE_CHECK(w.dim() == 3, ShapeError, "[conv1d_backward_data] kernel must be (kernel_size, "
-               "in_channels, filters), got ", w.shape().str());
+  ENCORE_CHECK(w.dim() == 3, ShapeError,
+               "[conv1d_backward_data] kernel must be (kernel_size, "
+               "in_channels, filters), got ",
+               w.shape().str());
   check_conv_attrs("conv1d_backward_data", a, w.shape()[0]);
   ENCORE_CHECK(is_activation(gy, a.y_block, w.shape()[2]) && a.length >= 0 &&
                    conv_out_length("conv1d_backward_data", a.length, w.shape()[0], a) ==
                        steps_of(gy.shape(), a.y_block),
                ShapeError, "[conv1d_backward_data] gradient ", gy.shape().str(),
                " does not match kernel ", w.shape().str(), " and input length ", a.length);
-  out[0] = defs::meta(activation_shape(gy.shape()[0], a.length, w.shape()[1], a.x_block), gy.dtype(), gy.device());
+  out[0] = defs::meta(activation_shape(gy.shape()[0], a.length, w.shape()[1], a.x_block),
+                      gy.dtype(), gy.device());
   return 1;
 }
 
 // (x (N, L, C), grad_out (N, Lout, F)) -> grad_w (kernel, C, F)
-int infer_conv1d_backward_filter(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+int infer_conv1d_backward_filter(const OpDef&, std::span<const Tensor> in, const Attrs& attrs,
+                                 TensorMeta* out) {
   const Tensor &x = in[0], &gy = in[1];
   const auto& a = attrs.as<ConvAttrs>();
   check_conv_attrs("conv1d_backward_filter", a, a.kernel);
@@ -173,8 +183,8 @@ int infer_conv1d_backward_filter(const OpDef&, std::span<const Tensor> in, const
                 filters = blocked ? a.filters : gy.shape()[gy.dim() - 1];
   ENCORE_CHECK(is_activation(x, a.x_block, channels) && is_activation(gy, a.y_block, filters) &&
                    x.shape()[0] == gy.shape()[0] &&
-                   conv_out_length("conv1d_backward_filter", steps_of(x.shape(), a.x_block), a.kernel, a) ==
-                       steps_of(gy.shape(), a.y_block),
+                   conv_out_length("conv1d_backward_filter", steps_of(x.shape(), a.x_block),
+                                   a.kernel, a) == steps_of(gy.shape(), a.y_block),
                ShapeError, "[conv1d_backward_filter] input ", x.shape().str(), " and gradient ",
                gy.shape().str(), " do not match kernel size ", a.kernel);
   out[0] = defs::meta({a.kernel, channels, filters}, x.dtype(), x.device());
@@ -192,25 +202,31 @@ OpDef& conv1d_op = define_op({
     .infer = infer_conv1d,
     .backward = bw_conv1d,
     .cpu = cpu::conv1d_kernel(ConvKind::Forward),
-    .signature = "conv1d(x: Tensor, w: Tensor, stride: int = 1, padding: str | int | tuple[int, int] = 'valid', "
+    .signature = "conv1d(x: Tensor, w: Tensor, stride: int = 1, padding: str | int | tuple[int, "
+                 "int] = 'valid', "
                  "dilation: int = 1) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs {
       return {conv1d(a.tensor(0), a.tensor(1), a.integer(2), padding_arg(a, 3), a.integer(4))};
     },
-    .doc = "x: (batch, steps, in_channels), w: (kernel_size, in_channels, filters) -> (batch, out_steps, filters).\n"
-            "padding: 'valid', 'same', 'causal' (Keras: step t sees no later step), an int or a (left, right) pair",
-    .examples = {
-        {.inputs = {{{2, 9, 3}}, {{3, 3, 4}}}, .args = "stride=2, padding='same', dilation=2"},
-        {.inputs = {{{2, 11, 3}}, {{3, 3, 2}}}, .args = "stride=3, padding=(2, 0), dilation=2"},
-        {.inputs = {{{1, 7, 2}}, {{3, 2, 3}}}, .args = "padding='causal', dilation=3"},
-        // One output step (its span is the whole input), whatever the stride.
-        {.inputs = {{{2, 5, 3}}, {{3, 3, 2}}}, .args = "stride=4, dilation=2"},
-        // Taps that read only padding at every step (left out before the kernel runs).
-        {.inputs = {{{1, 4, 2}}, {{3, 2, 2}}}, .args = "padding='same', dilation=5"},
-        {.inputs = {{{0, 6, 3}}, {{2, 3, 2}}}, .args = "padding=1"},
-        // Where oneDNN's AVX-512 weight gradient is wrong (ops/cpu/onednn_conv.cpp, known_wrong).
-        {.inputs = {{{1, 70, 2}}, {{8, 2, 2}}}, .args = "stride=3, padding=(23, 23), dilation=4"},
-    },
+    .doc = "x: (batch, steps, in_channels), w: (kernel_size, in_channels, filters) -> (batch, "
+           "out_steps, filters).\n"
+           "padding: 'valid', 'same', 'causal' (Keras: step t sees no later step), an int or a "
+           "(left, right) pair",
+    .examples =
+        {
+            {.inputs = {{{2, 9, 3}}, {{3, 3, 4}}}, .args = "stride=2, padding='same', dilation=2"},
+            {.inputs = {{{2, 11, 3}}, {{3, 3, 2}}}, .args = "stride=3, padding=(2, 0), dilation=2"},
+            {.inputs = {{{1, 7, 2}}, {{3, 2, 3}}}, .args = "padding='causal', dilation=3"},
+            // One output step (its span is the whole input), whatever the stride.
+            {.inputs = {{{2, 5, 3}}, {{3, 3, 2}}}, .args = "stride=4, dilation=2"},
+            // Taps that read only padding at every step (left out before the kernel runs).
+            {.inputs = {{{1, 4, 2}}, {{3, 2, 2}}}, .args = "padding='same', dilation=5"},
+            {.inputs = {{{0, 6, 3}}, {{2, 3, 2}}}, .args = "padding=1"},
+            // Where oneDNN's AVX-512 weight gradient is wrong (ops/cpu/onednn_conv.cpp,
+            // known_wrong).
+            {.inputs = {{{1, 70, 2}}, {{8, 2, 2}}},
+             .args = "stride=3, padding=(23, 23), dilation=4"},
+        },
 });
 OpDef& conv1d_fused_op = define_op({
     .name = "conv1d_fused",
@@ -232,14 +248,16 @@ OpDef& conv1d_fused_op = define_op({
     },
     .doc = "activation(conv1d(x, w, stride, padding, dilation) + b) in one kernel "
            "(oneDNN post-ops on the CPU)",
-    .examples = {
-        {.inputs = {{{2, 9, 3}}, {{3, 3, 4}}, {{4}}},
-         .args = "stride=2, padding='same', dilation=2, activation='tanh'"},
-        {.inputs = {{{2, 10, 3}}, {{2, 3, 5}}, {{5}}},
-         .args = "stride=3, padding=(1, 3), activation='sigmoid'"},
-        {.inputs = {{{1, 6, 4}}, {{3, 4, 2}}, {{2}}}, .args = "padding='causal', dilation=2"},
-        {.inputs = {{{0, 5, 2}}, {{2, 2, 3}}, {{3}}}, .args = "padding='same', activation='tanh'"},
-    },
+    .examples =
+        {
+            {.inputs = {{{2, 9, 3}}, {{3, 3, 4}}, {{4}}},
+             .args = "stride=2, padding='same', dilation=2, activation='tanh'"},
+            {.inputs = {{{2, 10, 3}}, {{2, 3, 5}}, {{5}}},
+             .args = "stride=3, padding=(1, 3), activation='sigmoid'"},
+            {.inputs = {{{1, 6, 4}}, {{3, 4, 2}}, {{2}}}, .args = "padding='causal', dilation=2"},
+            {.inputs = {{{0, 5, 2}}, {{2, 2, 3}}, {{3}}},
+             .args = "padding='same', activation='tanh'"},
+        },
 });
 OpDef& conv1d_backward_data_row = define_op({
     .name = "conv1d_backward_data",
@@ -250,16 +268,18 @@ OpDef& conv1d_backward_data_row = define_op({
     .attrs = &attrs_of<ConvAttrs>,
     .infer = infer_conv1d_backward_data,
     .cpu = cpu::conv1d_kernel(ConvKind::BackwardData),
-    .examples = {
-        {.inputs = {{{2, 4, 4}}, {{3, 3, 4}}},
-         .call = [](std::span<const Tensor> x) -> Outputs {
-           return {call(conv1d_backward_data_op(), {x[0], x[1]}, ConvAttrs{2, 1, 1, 1, 8, 3})};
-         }},
-        {.inputs = {{{2, 4, 4}}, {{3, 3, 4}}},
-         .call = [](std::span<const Tensor> x) -> Outputs {  // stride 3, dilation 2, padding (2, 1)
-           return {call(conv1d_backward_data_op(), {x[0], x[1]}, ConvAttrs{3, 2, 2, 1, 11, 3})};
-         }},
-    },
+    .examples =
+        {
+            {.inputs = {{{2, 4, 4}}, {{3, 3, 4}}},
+             .call = [](std::span<const Tensor> x) -> Outputs {
+               return {call(conv1d_backward_data_op(), {x[0], x[1]}, ConvAttrs{2, 1, 1, 1, 8, 3})};
+             }},
+            {.inputs = {{{2, 4, 4}}, {{3, 3, 4}}},
+             .call =
+                 [](std::span<const Tensor> x) -> Outputs {  // stride 3, dilation 2, padding (2, 1)
+               return {call(conv1d_backward_data_op(), {x[0], x[1]}, ConvAttrs{3, 2, 2, 1, 11, 3})};
+             }},
+        },
 });
 OpDef& conv1d_backward_filter_row = define_op({
     .name = "conv1d_backward_filter",
@@ -270,16 +290,20 @@ OpDef& conv1d_backward_filter_row = define_op({
     .attrs = &attrs_of<ConvAttrs>,
     .infer = infer_conv1d_backward_filter,
     .cpu = cpu::conv1d_kernel(ConvKind::BackwardFilter),
-    .examples = {
-        {.inputs = {{{2, 8, 3}}, {{2, 4, 4}}},
-         .call = [](std::span<const Tensor> x) -> Outputs {
-           return {call(conv1d_backward_filter_op(), {x[0], x[1]}, ConvAttrs{2, 1, 1, 1, 8, 3})};
-         }},
-        {.inputs = {{{2, 11, 3}}, {{2, 4, 4}}},
-         .call = [](std::span<const Tensor> x) -> Outputs {  // stride 3, dilation 2, padding (2, 1)
-           return {call(conv1d_backward_filter_op(), {x[0], x[1]}, ConvAttrs{3, 2, 2, 1, 11, 3})};
-         }},
-    },
+    .examples =
+        {
+            {.inputs = {{{2, 8, 3}}, {{2, 4, 4}}},
+             .call = [](std::span<const Tensor> x) -> Outputs {
+               return {
+                   call(conv1d_backward_filter_op(), {x[0], x[1]}, ConvAttrs{2, 1, 1, 1, 8, 3})};
+             }},
+            {.inputs = {{{2, 11, 3}}, {{2, 4, 4}}},
+             .call =
+                 [](std::span<const Tensor> x) -> Outputs {  // stride 3, dilation 2, padding (2, 1)
+               return {
+                   call(conv1d_backward_filter_op(), {x[0], x[1]}, ConvAttrs{3, 2, 2, 1, 11, 3})};
+             }},
+        },
 });
 const OpDef& conv1d_backward_data_op() { return conv1d_backward_data_row; }
 const OpDef& conv1d_backward_filter_op() { return conv1d_backward_filter_row; }
@@ -325,11 +349,13 @@ ConvCall without_dead_taps(const char* op, const Tensor& x, const Tensor& w, Con
 // from_blocked nodes; otherwise channels-last.
 Tensor call_conv(const OpDef& op, const Tensor& x, const Tensor& w, const Tensor* b, ConvAttrs a) {
   const auto plain = [&] { return b ? call(op, {x, w, *b}, a) : call(op, {x, w}, a); };
-  if (g_layout.load() == Conv1dLayout::Native || !x.device().is_cpu() || x.dtype() != DType::Float32 ||
-      w.dtype() != DType::Float32 || x.numel() == 0 || w.numel() == 0 || x.shape()[2] != w.shape()[1])
+  if (g_layout.load() == Conv1dLayout::Native || !x.device().is_cpu() ||
+      x.dtype() != DType::Float32 || w.dtype() != DType::Float32 || x.numel() == 0 ||
+      w.numel() == 0 || x.shape()[2] != w.shape()[1])
     return plain();  // the native layout, or an error the op's shape inference names
-  const ConvProblem k{ConvKind::Forward, x.shape()[0], x.shape()[1], x.shape()[2], w.shape()[2], w.shape()[0],
-                  a.stride, a.dilation, a.pad_l, a.pad_r, b != nullptr, a.activation};
+  const ConvProblem k{ConvKind::Forward, x.shape()[0], x.shape()[1], x.shape()[2],
+                      w.shape()[2],      w.shape()[0], a.stride,     a.dilation,
+                      a.pad_l,           a.pad_r,      b != nullptr, a.activation};
   conv_out_length(op.name, k.length, k.kernel, a);  // a ShapeError before oneDNN sees the problem
   const std::pair<int64_t, int64_t> blocks = cpu::onednn_preferred_blocks(k);
   if (blocks == std::pair<int64_t, int64_t>{0, 0}) return plain();
@@ -346,14 +372,16 @@ Tensor call_conv(const OpDef& op, const Tensor& x, const Tensor& w, const Tensor
 
 Tensor conv1d(const Tensor& x, const Tensor& w, int64_t stride, Padding padding, int64_t dilation) {
   ENCORE_CHECK(x.defined() && w.defined(), ValueError, "[conv1d] undefined operand");
-  ENCORE_CHECK(x.dim() == 3 && w.dim() == 3, ShapeError,
-               "[conv1d] expects input (batch, steps, channels) and kernel (size, in, filters), got ",
-               x.shape().str(), " and ", w.shape().str());
-  ENCORE_CHECK(stride >= 1 && dilation >= 1, ValueError, "[conv1d] stride ", stride, " and dilation ",
-               dilation, " must be >= 1");
+  ENCORE_CHECK(
+      x.dim() == 3 && w.dim() == 3, ShapeError,
+      "[conv1d] expects input (batch, steps, channels) and kernel (size, in, filters), got ",
+      x.shape().str(), " and ", w.shape().str());
+  ENCORE_CHECK(stride >= 1 && dilation >= 1, ValueError, "[conv1d] stride ", stride,
+               " and dilation ", dilation, " must be >= 1");
   ENCORE_CHECK(w.shape()[0] >= 1, ValueError, "[conv1d] kernel size must be >= 1, got kernel ",
                w.shape().str());
-  const auto [pl, pr] = window_padding("conv1d", x.shape()[1], w.shape()[0], stride, dilation, padding);
+  const auto [pl, pr] =
+      window_padding("conv1d", x.shape()[1], w.shape()[0], stride, dilation, padding);
   const ConvCall c = without_dead_taps("conv1d", x, w, ConvAttrs{stride, dilation, pl, pr, 0, 0});
   return call_conv(conv1d_op, c.x, c.w, nullptr, c.a);
 }
@@ -362,23 +390,22 @@ Tensor conv1d_fused(const Tensor& x, const Tensor& w, const Tensor& b, int64_t s
                     Padding padding, int64_t dilation, Activation activation) {
   ENCORE_CHECK(x.defined() && w.defined() && b.defined(), ValueError,
                "[conv1d_fused] undefined operand");
-  ENCORE_CHECK(x.dim() == 3 && w.dim() == 3, ShapeError,
-               "[conv1d_fused] expects input (batch, steps, channels) and kernel (size, in, filters), got ",
-               x.shape().str(), " and ", w.shape().str());
-  ENCORE_CHECK(stride >= 1 && dilation >= 1, ValueError, "[conv1d_fused] stride ", stride, " and dilation ",
-               dilation, " must be >= 1");
-  ENCORE_CHECK(w.shape()[0] >= 1, ValueError, "[conv1d_fused] kernel size must be >= 1, got kernel ",
-               w.shape().str());
-  const auto [pl, pr] = window_padding("conv1d", x.shape()[1], w.shape()[0], stride, dilation, padding);
+  ENCORE_CHECK(
+      x.dim() == 3 && w.dim() == 3, ShapeError,
+      "[conv1d_fused] expects input (batch, steps, channels) and kernel (size, in, filters), got ",
+      x.shape().str(), " and ", w.shape().str());
+  ENCORE_CHECK(stride >= 1 && dilation >= 1, ValueError, "[conv1d_fused] stride ", stride,
+               " and dilation ", dilation, " must be >= 1");
+  ENCORE_CHECK(w.shape()[0] >= 1, ValueError,
+               "[conv1d_fused] kernel size must be >= 1, got kernel ", w.shape().str());
+  const auto [pl, pr] =
+      window_padding("conv1d", x.shape()[1], w.shape()[0], stride, dilation, padding);
   const ConvCall c = without_dead_taps("conv1d_fused", x, w,
                                        ConvAttrs{stride, dilation, pl, pr, 0, 0, activation});
   return call_conv(conv1d_fused_op, c.x, c.w, &b, c.a);
 }
 
-
-void set_conv1d_layout(Conv1dLayout layout) {
-  g_layout.store(layout);
-}
+void set_conv1d_layout(Conv1dLayout layout) { g_layout.store(layout); }
 Conv1dLayout conv1d_layout() { return g_layout.load(); }
 
 Conv1dLayout parse_conv1d_layout(const std::string& s) {

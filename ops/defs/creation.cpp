@@ -24,11 +24,12 @@ int infer_full(const OpDef& op, std::span<const Tensor>, const Attrs& a, TensorM
 
 int infer_random(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const auto& f = a.as<FullAttrs>();
-  ENCORE_CHECK(is_floating(f.dtype), DTypeError, "[", op.name, "] needs a floating dtype, got ", name(f.dtype));
+  ENCORE_CHECK(is_floating(f.dtype), DTypeError, "[", op.name, "] needs a floating dtype, got ",
+               name(f.dtype));
   ENCORE_CHECK(in[0].dtype() == DType::Int64 && in[0].numel() == 2, DTypeError, "[", op.name,
                "] input must be a generator state, got ", describe(in[0]));
-  ENCORE_CHECK(in[0].device() == f.device, DeviceError, "[", op.name, "] generator is on ", in[0].device().str(),
-               " but the tensor is requested on ", f.device.str());
+  ENCORE_CHECK(in[0].device() == f.device, DeviceError, "[", op.name, "] generator is on ",
+               in[0].device().str(), " but the tensor is requested on ", f.device.str());
   return infer_full(op, in, a, out);
 }
 
@@ -64,7 +65,8 @@ void uniform_kernel(const KernelCtx& c) {
   visit_float(c.out[0].dtype, [&]<class T>() {
     T* out = c.out[0].ptr<T>();
     for (int64_t i = 0; i < n; ++i)
-      out[i] = static_cast<T>(a.value.d + (a.step.d - a.value.d) * uniform01(philox_value(seed, offset, i)));
+      out[i] = static_cast<T>(a.value.d +
+                              (a.step.d - a.value.d) * uniform01(philox_value(seed, offset, i)));
   });
   state[1] = static_cast<int64_t>(offset + philox_blocks(n));
 }
@@ -80,12 +82,12 @@ void normal_kernel(const KernelCtx& c) {
     for (int64_t i = 0; i < n; ++i) {
       const double u1 = (philox_value(seed, offset, 2 * i) + 1.0) / 4294967296.0;
       const double u2 = philox_value(seed, offset, 2 * i + 1) / 4294967296.0;
-      out[i] = static_cast<T>(a.value.d + a.step.d * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+      out[i] = static_cast<T>(a.value.d + a.step.d * std::sqrt(-2.0 * std::log(u1)) *
+                                              std::cos(2.0 * M_PI * u2));
     }
   });
   state[1] = static_cast<int64_t>(offset + philox_blocks(2 * n));
 }
-
 
 Outputs one(Tensor t) { return {std::move(t)}; }
 
@@ -98,9 +100,11 @@ OpDef& full_op = define_op({
     .cpu = {full_kernel},
     .signature = "full(shape: tuple[int, ...], fill_value: float, dtype: DType | None = None, "
                  "device: Device | None = None, requires_grad: bool = False) -> Tensor",
-    .invoke = [](const CallArgs& a) {
-      return one(full(Shape(a.integers(0)), a.scalar(1), a.dtype(2), a.device(3), a.boolean(4)));
-    },
+    .invoke =
+        [](const CallArgs& a) {
+          return one(
+              full(Shape(a.integers(0)), a.scalar(1), a.dtype(2), a.device(3), a.boolean(4)));
+        },
     .examples = {{.args = "shape=(2, 3), fill_value=2.5"}},
 });
 OpDef& arange_op = define_op({
@@ -110,12 +114,15 @@ OpDef& arange_op = define_op({
     .attrs = &attrs_of<FullAttrs>,
     .infer = infer_full,
     .cpu = {arange_kernel},
-    .signature = "arange(start: float, stop: float | None = None, step: float = 1, dtype: DType | None = None, "
+    .signature = "arange(start: float, stop: float | None = None, step: float = 1, dtype: DType | "
+                 "None = None, "
                  "device: Device | None = None, requires_grad: bool = False) -> Tensor",
-    .invoke = [](const CallArgs& a) {
-      const std::optional<Scalar> stop = a.is_none(1) ? std::nullopt : std::optional<Scalar>(a.scalar(1));
-      return one(arange(a.scalar(0), stop, a.scalar(2), a.dtype(3), a.device(4), a.boolean(5)));
-    },
+    .invoke =
+        [](const CallArgs& a) {
+          const std::optional<Scalar> stop =
+              a.is_none(1) ? std::nullopt : std::optional<Scalar>(a.scalar(1));
+          return one(arange(a.scalar(0), stop, a.scalar(2), a.dtype(3), a.device(4), a.boolean(5)));
+        },
     .doc = "arange(stop) or arange(start, stop, step=1): int64 for integer bounds, else float32",
     .examples = {{.args = "start=1, stop=4.5, step=0.5, dtype='float64'"}},
 });
@@ -125,12 +132,15 @@ OpDef& uniform_op = define_op({
     .attrs = &attrs_of<FullAttrs>,
     .infer = infer_random,
     .cpu = {uniform_kernel},
-    .signature = "uniform(shape: tuple[int, ...], low: float = 0.0, high: float = 1.0, *, dtype: DType | None = None, "
-                 "device: Device | None = None, generator: Generator | None = None, requires_grad: bool = False) -> Tensor",
-    .invoke = [](const CallArgs& a) {
-      return one(uniform(Shape(a.integers(0)), a.real(1), a.real(2), a.dtype(3), a.device(4), a.generator(5),
-                         a.boolean(6)));
-    },
+    .signature = "uniform(shape: tuple[int, ...], low: float = 0.0, high: float = 1.0, *, dtype: "
+                 "DType | None = None, "
+                 "device: Device | None = None, generator: Generator | None = None, requires_grad: "
+                 "bool = False) -> Tensor",
+    .invoke =
+        [](const CallArgs& a) {
+          return one(uniform(Shape(a.integers(0)), a.real(1), a.real(2), a.dtype(3), a.device(4),
+                             a.generator(5), a.boolean(6)));
+        },
     .examples = {{.args = "shape=(3, 4), low=-2.0, high=3.0"}},
 });
 OpDef& normal_op = define_op({
@@ -139,12 +149,15 @@ OpDef& normal_op = define_op({
     .attrs = &attrs_of<FullAttrs>,
     .infer = infer_random,
     .cpu = {normal_kernel},
-    .signature = "normal(shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0, *, dtype: DType | None = None, "
-                 "device: Device | None = None, generator: Generator | None = None, requires_grad: bool = False) -> Tensor",
-    .invoke = [](const CallArgs& a) {
-      return one(normal(Shape(a.integers(0)), a.real(1), a.real(2), a.dtype(3), a.device(4), a.generator(5),
-                        a.boolean(6)));
-    },
+    .signature = "normal(shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0, *, dtype: "
+                 "DType | None = None, "
+                 "device: Device | None = None, generator: Generator | None = None, requires_grad: "
+                 "bool = False) -> Tensor",
+    .invoke =
+        [](const CallArgs& a) {
+          return one(normal(Shape(a.integers(0)), a.real(1), a.real(2), a.dtype(3), a.device(4),
+                            a.generator(5), a.boolean(6)));
+        },
     .examples = {{.args = "shape=(3, 4), mean=1.0, std=2.0"}},
 });
 
@@ -181,30 +194,38 @@ OpDef& ones_op = define_op({
 OpDef& empty_op = define_op({
     .name = "empty",
     .kind = OpKind::Composite,
-    .signature = "empty(*shape: int, dtype: DType | None = None, device: Device | None = None) -> Tensor",
-    .invoke = [](const CallArgs& a) { return one(empty(Shape(a.integers(0)), a.dtype(1), a.device(2))); },
+    .signature =
+        "empty(*shape: int, dtype: DType | None = None, device: Device | None = None) -> Tensor",
+    .invoke =
+        [](const CallArgs& a) { return one(empty(Shape(a.integers(0)), a.dtype(1), a.device(2))); },
     .examples = {{.args = "shape=(0, 3)"}},
 });
 OpDef& zeros_like_op = define_op({
     .name = "zeros_like",
     .kind = OpKind::Composite,
-    .signature = "zeros_like(t: Tensor, dtype: DType | None = None, device: Device | None = None) -> Tensor",
+    .signature =
+        "zeros_like(t: Tensor, dtype: DType | None = None, device: Device | None = None) -> Tensor",
     .invoke = filled_like<zeros_like>,
     .examples = {{.inputs = {{{2, 3}}}}},
 });
 OpDef& ones_like_op = define_op({
     .name = "ones_like",
     .kind = OpKind::Composite,
-    .signature = "ones_like(t: Tensor, dtype: DType | None = None, device: Device | None = None) -> Tensor",
+    .signature =
+        "ones_like(t: Tensor, dtype: DType | None = None, device: Device | None = None) -> Tensor",
     .invoke = filled_like<ones_like>,
     .examples = {{.inputs = {{{2, 3}}}}},
 });
 OpDef& full_like_op = define_op({
     .name = "full_like",
     .kind = OpKind::Composite,
-    .signature = "full_like(t: Tensor, fill_value: float, dtype: DType | None = None, device: Device | None = None) "
+    .signature = "full_like(t: Tensor, fill_value: float, dtype: DType | None = None, device: "
+                 "Device | None = None) "
                  "-> Tensor",
-    .invoke = [](const CallArgs& a) { return one(full_like(a.tensor(0), a.scalar(1), a.dtype(2), a.device(3))); },
+    .invoke =
+        [](const CallArgs& a) {
+          return one(full_like(a.tensor(0), a.scalar(1), a.dtype(2), a.device(3)));
+        },
     .examples = {{.inputs = {{{2, 3}}}, .args = "fill_value=-1.5"}},
 });
 OpDef& rand_op = define_op({
@@ -239,21 +260,24 @@ Tensor leaf(Tensor t, bool requires_grad) {
 
 }  // namespace
 
-Tensor full(const Shape& shape, Scalar fill_value, std::optional<DType> dtype, std::optional<Device> device,
-            bool requires_grad) {
+Tensor full(const Shape& shape, Scalar fill_value, std::optional<DType> dtype,
+            std::optional<Device> device, bool requires_grad) {
   const FullAttrs attrs{shape, or_float32(dtype), or_cpu(device), fill_value, 0};
   return leaf(call(full_op, {}, attrs), requires_grad);
 }
-Tensor zeros(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device, bool requires_grad) {
+Tensor zeros(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device,
+             bool requires_grad) {
   return full(shape, 0, dtype, device, requires_grad);
 }
-Tensor ones(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device, bool requires_grad) {
+Tensor ones(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device,
+            bool requires_grad) {
   return full(shape, 1, dtype, device, requires_grad);
 }
 Tensor empty(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device) {
   return Tensor::empty(shape, or_float32(dtype), or_cpu(device));
 }
-Tensor full_like(const Tensor& t, Scalar fill_value, std::optional<DType> dtype, std::optional<Device> device) {
+Tensor full_like(const Tensor& t, Scalar fill_value, std::optional<DType> dtype,
+                 std::optional<Device> device) {
   return full(t.shape(), fill_value, dtype.value_or(t.dtype()), device.value_or(t.device()));
 }
 Tensor zeros_like(const Tensor& t, std::optional<DType> dtype, std::optional<Device> device) {
@@ -263,15 +287,17 @@ Tensor ones_like(const Tensor& t, std::optional<DType> dtype, std::optional<Devi
   return full_like(t, 1, dtype, device);
 }
 
-Tensor arange(Scalar start, std::optional<Scalar> stop_or_none, Scalar step, std::optional<DType> dtype_or_none,
-              std::optional<Device> device, bool requires_grad) {
+Tensor arange(Scalar start, std::optional<Scalar> stop_or_none, Scalar step,
+              std::optional<DType> dtype_or_none, std::optional<Device> device,
+              bool requires_grad) {
   // arange(stop): from 0.
   const Scalar stop = stop_or_none.value_or(start);
   if (!stop_or_none) start = Scalar(int64_t{0});
-  const DType dtype =
-      dtype_or_none.value_or(start.integral && stop.integral && step.integral ? DType::Int64 : DType::Float32);
-  ENCORE_CHECK(step.d != 0.0 && std::isfinite(start.d) && std::isfinite(stop.d) && std::isfinite(step.d),
-               ValueError, "[arange] needs finite bounds and a non-zero step");
+  const DType dtype = dtype_or_none.value_or(
+      start.integral && stop.integral && step.integral ? DType::Int64 : DType::Float32);
+  ENCORE_CHECK(
+      step.d != 0.0 && std::isfinite(start.d) && std::isfinite(stop.d) && std::isfinite(step.d),
+      ValueError, "[arange] needs finite bounds and a non-zero step");
   double n;
   if (start.integral && stop.integral && step.integral) {
     // ceil((stop - start) / step), exactly: stop - start may need 65 bits.
@@ -286,17 +312,20 @@ Tensor arange(Scalar start, std::optional<Scalar> stop_or_none, Scalar step, std
   const int64_t count = static_cast<int64_t>(n);
   // The last value must fit the dtype too (the first is checked with the attributes).
   if (count > 0 && !is_floating(dtype)) {
-    const Scalar last = start.integral && step.integral
-                            ? Scalar(static_cast<int64_t>(start.i + static_cast<__int128>(step.i) * (count - 1)))
-                            : Scalar(start.d + step.d * static_cast<double>(count - 1));
+    const Scalar last =
+        start.integral && step.integral
+            ? Scalar(static_cast<int64_t>(start.i + static_cast<__int128>(step.i) * (count - 1)))
+            : Scalar(start.d + step.d * static_cast<double>(count - 1));
     last.check(dtype, "arange");
   }
-  return leaf(call(arange_op, {}, FullAttrs{{count}, dtype, or_cpu(device), start, step}), requires_grad);
+  return leaf(call(arange_op, {}, FullAttrs{{count}, dtype, or_cpu(device), start, step}),
+              requires_grad);
 }
 
-template <class T> Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device) {
-  ENCORE_CHECK(static_cast<int64_t>(data.size()) == checked_numel(shape, "from_vector"), ShapeError, "[from_vector] ",
-               data.size(), " values cannot fill shape ", shape.str());
+template <class T>
+Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device) {
+  ENCORE_CHECK(static_cast<int64_t>(data.size()) == checked_numel(shape, "from_vector"), ShapeError,
+               "[from_vector] ", data.size(), " values cannot fill shape ", shape.str());
   Tensor t = Tensor::empty(shape, dtype_of<T>::value, Device::cpu());
   if (!data.empty()) std::memcpy(t.data_ptr(), data.data(), data.size() * sizeof(T));
   return t.to(device);
@@ -306,32 +335,33 @@ template Tensor from_vector<double>(const std::vector<double>&, const Shape&, De
 template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const Shape&, Device);
 template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, Device);
 
-Tensor tensor(std::initializer_list<double> values, const Shape& shape, DType dtype, Device device) {
+Tensor tensor(std::initializer_list<double> values, const Shape& shape, DType dtype,
+              Device device) {
   return from_vector(std::vector<double>(values), shape).to(dtype).to(device);
 }
 
-Tensor uniform(const Shape& shape, double low, double high, std::optional<DType> dtype, std::optional<Device> device,
-               Generator* generator, bool requires_grad) {
+Tensor uniform(const Shape& shape, double low, double high, std::optional<DType> dtype,
+               std::optional<Device> device, Generator* generator, bool requires_grad) {
   const Device d = or_cpu(device);
   return leaf(call(uniform_op, {generator_for(generator, d, "uniform").state()},
                    FullAttrs{shape, or_float32(dtype), d, low, high}),
               requires_grad);
 }
 
-Tensor normal(const Shape& shape, double mean, double std, std::optional<DType> dtype, std::optional<Device> device,
-              Generator* generator, bool requires_grad) {
+Tensor normal(const Shape& shape, double mean, double std, std::optional<DType> dtype,
+              std::optional<Device> device, Generator* generator, bool requires_grad) {
   const Device d = or_cpu(device);
   return leaf(call(normal_op, {generator_for(generator, d, "normal").state()},
                    FullAttrs{shape, or_float32(dtype), d, mean, std}),
               requires_grad);
 }
 
-Tensor rand(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device, Generator* generator,
-            bool requires_grad) {
+Tensor rand(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device,
+            Generator* generator, bool requires_grad) {
   return uniform(shape, 0.0, 1.0, dtype, device, generator, requires_grad);
 }
-Tensor randn(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device, Generator* generator,
-             bool requires_grad) {
+Tensor randn(const Shape& shape, std::optional<DType> dtype, std::optional<Device> device,
+             Generator* generator, bool requires_grad) {
   return normal(shape, 0.0, 1.0, dtype, device, generator, requires_grad);
 }
 

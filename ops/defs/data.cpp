@@ -19,7 +19,9 @@ using cpu::StridedLoop;
 const OpDef& slice_grad_op();
 
 // Views: the output geometry is computed from the input's, on the same storage.
-TensorMeta view_meta(const Tensor& t) { return {t.shape(), t.strides(), t.offset(), t.dtype(), t.device()}; }
+TensorMeta view_meta(const Tensor& t) {
+  return {t.shape(), t.strides(), t.offset(), t.dtype(), t.device()};
+}
 
 int infer_reshape(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const Shape& shape = a.as<ReshapeAttrs>().shape;
@@ -49,7 +51,8 @@ int infer_permute(const OpDef&, std::span<const Tensor> in, const Attrs& a, Tens
 int infer_slice(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const auto& s = a.as<SliceAttrs>();
   out[0] = view_meta(in[0]);
-  // ceil((stop - start) / step) without forming stop - start + step, which overflows for huge steps.
+  // ceil((stop - start) / step) without forming stop - start + step, which overflows for huge
+  // steps.
   const int64_t len = s.stop > s.start ? (s.stop - s.start - 1) / s.step + 1 : 0;
   out[0].shape[s.axis] = len;
   // With two or more elements stride * step stays within the axis; with one the stride does
@@ -110,7 +113,9 @@ int infer_to_device(const OpDef&, std::span<const Tensor> in, const Attrs& a, Te
   out[0].device = a.as<DeviceAttrs>().device;
   return 1;
 }
-void bw_to_device(const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0].to(c.input_metas[0].device); }
+void bw_to_device(const BackwardCtx& c, Tensor* g) {
+  g[0] = c.grads[0].to(c.input_metas[0].device);
+}
 
 int infer_concat(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const int axis = a.as<AxisAttrs>().axis;
@@ -123,8 +128,8 @@ int infer_concat(const OpDef&, std::span<const Tensor> in, const Attrs& a, Tenso
     for (int d = 0; ok && d < shape.size(); ++d) ok = d == axis || in[i].shape()[d] == shape[d];
     ENCORE_CHECK(ok, ShapeError, "[concat] input ", i, " ", describe(in[i]),
                  " does not match input 0 ", describe(in[0]), " outside axis ", axis);
-    ENCORE_CHECK(!__builtin_add_overflow(shape[axis], in[i].shape()[axis], &shape[axis]), ShapeError,
-                 "[concat] the inputs' sizes along axis ", axis, " overflow int64");
+    ENCORE_CHECK(!__builtin_add_overflow(shape[axis], in[i].shape()[axis], &shape[axis]),
+                 ShapeError, "[concat] the inputs' sizes along axis ", axis, " overflow int64");
   }
   out[0] = defs::meta(shape, in[0].dtype(), in[0].device());
   return 1;
@@ -150,8 +155,8 @@ void bw_slice_grad(const BackwardCtx& c, Tensor* g) {
 
 int infer_flip(const OpDef&, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const int axis = a.as<AxisAttrs>().axis;
-  ENCORE_CHECK(axis >= 0 && axis < in[0].dim(), ShapeError, "[flip] axis ", axis, " out of range for ",
-               describe(in[0]));
+  ENCORE_CHECK(axis >= 0 && axis < in[0].dim(), ShapeError, "[flip] axis ", axis,
+               " out of range for ", describe(in[0]));
   out[0] = defs::meta_like(in[0]);
   return 1;
 }
@@ -171,15 +176,15 @@ int infer_fill(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, 
   attrs.as<ScalarAttrs>().value.check(in[0].dtype(), op.name);
   return 0;
 }
-int infer_inplace_scalar(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, TensorMeta*) {
+int infer_inplace_scalar(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs,
+                         TensorMeta*) {
   attrs.as<ScalarAttrs>().value.check_operand(in[0].dtype(), op.name);
   return 0;
 }
 
-
-
 // dst[i] = f(dst[i], src[i]) over dst's shape, src broadcast to it.
-template <class TD, class TS, class F> void update(const TensorRef& dst, const TensorRef& src, F f) {
+template <class TD, class TS, class F>
+void update(const TensorRef& dst, const TensorRef& src, F f) {
   TD* d = dst.ptr<TD>();
   const TS* s = src.ptr<const TS>();
   const int64_t n = dst.numel();
@@ -219,7 +224,9 @@ void copy_inplace_kernel(const KernelCtx& c) {
 }
 
 void add_inplace_kernel(const KernelCtx& c) {
-  visit_dtype(c.in[0].dtype, [&]<class T>() { update<T, T>(c.in[0], c.in[1], [](T d, T s) { return fn::wrap_add(d, s); }); });
+  visit_dtype(c.in[0].dtype, [&]<class T>() {
+    update<T, T>(c.in[0], c.in[1], [](T d, T s) { return fn::wrap_add(d, s); });
+  });
 }
 
 void cast_kernel(const KernelCtx& c) {
@@ -281,7 +288,6 @@ void flip_kernel(const KernelCtx& c) {
   visit_dtype(src.dtype, [&]<class T>() { update<T, T>(c.out[0], src, [](T, T s) { return s; }); });
 }
 
-
 Outputs one(const Tensor& t) { return {t}; }
 
 // ---- views -----------------------------------------------------------------------------
@@ -309,7 +315,8 @@ OpDef& transpose_op = define_op({
     .name = "transpose",
     .kind = OpKind::Composite,
     .signature = "transpose(x: Tensor, axis0: int, axis1: int) -> Tensor",
-    .invoke = [](const CallArgs& a) { return one(a.tensor(0).transpose(a.integer(1), a.integer(2))); },
+    .invoke =
+        [](const CallArgs& a) { return one(a.tensor(0).transpose(a.integer(1), a.integer(2))); },
     .examples = {{.inputs = {{{2, 3, 4}}}, .args = "axis0=0, axis1=-1"}},
 });
 OpDef& slice_op = define_op({
@@ -329,7 +336,10 @@ OpDef& expand_op = define_op({
     .infer = infer_expand,
     .backward = bw_expand,
     .examples = {{.inputs = {{{3, 1}}},
-                  .call = [](std::span<const Tensor> x) { return one(x[0].expand({2, 3, 4})); }}},
+                  .call =
+                      [](std::span<const Tensor> x) {
+                        return one(x[0].expand({2, 3, 4}));
+                      }}},
 });
 
 // ---- copies and conversions ------------------------------------------------------------
@@ -339,7 +349,8 @@ OpDef& copy_op = define_op({
     .backward = bw_identity,
     .cpu = {copy_kernel},
     .examples = {{.inputs = {{{3, 4}}},
-                  .call = [](std::span<const Tensor> x) { return one(x[0].transpose(0, 1).clone()); }}},
+                  .call =
+                      [](std::span<const Tensor> x) { return one(x[0].transpose(0, 1).clone()); }}},
 });
 OpDef& cast_op = define_op({
     .name = "cast",
@@ -348,7 +359,10 @@ OpDef& cast_op = define_op({
     .backward = bw_cast,
     .cpu = {cast_kernel},
     .examples = {{.inputs = {{{3, 4}}},
-                  .call = [](std::span<const Tensor> x) { return one(x[0].to(DType::Float32).to(DType::Float64)); },
+                  .call =
+                      [](std::span<const Tensor> x) {
+                        return one(x[0].to(DType::Float32).to(DType::Float64));
+                      },
                   .gradcheck_eps = 1e-2}},
 });
 // A transfer runs on the accelerator side, which can address both memories; CPU to CPU is a copy.
@@ -360,7 +374,8 @@ OpDef& to_device_op = define_op({
     .backward = bw_to_device,
     .cpu = {copy_kernel},
     .examples = {{.inputs = {{{3, 4}}},
-                  .call = [](std::span<const Tensor> x) { return one(x[0].to(Device::cpu()) * 1.0); }}},
+                  .call =
+                      [](std::span<const Tensor> x) { return one(x[0].to(Device::cpu()) * 1.0); }}},
 });
 OpDef& concat_op = define_op({
     .name = "concat",
@@ -398,10 +413,12 @@ OpDef& slice_grad_row = define_op({
     .infer = infer_slice_grad,
     .backward = bw_slice_grad,
     .cpu = {slice_grad_kernel},
-    .examples = {{.inputs = {{{3, 3}}},
-                  .call = [](std::span<const Tensor> x) {
-                    return one(call(slice_grad_op(), {x[0]}, SliceAttrs{1, 1, 6, 2, Shape{3, 7}}));
-                  }}},
+    .examples =
+        {{.inputs = {{{3, 3}}},
+          .call =
+              [](std::span<const Tensor> x) {
+                return one(call(slice_grad_op(), {x[0]}, SliceAttrs{1, 1, 6, 2, Shape{3, 7}}));
+              }}},
 });
 const OpDef& slice_grad_op() { return slice_grad_row; }
 
@@ -416,7 +433,10 @@ OpDef& copy_inplace_op = define_op({
     .infer = infer_inplace_binary,
     .cpu = {copy_inplace_kernel},
     .examples = {{.inputs = {{{3, 4}}, {{4}}},
-                  .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().copy_(x[1])); }}},
+                  .call =
+                      [](std::span<const Tensor> x) {
+                        return one(x[0].detach().clone().copy_(x[1]));
+                      }}},
 });
 OpDef& add_inplace_op = define_op({
     .name = "add_",
@@ -426,8 +446,9 @@ OpDef& add_inplace_op = define_op({
     .mutates = 1,
     .infer = infer_inplace_binary,
     .cpu = {add_inplace_kernel},
-    .examples = {{.inputs = {{{3, 4}}, {{4}}},
-                  .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().add_(x[1])); }}},
+    .examples =
+        {{.inputs = {{{3, 4}}, {{4}}},
+          .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().add_(x[1])); }}},
 });
 OpDef& fill_op = define_op({
     .name = "fill_",
@@ -437,7 +458,10 @@ OpDef& fill_op = define_op({
     .infer = infer_fill,
     .cpu = {fill_kernel},
     .examples = {{.inputs = {{{3, 4}}},
-                  .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().transpose(0, 1).fill_(2.5)); }}},
+                  .call =
+                      [](std::span<const Tensor> x) {
+                        return one(x[0].detach().clone().transpose(0, 1).fill_(2.5));
+                      }}},
 });
 OpDef& add_scalar_inplace_op = define_op({
     .name = "add_scalar_",
@@ -446,8 +470,9 @@ OpDef& add_scalar_inplace_op = define_op({
     .attrs = &attrs_of<ScalarAttrs>,
     .infer = infer_inplace_scalar,
     .cpu = {add_scalar_inplace_kernel},
-    .examples = {{.inputs = {{{3, 4}}},
-                  .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().add_(1.5)); }}},
+    .examples =
+        {{.inputs = {{{3, 4}}},
+          .call = [](std::span<const Tensor> x) { return one(x[0].detach().clone().add_(1.5)); }}},
 });
 
 }  // namespace
@@ -461,7 +486,8 @@ Tensor Tensor::reshape(const Shape& requested) const {
   for (int i = 0; i < shape.size(); ++i) {
     ENCORE_CHECK(shape[i] >= -1, ShapeError, "[reshape] invalid dimension in ", requested.str());
     if (shape[i] != -1) continue;
-    ENCORE_CHECK(infer < 0, ShapeError, "[reshape] only one dimension may be -1 in ", requested.str());
+    ENCORE_CHECK(infer < 0, ShapeError, "[reshape] only one dimension may be -1 in ",
+                 requested.str());
     infer = i;
     shape[i] = 1;  // for the element count of the known dims
   }
@@ -471,8 +497,8 @@ Tensor Tensor::reshape(const Shape& requested) const {
                  this->shape().str(), " into ", requested.str());
     shape[infer] = numel() / known;
   }
-  ENCORE_CHECK(infer >= 0 || known == numel(), ShapeError, "[reshape] cannot reshape ", this->shape().str(),
-               " (", numel(), " elements) into ", requested.str());
+  ENCORE_CHECK(infer >= 0 || known == numel(), ShapeError, "[reshape] cannot reshape ",
+               this->shape().str(), " (", numel(), " elements) into ", requested.str());
   Strides st;
   if (!view_strides(this->shape(), strides(), shape, st)) return contiguous().reshape(shape);
   return call(reshape_op, {*this}, ReshapeAttrs{shape});
@@ -489,7 +515,8 @@ Tensor Tensor::permute(const std::vector<int64_t>& order) const {
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
   std::vector<int64_t> order(dim());
   std::iota(order.begin(), order.end(), 0);
-  std::swap(order[normalize_axis(a, dim(), "transpose")], order[normalize_axis(b, dim(), "transpose")]);
+  std::swap(order[normalize_axis(a, dim(), "transpose")],
+            order[normalize_axis(b, dim(), "transpose")]);
   return permute(order);
 }
 
@@ -501,7 +528,9 @@ Tensor Tensor::slice(int64_t axis, int64_t start, int64_t stop, int64_t step) co
   return call(slice_op, {*this}, SliceAttrs{ax, clamp(start), clamp(stop), step, shape()});
 }
 
-Tensor Tensor::expand(const Shape& shape) const { return call(expand_op, {*this}, ExpandAttrs{shape}); }
+Tensor Tensor::expand(const Shape& shape) const {
+  return call(expand_op, {*this}, ExpandAttrs{shape});
+}
 
 Tensor Tensor::squeeze(int64_t axis) const {
   const int ax = normalize_axis(axis, dim(), "squeeze");

@@ -38,7 +38,8 @@ int infer_dense(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, Te
 }
 
 void bw_dense(const BackwardCtx& c, Tensor* g) {
-  const Tensor gy = activation_backward(c.attrs.as<ActivationAttrs>().activation, c.grads[0], c.outputs[0]);
+  const Tensor gy =
+      activation_backward(c.attrs.as<ActivationAttrs>().activation, c.grads[0], c.outputs[0]);
   const Tensor& w = c.inputs[1];
   if (c.need(0)) g[0] = matmul(gy, w.transpose(0, 1));
   if (c.need(1)) {
@@ -70,7 +71,8 @@ struct DenseMatmul {
 // none (the BLAS path) otherwise.
 std::shared_ptr<void> prepare(const KernelCtx& c) {
   const int64_t k = c.in[1].shape[0], n = c.in[1].shape[1], rows = k ? c.in[0].numel() / k : 0;
-  if (c.in[0].dtype != DType::Float32 || rows == 0 || n == 0 || rows * n * k < kOnednnFrom) return nullptr;
+  if (c.in[0].dtype != DType::Float32 || rows == 0 || n == 0 || rows * n * k < kOnednnFrom)
+    return nullptr;
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
   auto p = std::make_shared<DenseMatmul>();
@@ -82,7 +84,8 @@ std::shared_ptr<void> prepare(const KernelCtx& c) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   attr.set_post_ops(cpu::activation_post_ops(c.attrs.as<ActivationAttrs>().activation));
   try {
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, p->weights, p->bias, p->dst), attr, onednn_engine());
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, p->weights, p->bias, p->dst),
+                                          attr, onednn_engine());
     p->primitive = dnnl::matmul(pd);
     p->scratchpad = pd.scratchpad_desc();
   } catch (const dnnl::error& e) {
@@ -94,11 +97,12 @@ std::shared_ptr<void> prepare(const KernelCtx& c) {
 void onednn_dense(const DenseMatmul& p, const KernelCtx& c) {
   dnnl::stream& stream = cpu::onednn_stream();
   std::byte* scratch = cpu::thread_scratch(0, p.scratchpad.get_size());
-  p.primitive.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(p.src, onednn_engine(), c.in[0].data)},
-                               {DNNL_ARG_WEIGHTS, dnnl::memory(p.weights, onednn_engine(), c.in[1].data)},
-                               {DNNL_ARG_BIAS, dnnl::memory(p.bias, onednn_engine(), c.in[2].data)},
-                               {DNNL_ARG_DST, dnnl::memory(p.dst, onednn_engine(), c.out[0].data)},
-                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, onednn_engine(), scratch)}});
+  p.primitive.execute(
+      stream, {{DNNL_ARG_SRC, dnnl::memory(p.src, onednn_engine(), c.in[0].data)},
+               {DNNL_ARG_WEIGHTS, dnnl::memory(p.weights, onednn_engine(), c.in[1].data)},
+               {DNNL_ARG_BIAS, dnnl::memory(p.bias, onednn_engine(), c.in[2].data)},
+               {DNNL_ARG_DST, dnnl::memory(p.dst, onednn_engine(), c.out[0].data)},
+               {DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, onednn_engine(), scratch)}});
   stream.wait();
   const Activation act = c.attrs.as<ActivationAttrs>().activation;
   if (cpu::activation_after_primitive(act)) {
@@ -110,15 +114,19 @@ void onednn_dense(const DenseMatmul& p, const KernelCtx& c) {
 void dense_kernel(const KernelCtx& c) {
   if (c.state) return onednn_dense(*static_cast<const DenseMatmul*>(c.state), c);
   const TensorRef &x = c.in[0], &w = c.in[1], &b = c.in[2], &y = c.out[0];
-  const int64_t k = w.shape[0], n = w.shape[1], rows = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
+  const int64_t k = w.shape[0], n = w.shape[1],
+                rows = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
   const Activation act = c.attrs.as<ActivationAttrs>().activation;
   visit_float(x.dtype, [&]<class T>() {
     const int64_t block = block_rows(n, sizeof(T));
     for (int64_t r = 0; r < rows; r += block) {
       const int64_t m = std::min(block, rows - r);
       T* out = y.ptr<T>() + r * n;
-      if (k == 0) std::memset(out, 0, m * n * sizeof(T));
-      else if (n > 0) cpu::gemm(false, false, m, n, k, x.ptr<const T>() + r * k, k, w.ptr<const T>(), n, T(0), out, n);
+      if (k == 0)
+        std::memset(out, 0, m * n * sizeof(T));
+      else if (n > 0)
+        cpu::gemm(false, false, m, n, k, x.ptr<const T>() + r * k, k, w.ptr<const T>(), n, T(0),
+                  out, n);
       bias_activation(out, b.ptr<const T>(), m, n, act);
     }
   });
@@ -138,9 +146,11 @@ OpDef& dense_op = define_op({
     .invoke = [](const CallArgs& a) -> Outputs {
       return {dense(a.tensor(0), a.tensor(1), a.tensor(2), parse_activation(a.string(3)))};
     },
-    .doc = "activation(x @ w + b) in one kernel (x: (..., features), w: (features, units), b: (units,)): "
-           "on the CPU oneDNN's matmul with post-ops for large products, else the BLAS GEMM with bias "
-           "and activation applied to each block of output rows while it is in cache",
+    .doc =
+        "activation(x @ w + b) in one kernel (x: (..., features), w: (features, units), b: "
+        "(units,)): "
+        "on the CPU oneDNN's matmul with post-ops for large products, else the BLAS GEMM with bias "
+        "and activation applied to each block of output rows while it is in cache",
     .examples = {{.inputs = {{{2, 3, 4}}, {{4, 5}}, {{5}}}, .args = "activation='tanh'"},
                  {.inputs = {{{4}}, {{4, 3}}, {{3}}}, .args = "activation='sigmoid'"},  // a 1-D x
                  {.inputs = {{{0, 4}}, {{4, 3}}, {{3}}}}},

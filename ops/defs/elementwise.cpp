@@ -1,9 +1,9 @@
 // Elementwise ops (one input, or two with NumPy broadcasting): their rows, shape inference,
 // backward formulas, CPU kernels (contiguous fast paths, else strided loops) and public
 // functions. The math is the functors of ops/functors.h, shared with the CUDA kernels.
+#include "ops/elementwise.h"
 #include "ops/cpu/loops.h"
 #include "ops/defs/common.h"
-#include "ops/elementwise.h"
 #include "ops/epilogue.h"
 #include "ops/sigmoid_origin.h"
 
@@ -31,24 +31,29 @@ Tensor operand(const Tensor& like, Scalar v, const char* op) {
 
 template <DTypeClass C>
 int infer_unary(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
-  if constexpr (C == DTypeClass::Float) defs::require_float(op.name, in[0]);
-  else check_scalars(op.name, attrs, in[0].dtype());
+  if constexpr (C == DTypeClass::Float)
+    defs::require_float(op.name, in[0]);
+  else
+    check_scalars(op.name, attrs, in[0].dtype());
   out[0] = defs::meta_like(in[0]);
   return 1;
 }
 
 int infer_binary(const OpDef& op, std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
   defs::require_same_dtype(op.name, in[0], in[1]);
-  out[0] = defs::meta(broadcast_shapes(in[0].shape(), in[1].shape(), op.name), in[0].dtype(), in[0].device());
+  out[0] = defs::meta(broadcast_shapes(in[0].shape(), in[1].shape(), op.name), in[0].dtype(),
+                      in[0].device());
   return 1;
 }
 
-int infer_float_binary(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+int infer_float_binary(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs,
+                       TensorMeta* out) {
   defs::require_float(op.name, in[0]);
   return infer_binary(op, in, attrs, out);
 }
 
-int infer_activation_grad(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+int infer_activation_grad(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs,
+                          TensorMeta* out) {
   const Activation a = attrs.as<ActivationAttrs>().activation;
   ENCORE_CHECK(fusable_activation(a), ValueError, "[", op.name,
                "] has no gradient from the output of activation '", name(a), "'");
@@ -147,15 +152,16 @@ template <class F, DTypeClass C> void unary_kernel(const KernelCtx& c) {
 
 template <class F, DTypeClass C = DTypeClass::Numeric> void binary_kernel(const KernelCtx& c) {
   const auto run = [&]<class T>() { binary<F, T>(c.in[0], c.in[1], c.out[0], F{}); };
-  if constexpr (C == DTypeClass::Float) visit_float(c.in[0].dtype, run);
-  else visit_dtype(c.in[0].dtype, run);
+  if constexpr (C == DTypeClass::Float)
+    visit_float(c.in[0].dtype, run);
+  else
+    visit_dtype(c.in[0].dtype, run);
 }
 
 void activation_grad_kernel(const KernelCtx& c) {
   with_activation_grad(c.attrs.as<ActivationAttrs>().activation, c.op,
                        [&]<class F>(F) { binary_kernel<F, DTypeClass::Float>(c); });
 }
-
 
 const Scalar& scalar(const Attrs& a) { return a.as<ScalarAttrs>().value; }
 
@@ -180,8 +186,9 @@ ElementwiseParts elementwise(std::string_view name) {
 }
 
 // Rows of one-input ops.
-OpDef unary(const char* name, BackwardFn backward, Save save, const char* signature, InvokeFn invoke,
-            ExampleInput::Values values, const AttrType* attrs = nullptr, Example example = {}) {
+OpDef unary(const char* name, BackwardFn backward, Save save, const char* signature,
+            InvokeFn invoke, ExampleInput::Values values, const AttrType* attrs = nullptr,
+            Example example = {}) {
   const ElementwiseParts parts = elementwise(name);
   // `example`'s call on a matrix, a 0-d tensor and an empty one.
   std::vector<Example> examples;
@@ -203,8 +210,8 @@ OpDef unary(const char* name, BackwardFn backward, Save save, const char* signat
 
 // Rows of two-input ops; the examples broadcast a row over a matrix, both operands over each
 // other, and an empty operand.
-OpDef binary(const char* name, BackwardFn backward, Save save, const char* signature, InvokeFn invoke,
-             ExampleInput::Values values) {
+OpDef binary(const char* name, BackwardFn backward, Save save, const char* signature,
+             InvokeFn invoke, ExampleInput::Values values) {
   const ElementwiseParts parts = elementwise(name);
   return {.name = name,
           .min_inputs = 2,
@@ -220,7 +227,9 @@ OpDef binary(const char* name, BackwardFn backward, Save save, const char* signa
                        {.inputs = {{{0, 4}, values}, {{1, 4}, values}}}}};
 }
 
-template <Tensor (*F)(const Tensor&)> Outputs invoke1(const CallArgs& a) { return {F(a.tensor(0))}; }
+template <Tensor (*F)(const Tensor&)> Outputs invoke1(const CallArgs& a) {
+  return {F(a.tensor(0))};
+}
 
 // The two-input public functions take a tensor or a number as their second operand.
 template <Tensor (*F)(const Tensor&, const Tensor&), Tensor (*S)(const Tensor&, Scalar)>
@@ -260,41 +269,55 @@ using enum DTypeClass;
 using enum ExampleInput::Values;
 
 // ---- one input -------------------------------------------------------------------------
-OpDef& neg_op = define_op(unary("neg",
-    [](const BackwardCtx& c, Tensor* g) { g[0] = neg(c.grads[0]); }, Save::None,
+OpDef& neg_op = define_op(unary(
+    "neg", [](const BackwardCtx& c, Tensor* g) { g[0] = neg(c.grads[0]); }, Save::None,
     "neg(x: Tensor) -> Tensor", invoke1<neg>, Uniform));
-OpDef& exp_op = define_op(unary("exp",
-    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * c.outputs[0]; }, Save::Outputs,
+OpDef& exp_op = define_op(unary(
+    "exp", [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * c.outputs[0]; }, Save::Outputs,
     "exp(x: Tensor) -> Tensor", invoke1<exp>, Uniform));
-OpDef& log_op = define_op(unary("log",
-    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] / c.inputs[0]; }, Save::Inputs,
+OpDef& log_op = define_op(unary(
+    "log", [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] / c.inputs[0]; }, Save::Inputs,
     "log(x: Tensor) -> Tensor", invoke1<log>, Positive));
-OpDef& sqrt_op = define_op(unary("sqrt",
-    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] / (c.outputs[0] * 2.0); }, Save::Outputs,
-    "sqrt(x: Tensor) -> Tensor", invoke1<sqrt>, Positive));
-OpDef& erf_op = define_op(unary("erf",
+OpDef& sqrt_op = define_op(unary(
+    "sqrt", [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] / (c.outputs[0] * 2.0); },
+    Save::Outputs, "sqrt(x: Tensor) -> Tensor", invoke1<sqrt>, Positive));
+OpDef& erf_op = define_op(unary(
+    "erf",
     [](const BackwardCtx& c, Tensor* g) {
       const Tensor& x = c.inputs[0];
       g[0] = c.grads[0] * (exp(neg(x * x)) * 1.12837916709551257390);  // 2 / sqrt(pi)
     },
     Save::Inputs, "erf(x: Tensor) -> Tensor", invoke1<erf>, Uniform));
-OpDef& tanh_op = define_op(unary("tanh",
-    [](const BackwardCtx& c, Tensor* g) { g[0] = activation_backward(Activation::Tanh, c.grads[0], c.outputs[0]); },
+OpDef& tanh_op = define_op(unary(
+    "tanh",
+    [](const BackwardCtx& c, Tensor* g) {
+      g[0] = activation_backward(Activation::Tanh, c.grads[0], c.outputs[0]);
+    },
     Save::Outputs, "tanh(x: Tensor) -> Tensor", invoke1<tanh>, Uniform));
-OpDef& sigmoid_op = define_op(unary("sigmoid",
-    [](const BackwardCtx& c, Tensor* g) { g[0] = activation_backward(Activation::Sigmoid, c.grads[0], c.outputs[0]); },
+OpDef& sigmoid_op = define_op(unary(
+    "sigmoid",
+    [](const BackwardCtx& c, Tensor* g) {
+      g[0] = activation_backward(Activation::Sigmoid, c.grads[0], c.outputs[0]);
+    },
     Save::Outputs, "sigmoid(x: Tensor) -> Tensor", invoke1<sigmoid>, Uniform));
-OpDef& relu_op = define_op(unary("relu",
+OpDef& relu_op = define_op(unary(
+    "relu",
     // The input has the output's sign: the saved input serves activation_grad as the output would.
-    [](const BackwardCtx& c, Tensor* g) { g[0] = activation_backward(Activation::Relu, c.grads[0], c.inputs[0]); },
+    [](const BackwardCtx& c, Tensor* g) {
+      g[0] = activation_backward(Activation::Relu, c.grads[0], c.inputs[0]);
+    },
     Save::Inputs, "relu(x: Tensor) -> Tensor", invoke1<relu>, Uniform));
-OpDef& abs_op = define_op(unary("abs",
-    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * (gt(c.inputs[0], 0) - lt(c.inputs[0], 0)); },
+OpDef& abs_op = define_op(unary(
+    "abs",
+    [](const BackwardCtx& c, Tensor* g) {
+      g[0] = c.grads[0] * (gt(c.inputs[0], 0) - lt(c.inputs[0], 0));
+    },
     Save::Inputs, "abs(x: Tensor) -> Tensor", invoke1<abs>, Uniform));
-OpDef& softplus_op = define_op(unary("softplus",
-    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * sigmoid(c.inputs[0]); }, Save::Inputs,
-    "softplus(x: Tensor) -> Tensor", invoke1<softplus>, Uniform));
-OpDef& leaky_relu_op = define_op(unary("leaky_relu",
+OpDef& softplus_op = define_op(unary(
+    "softplus", [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * sigmoid(c.inputs[0]); },
+    Save::Inputs, "softplus(x: Tensor) -> Tensor", invoke1<softplus>, Uniform));
+OpDef& leaky_relu_op = define_op(unary(
+    "leaky_relu",
     [](const BackwardCtx& c, Tensor* g) {
       const double alpha = scalar(c.attrs).d;
       g[0] = c.grads[0] * (gt(c.inputs[0], 0) * (1.0 - alpha) + alpha);
@@ -302,56 +325,71 @@ OpDef& leaky_relu_op = define_op(unary("leaky_relu",
     Save::Inputs, "leaky_relu(x: Tensor, alpha: float = 0.3) -> Tensor",
     [](const CallArgs& a) -> Outputs { return {leaky_relu(a.tensor(0), a.real(1))}; }, Uniform,
     &attrs_of<ScalarAttrs>, {.args = "alpha=0.2"}));
-OpDef& pow_scalar_op = define_op(unary("pow_scalar",
-    [](const BackwardCtx& c, Tensor* g) {
-      const double p = scalar(c.attrs).d;
-      g[0] = c.grads[0] * (pow(c.inputs[0], p - 1.0) * p);
-    },
-    Save::Inputs, nullptr, nullptr, Positive, &attrs_of<ScalarAttrs>,
-    {.call = [](std::span<const Tensor> x) -> Outputs { return {pow(x[0], 2.5)}; }}));
-OpDef& add_scalar_op = define_op(unary("add_scalar",
-    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0]; }, Save::None, nullptr, nullptr, Uniform,
-    &attrs_of<ScalarAttrs>, {.call = [](std::span<const Tensor> x) -> Outputs { return {x[0] + 2.0}; }}));
-OpDef& mul_scalar_op = define_op(unary("mul_scalar",
-    [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * scalar(c.attrs); }, Save::None, nullptr,
-    nullptr, Uniform, &attrs_of<ScalarAttrs>,
+OpDef& pow_scalar_op = define_op(
+    unary("pow_scalar",
+          [](const BackwardCtx& c, Tensor* g) {
+            const double p = scalar(c.attrs).d;
+            g[0] = c.grads[0] * (pow(c.inputs[0], p - 1.0) * p);
+          },
+          Save::Inputs, nullptr, nullptr, Positive, &attrs_of<ScalarAttrs>,
+          {.call = [](std::span<const Tensor> x) -> Outputs { return {pow(x[0], 2.5)}; }}));
+OpDef& add_scalar_op =
+    define_op(unary("add_scalar", [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0]; },
+                    Save::None, nullptr, nullptr, Uniform, &attrs_of<ScalarAttrs>,
+                    {.call = [](std::span<const Tensor> x) -> Outputs { return {x[0] + 2.0}; }}));
+OpDef& mul_scalar_op = define_op(unary(
+    "mul_scalar", [](const BackwardCtx& c, Tensor* g) { g[0] = c.grads[0] * scalar(c.attrs); },
+    Save::None, nullptr, nullptr, Uniform, &attrs_of<ScalarAttrs>,
     {.call = [](std::span<const Tensor> x) -> Outputs { return {x[0] * -3.0}; }}));
-OpDef& clip_op = define_op(unary("clip",
+OpDef& clip_op = define_op(unary(
+    "clip",
     [](const BackwardCtx& c, Tensor* g) {
       const auto& a = c.attrs.as<ClipAttrs>();
       const Tensor& x = c.inputs[0];
       g[0] = c.grads[0] * (ge(x, full_like(x, a.lo)) * le(x, full_like(x, a.hi)));
     },
     Save::Inputs, "clip(x: Tensor, min: float, max: float) -> Tensor",
-    [](const CallArgs& a) -> Outputs { return {clip(a.tensor(0), a.scalar(1), a.scalar(2))}; }, Uniform,
-    &attrs_of<ClipAttrs>, {.args = "min=-0.5, max=0.5"}));
+    [](const CallArgs& a) -> Outputs { return {clip(a.tensor(0), a.scalar(1), a.scalar(2))}; },
+    Uniform, &attrs_of<ClipAttrs>, {.args = "min=-0.5, max=0.5"}));
 
 // ---- two inputs ------------------------------------------------------------------------
-OpDef& add_op = define_op(binary("add", bw_add, Save::None,
-    "add(a: Tensor, b: Tensor | float) -> Tensor", invoke2<add, add>, Uniform));
-OpDef& sub_op = define_op(binary("sub", bw_sub, Save::None,
-    "sub(a: Tensor, b: Tensor | float) -> Tensor", invoke2<sub, sub>, Uniform));
-OpDef& mul_op = define_op(binary("mul", bw_mul, Save::Inputs,
-    "mul(a: Tensor, b: Tensor | float) -> Tensor", invoke2<mul, mul>, Uniform));
-OpDef& div_op = define_op(binary("div", bw_div, Save::Inputs | Save::Outputs,
-    "div(a: Tensor, b: Tensor | float) -> Tensor", invoke2<div, div>, Positive));
+OpDef& add_op =
+    define_op(binary("add", bw_add, Save::None, "add(a: Tensor, b: Tensor | float) -> Tensor",
+                     invoke2<add, add>, Uniform));
+OpDef& sub_op =
+    define_op(binary("sub", bw_sub, Save::None, "sub(a: Tensor, b: Tensor | float) -> Tensor",
+                     invoke2<sub, sub>, Uniform));
+OpDef& mul_op =
+    define_op(binary("mul", bw_mul, Save::Inputs, "mul(a: Tensor, b: Tensor | float) -> Tensor",
+                     invoke2<mul, mul>, Uniform));
+OpDef& div_op =
+    define_op(binary("div", bw_div, Save::Inputs | Save::Outputs,
+                     "div(a: Tensor, b: Tensor | float) -> Tensor", invoke2<div, div>, Positive));
 OpDef& maximum_op = define_op(binary("maximum", bw_maximum, Save::Inputs,
-    "maximum(a: Tensor, b: Tensor | float) -> Tensor", invoke2<maximum, maximum>, Distinct));
+                                     "maximum(a: Tensor, b: Tensor | float) -> Tensor",
+                                     invoke2<maximum, maximum>, Distinct));
 OpDef& minimum_op = define_op(binary("minimum", bw_minimum, Save::Inputs,
-    "minimum(a: Tensor, b: Tensor | float) -> Tensor", invoke2<minimum, minimum>, Distinct));
+                                     "minimum(a: Tensor, b: Tensor | float) -> Tensor",
+                                     invoke2<minimum, minimum>, Distinct));
 // Comparisons: 1/0 masks in the inputs' dtype, not differentiable.
-OpDef& eq_op = define_op(binary("eq", nullptr, Save::None,
-    "eq(a: Tensor, b: Tensor | float) -> Tensor", invoke2<eq, eq>, Uniform));
-OpDef& ne_op = define_op(binary("ne", nullptr, Save::None,
-    "ne(a: Tensor, b: Tensor | float) -> Tensor", invoke2<ne, ne>, Uniform));
-OpDef& gt_op = define_op(binary("gt", nullptr, Save::None,
-    "gt(a: Tensor, b: Tensor | float) -> Tensor", invoke2<gt, gt>, Uniform));
-OpDef& ge_op = define_op(binary("ge", nullptr, Save::None,
-    "ge(a: Tensor, b: Tensor | float) -> Tensor", invoke2<ge, ge>, Uniform));
-OpDef& lt_op = define_op(binary("lt", nullptr, Save::None,
-    "lt(a: Tensor, b: Tensor | float) -> Tensor", invoke2<lt, lt>, Uniform));
-OpDef& le_op = define_op(binary("le", nullptr, Save::None,
-    "le(a: Tensor, b: Tensor | float) -> Tensor", invoke2<le, le>, Uniform));
+OpDef& eq_op =
+    define_op(binary("eq", nullptr, Save::None, "eq(a: Tensor, b: Tensor | float) -> Tensor",
+                     invoke2<eq, eq>, Uniform));
+OpDef& ne_op =
+    define_op(binary("ne", nullptr, Save::None, "ne(a: Tensor, b: Tensor | float) -> Tensor",
+                     invoke2<ne, ne>, Uniform));
+OpDef& gt_op =
+    define_op(binary("gt", nullptr, Save::None, "gt(a: Tensor, b: Tensor | float) -> Tensor",
+                     invoke2<gt, gt>, Uniform));
+OpDef& ge_op =
+    define_op(binary("ge", nullptr, Save::None, "ge(a: Tensor, b: Tensor | float) -> Tensor",
+                     invoke2<ge, ge>, Uniform));
+OpDef& lt_op =
+    define_op(binary("lt", nullptr, Save::None, "lt(a: Tensor, b: Tensor | float) -> Tensor",
+                     invoke2<lt, lt>, Uniform));
+OpDef& le_op =
+    define_op(binary("le", nullptr, Save::None, "le(a: Tensor, b: Tensor | float) -> Tensor",
+                     invoke2<le, le>, Uniform));
 
 // ---- fused for training: gradients that backward formulas call, and a loss -------------
 OpDef& activation_grad_op = define_op({
@@ -380,7 +418,8 @@ OpDef& binary_crossentropy_logits_grad_op = define_op({
 
 void bw_binary_crossentropy_logits(const BackwardCtx& c, Tensor* g) {
   const Tensor &z = c.inputs[0], &y = c.inputs[1];
-  if (c.need(0)) g[0] = sum_to(c.grads[0] * call(binary_crossentropy_logits_grad_op, {z, y}), c.input_shape(0));
+  if (c.need(0))
+    g[0] = sum_to(c.grads[0] * call(binary_crossentropy_logits_grad_op, {z, y}), c.input_shape(0));
   if (c.need(1)) g[1] = sum_to(neg(c.grads[0]) * z, c.input_shape(1));
 }
 
@@ -393,7 +432,9 @@ OpDef& binary_crossentropy_logits_op = define_op({
     .backward = bw_binary_crossentropy_logits,
     .cpu = {elementwise("binary_crossentropy_logits").kernel},
     .examples = {{.inputs = {{{3, 4}, Uniform}, {{4}, Uniform}},
-                  .call = [](std::span<const Tensor> x) -> Outputs { return {binary_crossentropy_logits(x[0], x[1])}; }}},
+                  .call = [](std::span<const Tensor> x) -> Outputs {
+                    return {binary_crossentropy_logits(x[0], x[1])};
+                  }}},
 });
 
 // ---- compositions ----------------------------------------------------------------------
@@ -418,8 +459,11 @@ OpDef& activation_op = define_op({
     .name = "activation",
     .kind = OpKind::Composite,
     .signature = "activation(x: Tensor, name: str) -> Tensor",
-    .invoke = [](const CallArgs& a) -> Outputs { return {activation(a.tensor(0), parse_activation(a.string(1)))}; },
-    .doc = "Applies a Keras activation by name ('linear', 'relu', 'tanh', 'sigmoid', 'hard_sigmoid', 'gelu', "
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {activation(a.tensor(0), parse_activation(a.string(1)))};
+    },
+    .doc = "Applies a Keras activation by name ('linear', 'relu', 'tanh', 'sigmoid', "
+           "'hard_sigmoid', 'gelu', "
            "'softmax' over the last axis)",
     .examples = {{.inputs = {{{3, 4}}}, .args = "name='hard_sigmoid'"}},
 });
@@ -484,7 +528,8 @@ Tensor unchanged_sigmoid_logits(const Tensor& p) {
   const SigmoidOrigin* origin = sigmoid_origin(*p.impl());
   if (!origin) return {};
   const Tensor z(origin->logits);
-  const bool unchanged = origin->storage.lock() == p.storage() && p.storage()->version() == origin->version &&
+  const bool unchanged = origin->storage.lock() == p.storage() &&
+                         p.storage()->version() == origin->version &&
                          origin->logits_storage.lock() == z.storage() &&
                          z.storage()->version() == origin->logits_version;
   return unchanged ? z : Tensor();
@@ -492,15 +537,17 @@ Tensor unchanged_sigmoid_logits(const Tensor& p) {
 
 Tensor sigmoid(const Tensor& x) {
   Tensor p = call(sigmoid_op, {x});
-  kSigmoidOrigin.set(*p.impl(), std::make_shared<SigmoidOrigin>(SigmoidOrigin{
-                                    x.impl_ptr(), x.storage(), x.storage()->version(), p.storage(),
-                                    p.storage()->version()}));
+  kSigmoidOrigin.set(*p.impl(), std::make_shared<SigmoidOrigin>(
+                                    SigmoidOrigin{x.impl_ptr(), x.storage(), x.storage()->version(),
+                                                  p.storage(), p.storage()->version()}));
   return p;
 }
 Tensor relu(const Tensor& x) { return call(relu_op, {x}); }
 Tensor abs(const Tensor& x) { return call(abs_op, {x}); }
 Tensor softplus(const Tensor& x) { return call(softplus_op, {x}); }
-Tensor leaky_relu(const Tensor& x, double alpha) { return call(leaky_relu_op, {x}, ScalarAttrs{alpha}); }
+Tensor leaky_relu(const Tensor& x, double alpha) {
+  return call(leaky_relu_op, {x}, ScalarAttrs{alpha});
+}
 Tensor pow(const Tensor& x, double p) { return call(pow_scalar_op, {x}, ScalarAttrs{p}); }
 Tensor clip(const Tensor& x, Scalar min, Scalar max) {
   ENCORE_CHECK(!(min.integral && max.integral ? min.i > max.i : min.d > max.d), ValueError,

@@ -58,8 +58,7 @@ void bw_embedding_backward(const BackwardCtx& c, Tensor* g) {
   g[0] = embedding(c.grads[0], c.inputs[1]);
 }
 
-template <class I>
-int64_t index_at(const TensorRef& indices, int64_t n) {
+template <class I> int64_t index_at(const TensorRef& indices, int64_t n) {
   return indices.ptr<const I>()[n];
 }
 
@@ -69,8 +68,7 @@ int64_t index_at(const TensorRef& indices, int64_t n) {
                                indices.shape.str(), ") is out of range for input_dim ", input_dim));
 }
 
-template <class T, class I>
-void embedding_cpu(const KernelCtx& c) {
+template <class T, class I> void embedding_cpu(const KernelCtx& c) {
   const TensorRef &table = c.in[0], &indices = c.in[1];
   const int64_t rows = table.shape[0], width = table.shape[1], count = indices.numel();
   const T* t = table.ptr<const T>();
@@ -82,8 +80,7 @@ void embedding_cpu(const KernelCtx& c) {
   }
 }
 
-template <class T, class I>
-void embedding_backward_cpu(const KernelCtx& c) {
+template <class T, class I> void embedding_backward_cpu(const KernelCtx& c) {
   const TensorRef &g = c.in[0], &indices = c.in[1], &out = c.out[0];
   const int64_t rows = out.shape[0], width = out.shape[1], count = indices.numel();
   const T* gp = g.ptr<const T>();
@@ -96,8 +93,7 @@ void embedding_backward_cpu(const KernelCtx& c) {
   }
 }
 
-template <bool Backward>
-void embedding_kernel(const KernelCtx& c) {
+template <bool Backward> void embedding_kernel(const KernelCtx& c) {
   visit_float(c.in[0].dtype, [&]<class T>() {
     auto run = [&]<class I>() {
       if constexpr (Backward)

@@ -30,7 +30,8 @@ void bw_gru_cell(const BackwardCtx& c, Tensor* g) {
 }
 
 // gru_cell_backward(xz, hz, h_prev, grad_h) -> (grad_xz, grad_hz, grad_h_prev)
-int infer_gru_cell_backward(const OpDef&, std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
+int infer_gru_cell_backward(const OpDef&, std::span<const Tensor> in, const Attrs&,
+                            TensorMeta* out) {
   ENCORE_CHECK(in[3].shape() == in[2].shape() && in[3].dtype() == in[2].dtype(), ShapeError,
                "[gru_cell_backward] gradient ", describe(in[3]), " does not match the state ",
                describe(in[2]));
@@ -66,16 +67,19 @@ OpDef& gru_cell_op = define_op({
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_gru_cell,
     .backward = bw_gru_cell,
-    .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { gru_cell_cpu<T>(c); }); }},
+    .cpu = {[](const KernelCtx& c) {
+      visit_float(c.in[0].dtype, [&]<class T>() { gru_cell_cpu<T>(c); });
+    }},
     .signature = "gru_cell(xz: Tensor, hz: Tensor, h_prev: Tensor, activation: str = 'tanh', "
                  "recurrent_activation: str = 'sigmoid') -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs {
       return {gru_cell(a.tensor(0), a.tensor(1), a.tensor(2), parse_activation(a.string(3)),
                        parse_activation(a.string(4)))};
     },
-    .doc = "One fused GRU step (Keras reset_after=True) on the input projection xz = x W + b_in and "
-           "the recurrent one hz = h_prev R + b_rec, both (batch, 3*units) in gate order z, r, h: "
-           "returns the new state",
+    .doc =
+        "One fused GRU step (Keras reset_after=True) on the input projection xz = x W + b_in and "
+        "the recurrent one hz = h_prev R + b_rec, both (batch, 3*units) in gate order z, r, h: "
+        "returns the new state",
     .examples = {{.inputs = {{{2, 9}}, {{2, 9}}, {{2, 3}}}}},
 });
 OpDef& gru_cell_backward_row = define_op({
@@ -85,10 +89,13 @@ OpDef& gru_cell_backward_row = define_op({
     .contiguous_inputs = true,
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_gru_cell_backward,
-    .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { gru_cell_backward_cpu<T>(c); }); }},
+    .cpu = {[](const KernelCtx& c) {
+      visit_float(c.in[0].dtype, [&]<class T>() { gru_cell_backward_cpu<T>(c); });
+    }},
     .examples = {{.inputs = {{{2, 9}}, {{2, 9}}, {{2, 3}}, {{2, 3}}},
                   .call = [](std::span<const Tensor> x) -> Outputs {
-                    const OutList r = dispatch(gru_cell_backward_op(), x, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
+                    const OutList r = dispatch(gru_cell_backward_op(), x,
+                                               LstmAttrs{Activation::Tanh, Activation::Sigmoid});
                     return {r[0], r[1], r[2]};
                   }}},
 });

@@ -3,9 +3,9 @@
 // conversions are nodes of the traced graph, timed per node, and a graph pass
 // (graph/passes.h) removes a from_blocked -> to_blocked pair between two blocked convolutions.
 // Their time is also counted in the ledger (layout_reorders, layout_reorder_ns).
+#include "ops/layout.h"
 #include "core/ledger.h"
 #include "ops/defs/common.h"
-#include "ops/layout.h"
 
 namespace encore {
 namespace {
@@ -17,23 +17,26 @@ void check_block(const char* op, int64_t block) {
   ENCORE_CHECK(block >= 1, ValueError, "[", op, "] block must be >= 1, got ", block);
 }
 
-int infer_to_blocked(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+int infer_to_blocked(const OpDef&, std::span<const Tensor> in, const Attrs& attrs,
+                     TensorMeta* out) {
   const Tensor& x = in[0];
   const auto& a = attrs.as<BlockAttrs>();
   check_block("to_blocked", a.block);
-  ENCORE_CHECK(x.dim() == 3, ShapeError, "[to_blocked] input must be (batch, steps, channels), got ",
-               x.shape().str());
+  ENCORE_CHECK(x.dim() == 3, ShapeError,
+               "[to_blocked] input must be (batch, steps, channels), got ", x.shape().str());
   const int64_t blocks = (x.shape()[2] + a.block - 1) / a.block;
   out[0] = defs::meta({x.shape()[0], blocks, x.shape()[1], a.block}, x.dtype(), x.device());
   return 1;
 }
 
-int infer_from_blocked(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta* out) {
+int infer_from_blocked(const OpDef&, std::span<const Tensor> in, const Attrs& attrs,
+                       TensorMeta* out) {
   const Tensor& xb = in[0];
   const auto& a = attrs.as<BlockAttrs>();
   ENCORE_CHECK(xb.dim() == 4 && a.channels >= 0 && xb.shape()[3] >= 1 &&
                    xb.shape()[1] == (a.channels + xb.shape()[3] - 1) / xb.shape()[3],
-               ShapeError, "[from_blocked] input must be (batch, ceil(channels / block), steps, block) for ",
+               ShapeError,
+               "[from_blocked] input must be (batch, ceil(channels / block), steps, block) for ",
                a.channels, " channels, got ", xb.shape().str());
   out[0] = defs::meta({xb.shape()[0], xb.shape()[2], a.channels}, xb.dtype(), xb.device());
   return 1;
@@ -47,41 +50,49 @@ void bw_from_blocked(const BackwardCtx& c, Tensor* g) {
 }
 
 BlockedGeometry geometry(const TensorRef& nwc, int64_t block) {
-  return {nwc.shape[0], nwc.shape[1], nwc.shape[2], block, nwc.strides[0], nwc.strides[1], nwc.strides[2]};
+  return {nwc.shape[0],   nwc.shape[1],   nwc.shape[2],  block,
+          nwc.strides[0], nwc.strides[1], nwc.strides[2]};
 }
 
 // Blocked entry by entry, as nwc_index maps them, without its divisions: `copy(e, i)` for
 // entry e and channels-last index i, `zero(e)` for the tail.
-template <class Copy, class Zero> void for_each_entry(const BlockedGeometry& g, Copy copy, Zero zero) {
+template <class Copy, class Zero>
+void for_each_entry(const BlockedGeometry& g, Copy copy, Zero zero) {
   int64_t e = 0;
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t cb = 0; cb < g.blocks(); ++cb)
       for (int64_t l = 0; l < g.length; ++l)
         for (int64_t j = 0, c = cb * g.block; j < g.block; ++j, ++c, ++e)
-          if (c < g.channels) copy(e, b * g.sn + l * g.sl + c * g.sc);
-          else zero(e);
+          if (c < g.channels)
+            copy(e, b * g.sn + l * g.sl + c * g.sc);
+          else
+            zero(e);
 }
 
 template <class T> void to_blocked_cpu(const BlockedGeometry& g, const T* x, T* xb) {
-  for_each_entry(g, [&](int64_t e, int64_t i) { xb[e] = x[i]; }, [&](int64_t e) { xb[e] = T(0); });
+  for_each_entry(
+      g, [&](int64_t e, int64_t i) { xb[e] = x[i]; }, [&](int64_t e) { xb[e] = T(0); });
 }
 
 template <class T> void from_blocked_cpu(const BlockedGeometry& g, const T* xb, T* x) {
-  for_each_entry(g, [&](int64_t e, int64_t i) { x[i] = xb[e]; }, [](int64_t) {});
+  for_each_entry(
+      g, [&](int64_t e, int64_t i) { x[i] = xb[e]; }, [](int64_t) {});
 }
 
 void to_blocked_kernel(const KernelCtx& c) {
   ScopedTimer timer(Counter::LayoutReorderNs, "reorder", "to_blocked");
   Ledger::global().add(Counter::LayoutReorders, 1);
   const BlockedGeometry g = geometry(c.in[0], c.out[0].shape[3]);
-  visit_float(c.in[0].dtype, [&]<class T>() { to_blocked_cpu(g, c.in[0].ptr<const T>(), c.out[0].ptr<T>()); });
+  visit_float(c.in[0].dtype,
+              [&]<class T>() { to_blocked_cpu(g, c.in[0].ptr<const T>(), c.out[0].ptr<T>()); });
 }
 
 void from_blocked_kernel(const KernelCtx& c) {
   ScopedTimer timer(Counter::LayoutReorderNs, "reorder", "from_blocked");
   Ledger::global().add(Counter::LayoutReorders, 1);
   const BlockedGeometry g = geometry(c.out[0], c.in[0].shape[3]);
-  visit_float(c.in[0].dtype, [&]<class T>() { from_blocked_cpu(g, c.in[0].ptr<const T>(), c.out[0].ptr<T>()); });
+  visit_float(c.in[0].dtype,
+              [&]<class T>() { from_blocked_cpu(g, c.in[0].ptr<const T>(), c.out[0].ptr<T>()); });
 }
 
 OpDef& to_blocked_row = define_op({
@@ -93,7 +104,8 @@ OpDef& to_blocked_row = define_op({
     .cpu = {to_blocked_kernel},
     .signature = "to_blocked(x: Tensor, block: int) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {to_blocked(a.tensor(0), a.integer(1))}; },
-    .doc = "x (batch, steps, channels) in oneDNN's blocked layout nCw{block}c: (batch, ceil(channels / block), "
+    .doc = "x (batch, steps, channels) in oneDNN's blocked layout nCw{block}c: (batch, "
+           "ceil(channels / block), "
            "steps, block), the last block's missing channels zero",
     .examples = {{.inputs = {{{2, 3, 5}}}, .args = "block=4"}},
 });
@@ -106,8 +118,11 @@ OpDef& from_blocked_row = define_op({
     .backward = bw_from_blocked,
     .cpu = {from_blocked_kernel},
     .signature = "from_blocked(xb: Tensor, channels: int) -> Tensor",
-    .invoke = [](const CallArgs& a) -> Outputs { return {from_blocked(a.tensor(0), a.integer(1))}; },
-    .doc = "The inverse of to_blocked: xb (batch, blocks, steps, block) -> (batch, steps, channels)",
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {from_blocked(a.tensor(0), a.integer(1))};
+    },
+    .doc =
+        "The inverse of to_blocked: xb (batch, blocks, steps, block) -> (batch, steps, channels)",
     .examples = {{.inputs = {{{2, 2, 3, 4}}}, .args = "channels=5"}},
 });
 const OpDef& to_blocked_op() { return to_blocked_row; }
@@ -117,13 +132,15 @@ const OpDef& from_blocked_op() { return from_blocked_row; }
 
 Tensor to_blocked(const Tensor& x, int64_t block) {
   ENCORE_CHECK(x.defined(), ValueError, "[to_blocked] undefined operand");
-  ENCORE_CHECK(x.dim() == 3, ShapeError, "[to_blocked] input must be (batch, steps, channels), got ", x.shape().str());
+  ENCORE_CHECK(x.dim() == 3, ShapeError,
+               "[to_blocked] input must be (batch, steps, channels), got ", x.shape().str());
   return call(to_blocked_op(), {x}, BlockAttrs{block, x.shape()[2]});
 }
 
 Tensor from_blocked(const Tensor& xb, int64_t channels) {
   ENCORE_CHECK(xb.defined(), ValueError, "[from_blocked] undefined operand");
-  ENCORE_CHECK(xb.dim() == 4, ShapeError, "[from_blocked] input must be (batch, blocks, steps, block), got ",
+  ENCORE_CHECK(xb.dim() == 4, ShapeError,
+               "[from_blocked] input must be (batch, blocks, steps, block), got ",
                xb.shape().str());
   return call(from_blocked_op(), {xb}, BlockAttrs{xb.shape()[3], channels});
 }

@@ -15,8 +15,9 @@ int infer_matmul(const OpDef&, std::span<const Tensor> in, const Attrs&, TensorM
   const Tensor &a = in[0], &b = in[1];
   defs::require_float("matmul", a);
   defs::require_same_dtype("matmul", a, b);
-  ENCORE_CHECK(a.dim() >= 2 && b.dim() >= 2, ShapeError, "[matmul] needs operands of rank >= 2, got ",
-               a.shape().str(), " and ", b.shape().str());
+  ENCORE_CHECK(a.dim() >= 2 && b.dim() >= 2, ShapeError,
+               "[matmul] needs operands of rank >= 2, got ", a.shape().str(), " and ",
+               b.shape().str());
   const int64_t k = a.shape().back(), k2 = b.shape()[b.dim() - 2];
   ENCORE_CHECK(k == k2, ShapeError, "[matmul] ", a.shape().str(), " @ ", b.shape().str(),
                ": inner dimensions differ (", k, " vs ", k2, ")");
@@ -55,7 +56,6 @@ void matmul_kernel(const KernelCtx& c) {
   visit_float(c.in[0].dtype, [&]<class T>() { matmul<T>(c.in[0], c.in[1], c.out[0]); });
 }
 
-
 OpDef& matmul_op = define_op({
     .name = "matmul",
     .min_inputs = 2,
@@ -74,14 +74,17 @@ OpDef& matmul_op = define_op({
                  {.inputs = {{{0, 3, 4}}, {{4, 2}}}}},
 });
 
-Tensor blas_ready(const Tensor& t) { return matrix_layout(t.shape(), t.strides()).ok ? t : t.contiguous(); }
+Tensor blas_ready(const Tensor& t) {
+  return matrix_layout(t.shape(), t.strides()).ok ? t : t.contiguous();
+}
 
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   ENCORE_CHECK(a_in.defined() && b_in.defined(), ValueError, "[matmul] undefined operand");
-  ENCORE_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, ShapeError, "[matmul] operands must have rank >= 1, got ",
-               a_in.shape().str(), " and ", b_in.shape().str());
+  ENCORE_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, ShapeError,
+               "[matmul] operands must have rank >= 1, got ", a_in.shape().str(), " and ",
+               b_in.shape().str());
   Tensor a = a_in.dim() == 1 ? a_in.unsqueeze(0) : a_in;
   Tensor b = b_in.dim() == 1 ? b_in.unsqueeze(-1) : b_in;
   a = blas_ready(a);

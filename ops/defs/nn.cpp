@@ -60,7 +60,8 @@ int infer_gather_last(const OpDef&, std::span<const Tensor> in, const Attrs&, Te
   check_index("gather_last", index);
   Shape rows(std::span<const int64_t>(x.shape().begin(), std::max(x.dim() - 1, 0)));
   ENCORE_CHECK(x.dim() >= 1 && index.shape() == rows, ShapeError, "[gather_last] indices ",
-               index.shape().str(), " must have the shape of ", x.shape().str(), " without its last axis");
+               index.shape().str(), " must have the shape of ", x.shape().str(),
+               " without its last axis");
   // Every index is out of range then (the CUDA kernel would not even look at them).
   ENCORE_CHECK(x.shape().back() > 0 || index.numel() == 0, ValueError,
                "[gather_last] cannot pick entries from the empty last axis of ", x.shape().str());
@@ -81,7 +82,9 @@ int infer_scatter_last(const OpDef&, std::span<const Tensor> in, const Attrs& a,
   out[0] = defs::meta(s, in[0].dtype(), in[0].device());
   return 1;
 }
-void bw_scatter_last(const BackwardCtx& c, Tensor* g) { g[0] = gather_last(c.grads[0], c.inputs[1]); }
+void bw_scatter_last(const BackwardCtx& c, Tensor* g) {
+  g[0] = gather_last(c.grads[0], c.inputs[1]);
+}
 
 // lstm_cell(z (B, 4U), c_prev (B, U)) -> (h, c)
 int infer_lstm_cell(const OpDef&, std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
@@ -90,8 +93,8 @@ int infer_lstm_cell(const OpDef&, std::span<const Tensor> in, const Attrs&, Tens
   defs::require_same_dtype("lstm_cell", z, c);
   ENCORE_CHECK(z.dim() == 2 && c.dim() == 2 && z.shape()[0] == c.shape()[0] &&
                    z.shape()[1] == 4 * c.shape()[1],
-               ShapeError, "[lstm_cell] gates ", z.shape().str(), " must be (batch, 4 * units) for state ",
-               c.shape().str());
+               ShapeError, "[lstm_cell] gates ", z.shape().str(),
+               " must be (batch, 4 * units) for state ", c.shape().str());
   out[0] = out[1] = defs::meta_like(c);
   return 2;
 }
@@ -105,16 +108,16 @@ void bw_lstm_cell(const BackwardCtx& c, Tensor* g) {
 }
 
 // lstm_cell_backward(z, c_prev, c, grad_h, grad_c) -> (grad_z, grad_c_prev)
-int infer_lstm_cell_backward(const OpDef&, std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
+int infer_lstm_cell_backward(const OpDef&, std::span<const Tensor> in, const Attrs&,
+                             TensorMeta* out) {
   for (int i = 2; i < 5; ++i)
     ENCORE_CHECK(in[i].shape() == in[1].shape() && in[i].dtype() == in[1].dtype(), ShapeError,
-                 "[lstm_cell_backward] input ", i, " ", describe(in[i]), " does not match the state ",
-                 describe(in[1]));
+                 "[lstm_cell_backward] input ", i, " ", describe(in[i]),
+                 " does not match the state ", describe(in[1]));
   out[0] = defs::meta_like(in[0]);
   out[1] = defs::meta_like(in[1]);
   return 2;
 }
-
 
 // A contiguous tensor seen as (outer, n, inner) around `axis`.
 struct AxisSplit {
@@ -171,19 +174,22 @@ void dropout_kernel(const KernelCtx& c) {
   state[1] = static_cast<int64_t>(offset + philox_blocks(n));
 }
 
-template <class T, class I> void gather_last_cpu(const TensorRef& x, const TensorRef& idx, const TensorRef& y) {
+template <class T, class I>
+void gather_last_cpu(const TensorRef& x, const TensorRef& idx, const TensorRef& y) {
   const int64_t rows = y.numel(), n = x.shape.back();
   const T* in = x.ptr<const T>();
   const I* ix = idx.ptr<const I>();
   T* out = y.ptr<T>();
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t k = ix[r];
-    ENCORE_CHECK(k >= 0 && k < n, ValueError, "[gather_last] index ", k, " is out of range for an axis of size ", n);
+    ENCORE_CHECK(k >= 0 && k < n, ValueError, "[gather_last] index ", k,
+                 " is out of range for an axis of size ", n);
     out[r] = in[r * n + k];
   }
 }
 
-template <class T, class I> void scatter_last_cpu(const TensorRef& g, const TensorRef& idx, const TensorRef& y) {
+template <class T, class I>
+void scatter_last_cpu(const TensorRef& g, const TensorRef& idx, const TensorRef& y) {
   const int64_t rows = g.numel(), n = y.shape.back();
   const T* in = g.ptr<const T>();
   const I* ix = idx.ptr<const I>();
@@ -191,7 +197,8 @@ template <class T, class I> void scatter_last_cpu(const TensorRef& g, const Tens
   std::memset(out, 0, rows * n * sizeof(T));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t k = ix[r];
-    ENCORE_CHECK(k >= 0 && k < n, ValueError, "[scatter_last] index ", k, " is out of range for an axis of size ", n);
+    ENCORE_CHECK(k >= 0 && k < n, ValueError, "[scatter_last] index ", k,
+                 " is out of range for an axis of size ", n);
     out[r * n + k] = in[r];
   }
 }
@@ -199,11 +206,15 @@ template <class T, class I> void scatter_last_cpu(const TensorRef& g, const Tens
 template <bool Gather> void gather_scatter_kernel(const KernelCtx& c) {
   visit_dtype(c.in[0].dtype, [&]<class T>() {
     auto run = [&]<class I>() {
-      if constexpr (Gather) gather_last_cpu<T, I>(c.in[0], c.in[1], c.out[0]);
-      else scatter_last_cpu<T, I>(c.in[0], c.in[1], c.out[0]);
+      if constexpr (Gather)
+        gather_last_cpu<T, I>(c.in[0], c.in[1], c.out[0]);
+      else
+        scatter_last_cpu<T, I>(c.in[0], c.in[1], c.out[0]);
     };
-    if (c.in[1].dtype == DType::Int32) run.template operator()<int32_t>();
-    else run.template operator()<int64_t>();
+    if (c.in[1].dtype == DType::Int32)
+      run.template operator()<int32_t>();
+    else
+      run.template operator()<int64_t>();
   });
 }
 
@@ -212,8 +223,8 @@ template <class T> void lstm_cell_cpu(const KernelCtx& c) {
   const int64_t batch = c.in[1].shape[0], units = c.in[1].shape[1];
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t u = 0; u < units; ++u)
-      lstm_cell_unit(c.in[0].ptr<const T>(), c.in[1].ptr<const T>(), c.out[0].ptr<T>(), c.out[1].ptr<T>(), b, u,
-                     units, a.activation, a.recurrent_activation);
+      lstm_cell_unit(c.in[0].ptr<const T>(), c.in[1].ptr<const T>(), c.out[0].ptr<T>(),
+                     c.out[1].ptr<T>(), b, u, units, a.activation, a.recurrent_activation);
 }
 
 template <class T> void lstm_cell_backward_cpu(const KernelCtx& c) {
@@ -221,11 +232,11 @@ template <class T> void lstm_cell_backward_cpu(const KernelCtx& c) {
   const int64_t batch = c.in[1].shape[0], units = c.in[1].shape[1];
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t u = 0; u < units; ++u)
-      lstm_cell_backward_unit(c.in[0].ptr<const T>(), c.in[1].ptr<const T>(), c.in[2].ptr<const T>(),
-                              c.in[3].ptr<const T>(), c.in[4].ptr<const T>(), c.out[0].ptr<T>(),
-                              c.out[1].ptr<T>(), b, u, units, a.activation, a.recurrent_activation);
+      lstm_cell_backward_unit(c.in[0].ptr<const T>(), c.in[1].ptr<const T>(),
+                              c.in[2].ptr<const T>(), c.in[3].ptr<const T>(),
+                              c.in[4].ptr<const T>(), c.out[0].ptr<T>(), c.out[1].ptr<T>(), b, u,
+                              units, a.activation, a.recurrent_activation);
 }
-
 
 Outputs one(const Tensor& t) { return {t}; }
 
@@ -271,10 +282,12 @@ OpDef& dropout_op = define_op({
     .infer = infer_dropout,
     .backward = bw_dropout,
     .cpu = {dropout_kernel},
-    .signature = "dropout(x: Tensor, p: float, training: bool | None = None, generator: Generator | None = None) "
+    .signature = "dropout(x: Tensor, p: float, training: bool | None = None, generator: Generator "
+                 "| None = None) "
                  "-> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs {
-      return {dropout(a.tensor(0), a.real(1), a.is_none(2) ? std::nullopt : std::optional(a.boolean(2)), a.generator(3))};
+      return {dropout(a.tensor(0), a.real(1),
+                      a.is_none(2) ? std::nullopt : std::optional(a.boolean(2)), a.generator(3))};
     },
     .doc = "Inverted dropout; `training` defaults to encore's training mode",
     .examples = {{.inputs = {{{4, 6}}}, .args = "p=0.5, training=True"}},
@@ -305,7 +318,8 @@ OpDef& scatter_last_op = define_op({
     .backward = bw_scatter_last,
     .cpu = {gather_scatter_kernel<false>},
     .signature = "scatter_last(g: Tensor, index: Tensor, n: int) -> Tensor",
-    .invoke = [](const CallArgs& a) { return one(scatter_last(a.tensor(0), a.tensor(1), a.integer(2))); },
+    .invoke =
+        [](const CallArgs& a) { return one(scatter_last(a.tensor(0), a.tensor(1), a.integer(2))); },
     .examples = {{.inputs = {{{3}}, {{3}, ExampleInput::Index, 5}}, .args = "n=5"}},
 });
 // lstm_cell(z (B, 4U), c_prev (B, U)) -> (h, c)
@@ -318,14 +332,19 @@ OpDef& lstm_cell_op = define_op({
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_lstm_cell,
     .backward = bw_lstm_cell,
-    .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { lstm_cell_cpu<T>(c); }); }},
-    .signature = "lstm_cell(z: Tensor, c_prev: Tensor, activation: str = 'tanh', recurrent_activation: str = 'sigmoid') "
+    .cpu = {[](const KernelCtx& c) {
+      visit_float(c.in[0].dtype, [&]<class T>() { lstm_cell_cpu<T>(c); });
+    }},
+    .signature = "lstm_cell(z: Tensor, c_prev: Tensor, activation: str = 'tanh', "
+                 "recurrent_activation: str = 'sigmoid') "
                  "-> tuple[Tensor, Tensor]",
     .invoke = [](const CallArgs& a) -> Outputs {
-      const auto [h, c] = lstm_cell(a.tensor(0), a.tensor(1), parse_activation(a.string(2)), parse_activation(a.string(3)));
+      const auto [h, c] = lstm_cell(a.tensor(0), a.tensor(1), parse_activation(a.string(2)),
+                                    parse_activation(a.string(3)));
       return {h, c};
     },
-    .doc = "One fused LSTM step on pre-activations z (batch, 4*units) in gate order i, f, c, o: returns (h, c)",
+    .doc = "One fused LSTM step on pre-activations z (batch, 4*units) in gate order i, f, c, o: "
+           "returns (h, c)",
     .examples = {{.inputs = {{{2, 12}}, {{2, 3}}}}},
 });
 // lstm_cell_backward(z, c_prev, c, grad_h, grad_c) -> (grad_z, grad_c_prev)
@@ -336,11 +355,14 @@ OpDef& lstm_cell_backward_row = define_op({
     .contiguous_inputs = true,
     .attrs = &attrs_of<LstmAttrs>,
     .infer = infer_lstm_cell_backward,
-    .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { lstm_cell_backward_cpu<T>(c); }); }},
+    .cpu = {[](const KernelCtx& c) {
+      visit_float(c.in[0].dtype, [&]<class T>() { lstm_cell_backward_cpu<T>(c); });
+    }},
     .examples = {{.inputs = {{{2, 12}}, {{2, 3}}, {{2, 3}}, {{2, 3}}, {{2, 3}}},
                   .call = [](std::span<const Tensor> x) -> Outputs {
                     const std::vector<Tensor> in(x.begin(), x.end());
-                    const OutList r = dispatch(lstm_cell_backward_op(), in, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
+                    const OutList r = dispatch(lstm_cell_backward_op(), in,
+                                               LstmAttrs{Activation::Tanh, Activation::Sigmoid});
                     return {r[0], r[1]};
                   }}},
 });
@@ -363,7 +385,9 @@ Tensor dropout(const Tensor& x, double p, std::optional<bool> training, Generato
   return dispatch(dropout_op, in, DropoutAttrs{p})[0];
 }
 
-Tensor gather_last(const Tensor& x, const Tensor& index) { return call(gather_last_op, {x, index}); }
+Tensor gather_last(const Tensor& x, const Tensor& index) {
+  return call(gather_last_op, {x, index});
+}
 
 Tensor scatter_last(const Tensor& g, const Tensor& index, int64_t n) {
   ENCORE_CHECK(n >= 1, ValueError, "[scatter_last] axis size must be >= 1, got ", n);

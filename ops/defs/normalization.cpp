@@ -99,7 +99,8 @@ std::pair<Tensor, Tensor> moments(const Tensor& x, const std::vector<int64_t>& a
                                   bool keepdims) {
   ENCORE_CHECK(x.defined(), ValueError, "[moments] undefined input");
   defs::require_float("moments", x);
-  ENCORE_CHECK(!axes.empty(), ValueError, "[moments] an empty axis list reduces nothing; give the axes to reduce");
+  ENCORE_CHECK(!axes.empty(), ValueError,
+               "[moments] an empty axis list reduces nothing; give the axes to reduce");
   // Two passes (the mean, then the squares around it): E[x^2] - E[x]^2 would cancel.
   const Tensor mean = encore::mean(x, axes, true);
   const Tensor centered = x - mean;

@@ -19,10 +19,14 @@
 namespace encore {
 namespace {
 
-int sgd_params(int num_inputs, const SgdAttrs& a) { return (num_inputs - 1) / (a.momentum > 0 ? 3 : 2); }
+int sgd_params(int num_inputs, const SgdAttrs& a) {
+  return (num_inputs - 1) / (a.momentum > 0 ? 3 : 2);
+}
 int adam_params(int num_inputs) { return (num_inputs - 2) / 4; }
 int rmsprop_groups(const RmspropAttrs& a) { return 3 + (a.momentum > 0) + a.centered; }
-int rmsprop_params(int num_inputs, const RmspropAttrs& a) { return (num_inputs - 1) / rmsprop_groups(a); }
+int rmsprop_params(int num_inputs, const RmspropAttrs& a) {
+  return (num_inputs - 1) / rmsprop_groups(a);
+}
 
 void check_scalar(const char* op, const Tensor& t, DType dtype, const char* what) {
   ENCORE_CHECK(t.numel() == 1 && t.dtype() == dtype, DTypeError, "[", op, "] ", what, " must be a ",
@@ -49,8 +53,8 @@ void check_groups(const char* op, std::span<const Tensor> in, int n, int groups)
 int infer_sgd(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta*) {
   const auto& a = attrs.as<SgdAttrs>();
   const int groups = a.momentum > 0 ? 3 : 2;
-  ENCORE_CHECK((static_cast<int>(in.size()) - 1) % groups == 0, ValueError,
-               "[sgd_update] expects ", groups, " tensors per parameter plus lr, got ", in.size());
+  ENCORE_CHECK((static_cast<int>(in.size()) - 1) % groups == 0, ValueError, "[sgd_update] expects ",
+               groups, " tensors per parameter plus lr, got ", in.size());
   const int n = sgd_params(static_cast<int>(in.size()), a);
   check_groups("sgd_update", in, n, groups);
   check_scalar("sgd_update", in.back(), DType::Float64, "lr");
@@ -70,14 +74,14 @@ int infer_adam(const OpDef&, std::span<const Tensor> in, const Attrs&, TensorMet
 int infer_rmsprop(const OpDef&, std::span<const Tensor> in, const Attrs& attrs, TensorMeta*) {
   const auto& a = attrs.as<RmspropAttrs>();
   const int groups = rmsprop_groups(a);
-  ENCORE_CHECK((static_cast<int>(in.size()) - 1) % groups == 0, ValueError, "[rmsprop_update] expects ",
-               groups, " tensors per parameter plus lr, got ", in.size());
+  ENCORE_CHECK((static_cast<int>(in.size()) - 1) % groups == 0, ValueError,
+               "[rmsprop_update] expects ", groups, " tensors per parameter plus lr, got ",
+               in.size());
   const int n = rmsprop_params(static_cast<int>(in.size()), a);
   check_groups("rmsprop_update", in, n, groups);
   check_scalar("rmsprop_update", in.back(), DType::Float64, "lr");
   return 0;
 }
-
 
 void sgd_kernel(const KernelCtx& c) {
   const auto& a = c.attrs.as<SgdAttrs>();
@@ -148,11 +152,11 @@ void rmsprop_kernel(const KernelCtx& c) {
       const RmspropStep<T> step(a, lr);
       const int64_t count = c.in[p].numel();
       for (int64_t i = 0; i < count; ++i)
-        step(w[i], v[i], momentum ? buf[i] : w[i], a.centered ? mg[i] : w[i], g[i], momentum, a.centered);
+        step(w[i], v[i], momentum ? buf[i] : w[i], a.centered ? mg[i] : w[i], g[i], momentum,
+             a.centered);
     });
   }
 }
-
 
 // The examples update copies of random parameters with random gradients, so every replay and
 // backend starts from the same values.
@@ -167,8 +171,10 @@ Outputs adam_example(std::span<const Tensor> x) {
   Outputs out;
   for (const bool keras : {false, true}) {
     const Tensor w[] = {x[0].detach().clone()}, m[] = {zeros_like(w[0])}, v[] = {zeros_like(w[0])};
-    const Tensor step = full({}, 3, DType::Int64, w[0].device()), lr = full({}, 0.01, DType::Float64, w[0].device());
-    adam_update(w, m, v, x.subspan(1, 1), step, lr, AdamAttrs{0.9, 0.999, 1e-7, 0.01, keras, keras});
+    const Tensor step = full({}, 3, DType::Int64, w[0].device()),
+                 lr = full({}, 0.01, DType::Float64, w[0].device());
+    adam_update(w, m, v, x.subspan(1, 1), step, lr,
+                AdamAttrs{0.9, 0.999, 1e-7, 0.01, keras, keras});
     out.insert(out.end(), {w[0], m[0], v[0]});
   }
   return out;
@@ -178,7 +184,8 @@ Outputs rmsprop_example(std::span<const Tensor> x) {
   const Tensor w[] = {x[0].detach().clone()}, v[] = {zeros_like(w[0])}, buf[] = {zeros_like(w[0])},
                mg[] = {zeros_like(w[0])};
   const Tensor lr = full({}, 0.01, DType::Float64, w[0].device());
-  for (int i = 0; i < 2; ++i) rmsprop_update(w, v, buf, mg, x.subspan(1, 1), lr, RmspropAttrs{0.9, 0.5, 1e-7, true});
+  for (int i = 0; i < 2; ++i)
+    rmsprop_update(w, v, buf, mg, x.subspan(1, 1), lr, RmspropAttrs{0.9, 0.5, 1e-7, true});
   return {w[0], v[0], buf[0], mg[0]};
 }
 
@@ -187,10 +194,11 @@ OpDef& sgd_update_op = define_op({
     .kind = OpKind::InPlace,
     .min_inputs = 3,
     .max_inputs = -1,
-    .mutated_prefix = [](int num_inputs, const Attrs& attrs) {
-      const auto& a = attrs.as<SgdAttrs>();
-      return (a.momentum > 0 ? 2 : 1) * sgd_params(num_inputs, a);
-    },
+    .mutated_prefix =
+        [](int num_inputs, const Attrs& attrs) {
+          const auto& a = attrs.as<SgdAttrs>();
+          return (a.momentum > 0 ? 2 : 1) * sgd_params(num_inputs, a);
+        },
     .attrs = &attrs_of<SgdAttrs>,
     .infer = infer_sgd,
     .cpu = {sgd_kernel},
@@ -212,10 +220,11 @@ OpDef& rmsprop_update_op = define_op({
     .kind = OpKind::InPlace,
     .min_inputs = 4,
     .max_inputs = -1,
-    .mutated_prefix = [](int num_inputs, const Attrs& attrs) {
-      const auto& a = attrs.as<RmspropAttrs>();
-      return (rmsprop_groups(a) - 1) * rmsprop_params(num_inputs, a);
-    },
+    .mutated_prefix =
+        [](int num_inputs, const Attrs& attrs) {
+          const auto& a = attrs.as<RmspropAttrs>();
+          return (rmsprop_groups(a) - 1) * rmsprop_params(num_inputs, a);
+        },
     .attrs = &attrs_of<RmspropAttrs>,
     .infer = infer_rmsprop,
     .cpu = {rmsprop_kernel},
@@ -230,24 +239,25 @@ std::vector<Tensor> joined(std::initializer_list<std::span<const Tensor>> groups
 
 }  // namespace
 
-void sgd_update(std::span<const Tensor> params, std::span<const Tensor> momentum, std::span<const Tensor> grads,
-                const Tensor& lr, const SgdAttrs& options) {
+void sgd_update(std::span<const Tensor> params, std::span<const Tensor> momentum,
+                std::span<const Tensor> grads, const Tensor& lr, const SgdAttrs& options) {
   std::vector<Tensor> in = joined({params, momentum, grads});
   in.push_back(lr);
   dispatch(sgd_update_op, in, options);
 }
 
-void adam_update(std::span<const Tensor> params, std::span<const Tensor> m, std::span<const Tensor> v,
-                 std::span<const Tensor> grads, const Tensor& step, const Tensor& lr, const AdamAttrs& options) {
+void adam_update(std::span<const Tensor> params, std::span<const Tensor> m,
+                 std::span<const Tensor> v, std::span<const Tensor> grads, const Tensor& step,
+                 const Tensor& lr, const AdamAttrs& options) {
   std::vector<Tensor> in = joined({params, m, v, grads});
   in.push_back(step);
   in.push_back(lr);
   dispatch(adam_update_op, in, options);
 }
 
-void rmsprop_update(std::span<const Tensor> params, std::span<const Tensor> v, std::span<const Tensor> momentum,
-                    std::span<const Tensor> mean_grads, std::span<const Tensor> grads, const Tensor& lr,
-                    const RmspropAttrs& options) {
+void rmsprop_update(std::span<const Tensor> params, std::span<const Tensor> v,
+                    std::span<const Tensor> momentum, std::span<const Tensor> mean_grads,
+                    std::span<const Tensor> grads, const Tensor& lr, const RmspropAttrs& options) {
   std::vector<Tensor> in = joined({params, v, momentum, mean_grads, grads});
   in.push_back(lr);
   dispatch(rmsprop_update_op, in, options);

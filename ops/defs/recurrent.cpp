@@ -57,7 +57,8 @@ void bw_lstm_sequence(const BackwardCtx& c, Tensor* g) {
 }
 
 // lstm_sequence_backward(R, y, c, z, gy) -> (gxw (B, T, 4U), gR (U, 4U), work (2, B, U))
-int infer_lstm_sequence_backward(const OpDef&, std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
+int infer_lstm_sequence_backward(const OpDef&, std::span<const Tensor> in, const Attrs&,
+                                 TensorMeta* out) {
   const Tensor& y = in[1];
   ENCORE_CHECK(in[2].shape() == y.shape() && in[4].shape() == y.shape() && y.dim() == 3 &&
                    in[3].shape() == Shape({y.shape()[0], y.shape()[1], in[0].shape()[1]}),
@@ -98,7 +99,8 @@ void bw_gru_sequence(const BackwardCtx& c, Tensor* g) {
 }
 
 // gru_sequence_backward(xw, R, y, hz, gy) -> (gxw, gR, gb_rec, ghz (B, T, 3U), work (2, B, U))
-int infer_gru_sequence_backward(const OpDef&, std::span<const Tensor> in, const Attrs&, TensorMeta* out) {
+int infer_gru_sequence_backward(const OpDef&, std::span<const Tensor> in, const Attrs&,
+                                TensorMeta* out) {
   const Tensor &xw = in[0], &y = in[2];
   ENCORE_CHECK(in[3].shape() == xw.shape() && in[4].shape() == y.shape() && y.dim() == 3 &&
                    xw.dim() == 3 && y.shape()[0] == xw.shape()[0] && y.shape()[1] == xw.shape()[1],
@@ -118,11 +120,11 @@ int infer_gru_sequence_backward(const OpDef&, std::span<const Tensor> in, const 
 struct StepGemm {
   dnnl::matmul primitive;
   dnnl::memory::desc a, c, r, w, scratchpad;  // r: R as it lies
-  dnnl::reorder pack;                          // r -> w
+  dnnl::reorder pack;                         // r -> w
 };
 
-std::shared_ptr<void> step_gemm(int64_t m, int64_t k, int64_t n, int64_t lda, int64_t ldc, bool transposed,
-                                bool accumulate) {
+std::shared_ptr<void> step_gemm(int64_t m, int64_t k, int64_t n, int64_t lda, int64_t ldc,
+                                bool transposed, bool accumulate) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   dnnl::engine& e = cpu::onednn_engine();
@@ -139,7 +141,9 @@ std::shared_ptr<void> step_gemm(int64_t m, int64_t k, int64_t n, int64_t lda, in
   }
   try {
     const dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(p->a, dnnl::memory::desc({k, n}, dt::f32, dnnl::memory::format_tag::any), p->c), attr, e);
+        dnnl::matmul::desc(p->a, dnnl::memory::desc({k, n}, dt::f32, dnnl::memory::format_tag::any),
+                           p->c),
+        attr, e);
     p->primitive = dnnl::matmul(pd);
     p->w = pd.weights_desc();
     p->scratchpad = pd.scratchpad_desc();
@@ -165,10 +169,11 @@ template <class T> class StepProducts {
   explicit operator bool() const { return g_ != nullptr; }
   void operator()(const T* a, T* c) const {
     dnnl::engine& e = cpu::onednn_engine();
-    g_->primitive.execute(cpu::onednn_stream(), {{DNNL_ARG_SRC, dnnl::memory(g_->a, e, const_cast<T*>(a))},
-                                                 {DNNL_ARG_WEIGHTS, dnnl::memory(g_->w, e, w_)},
-                                                 {DNNL_ARG_DST, dnnl::memory(g_->c, e, c)},
-                                                 {DNNL_ARG_SCRATCHPAD, dnnl::memory(g_->scratchpad, e, scratchpad_)}});
+    g_->primitive.execute(cpu::onednn_stream(),
+                          {{DNNL_ARG_SRC, dnnl::memory(g_->a, e, const_cast<T*>(a))},
+                           {DNNL_ARG_WEIGHTS, dnnl::memory(g_->w, e, w_)},
+                           {DNNL_ARG_DST, dnnl::memory(g_->c, e, c)},
+                           {DNNL_ARG_SCRATCHPAD, dnnl::memory(g_->scratchpad, e, scratchpad_)}});
     cpu::onednn_stream().wait();
   }
 
@@ -186,7 +191,7 @@ void recurrent_kernel_grad(const T* y, const T* gz, T* gr, int64_t batch, int64_
   const int64_t first = reverse ? 1 : 0;  // the first row of y that is some step's h_prev
   for (int64_t b = 0; b < batch && steps > 1; ++b)
     cpu::gemm(true, false, units, width, steps - 1, y + seq_row(b, first, steps, units), units,
-            gz + seq_row(b, 1 - first, steps, width), width, T(1), gr, width);
+              gz + seq_row(b, 1 - first, steps, width), width, T(1), gr, width);
 }
 
 // One step's cells, f(b, u, act, rec) for every unit of every batch row. The rows are
@@ -197,7 +202,8 @@ void recurrent_kernel_grad(const T* y, const T* gz, T* gr, int64_t batch, int64_
 // Same arithmetic in every copy and chunking, so the results do not change.
 constexpr int64_t kParallelCells = 4096;
 
-template <class F> void step_cells(int64_t batch, int64_t units, const RecurrenceAttrs& a, const F& f) {
+template <class F>
+void step_cells(int64_t batch, int64_t units, const RecurrenceAttrs& a, const F& f) {
   using A = Activation;
   const auto run = [&](auto act, auto rec) {
     parallel_for(batch, (kParallelCells + units - 1) / std::max<int64_t>(units, 1),
@@ -228,8 +234,11 @@ template <class T> void lstm_sequence_cpu(const KernelCtx& c) {
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse);
     // z_t += h_prev R: rows b of y and z at step t lie steps * width apart.
-    if (tp >= 0 && product) product(y + tp * units, z + t * g);
-    else if (tp >= 0) cpu::gemm(false, false, batch, g, units, y + tp * units, steps * units, r, g, T(1), z + t * g, steps * g);
+    if (tp >= 0 && product)
+      product(y + tp * units, z + t * g);
+    else if (tp >= 0)
+      cpu::gemm(false, false, batch, g, units, y + tp * units, steps * units, r, g, T(1), z + t * g,
+                steps * g);
     step_cells(batch, units, a, [&](int64_t b, int64_t u, auto act, auto rec) {
       lstm_sequence_unit(z, y, cs, b, u, t, tp, steps, units, act, rec);
     });
@@ -257,8 +266,10 @@ template <class T> void lstm_sequence_backward_cpu(const KernelCtx& c) {
     const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse),
                   tn = seq_step(s + 1, steps, a.reverse);
     // What the successor's gates send back to h_t: dh = gz_next R^T.
-    if (tn >= 0 && product) product(gz + tn * g, dh);
-    else if (tn >= 0) cpu::gemm(false, true, batch, units, g, gz + tn * g, steps * g, r, g, T(0), dh, units);
+    if (tn >= 0 && product)
+      product(gz + tn * g, dh);
+    else if (tn >= 0)
+      cpu::gemm(false, true, batch, units, g, gz + tn * g, steps * g, r, g, T(0), dh, units);
     const T* dh_rec = tn >= 0 ? dh : nullptr;
     step_cells(batch, units, a, [&](int64_t b, int64_t u, auto act, auto rec) {
       lstm_sequence_backward_unit(z, cs, gy, dh_rec, dc, gz, b, u, t, tp, steps, units, act, rec);
@@ -281,9 +292,13 @@ template <class T> void gru_sequence_cpu(const KernelCtx& c) {
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse);
     // hz_t = b_rec + h_prev R
-    for (int64_t b = 0; b < batch; ++b) std::memcpy(hz + seq_row(b, t, steps, g), bias, g * sizeof(T));
-    if (tp >= 0 && product) product(y + tp * units, hz + t * g);
-    else if (tp >= 0) cpu::gemm(false, false, batch, g, units, y + tp * units, steps * units, r, g, T(1), hz + t * g, steps * g);
+    for (int64_t b = 0; b < batch; ++b)
+      std::memcpy(hz + seq_row(b, t, steps, g), bias, g * sizeof(T));
+    if (tp >= 0 && product)
+      product(y + tp * units, hz + t * g);
+    else if (tp >= 0)
+      cpu::gemm(false, false, batch, g, units, y + tp * units, steps * units, r, g, T(1),
+                hz + t * g, steps * g);
     step_cells(batch, units, a, [&](int64_t b, int64_t u, auto act, auto rec) {
       gru_sequence_unit(xw, hz, y, b, u, t, tp, steps, units, act, rec);
     });
@@ -313,11 +328,14 @@ template <class T> void gru_sequence_backward_cpu(const KernelCtx& c) {
     const int64_t t = seq_step(s, steps, a.reverse), tp = seq_step(s - 1, steps, a.reverse),
                   tn = seq_step(s + 1, steps, a.reverse);
     // What the successor's recurrent projection sends back to h_t: dh = ghz_next R^T.
-    if (tn >= 0 && product) product(ghz + tn * g, dh);
-    else if (tn >= 0) cpu::gemm(false, true, batch, units, g, ghz + tn * g, steps * g, r, g, T(0), dh, units);
+    if (tn >= 0 && product)
+      product(ghz + tn * g, dh);
+    else if (tn >= 0)
+      cpu::gemm(false, true, batch, units, g, ghz + tn * g, steps * g, r, g, T(0), dh, units);
     const T* dh_rec = tn >= 0 ? dh : nullptr;
     step_cells(batch, units, a, [&](int64_t b, int64_t u, auto act, auto rec) {
-      gru_sequence_backward_unit(xw, hz, y, gy, dh_rec, dd, gxw, ghz, b, u, t, tp, steps, units, act, rec);
+      gru_sequence_backward_unit(xw, hz, y, gy, dh_rec, dd, gxw, ghz, b, u, t, tp, steps, units,
+                                 act, rec);
     });
   }
   recurrent_kernel_grad(y, ghz, gr, batch, steps, units, g, a.reverse);
@@ -347,7 +365,9 @@ OpDef& lstm_sequence_op = define_op({
     .attrs = &attrs_of<RecurrenceAttrs>,
     .infer = infer_lstm_sequence,
     .backward = bw_lstm_sequence,
-    .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { lstm_sequence_cpu<T>(c); }); },
+    .cpu = {[](const KernelCtx& c) {
+              visit_float(c.in[0].dtype, [&]<class T>() { lstm_sequence_cpu<T>(c); });
+            },
             prepare_steps<4, false>},
     .signature = "lstm_sequence(xw: Tensor, recurrent_kernel: Tensor, activation: str = 'tanh', "
                  "recurrent_activation: str = 'sigmoid', reverse: bool = False) -> Tensor",
@@ -355,10 +375,13 @@ OpDef& lstm_sequence_op = define_op({
       return {lstm_sequence(a.tensor(0), a.tensor(1), parse_activation(a.string(2)),
                             parse_activation(a.string(3)), a.boolean(4))};
     },
-    .doc = "A whole LSTM sequence from a zero state: xw (batch, steps, 4*units) are the input "
-           "projections x W + b in gate order i, f, c, o; returns the states h (batch, steps, units), "
-           "aligned with the input steps also when `reverse` processes them last to first",
-    .examples = {{.inputs = {{{2, 3, 8}}, {{2, 8}}}, .args = "reverse=True", .parity_tolerance = 1e-4}},
+    .doc =
+        "A whole LSTM sequence from a zero state: xw (batch, steps, 4*units) are the input "
+        "projections x W + b in gate order i, f, c, o; returns the states h (batch, steps, units), "
+        "aligned with the input steps also when `reverse` processes them last to first",
+    .examples = {{.inputs = {{{2, 3, 8}}, {{2, 8}}},
+                  .args = "reverse=True",
+                  .parity_tolerance = 1e-4}},
 });
 OpDef& lstm_sequence_backward_row = define_op({
     .name = "lstm_sequence_backward",
@@ -367,12 +390,15 @@ OpDef& lstm_sequence_backward_row = define_op({
     .contiguous_inputs = true,
     .attrs = &attrs_of<RecurrenceAttrs>,
     .infer = infer_lstm_sequence_backward,
-    .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { lstm_sequence_backward_cpu<T>(c); }); },
+    .cpu = {[](const KernelCtx& c) {
+              visit_float(c.in[0].dtype, [&]<class T>() { lstm_sequence_backward_cpu<T>(c); });
+            },
             prepare_steps<4, true>},
     .examples = {{.inputs = {{{2, 8}}, {{2, 3, 2}}, {{2, 3, 2}}, {{2, 3, 8}}, {{2, 3, 2}}},
                   .call = [](std::span<const Tensor> x) -> Outputs {
-                    const OutList r = dispatch(lstm_sequence_backward_op(), x,
-                                               RecurrenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
+                    const OutList r =
+                        dispatch(lstm_sequence_backward_op(), x,
+                                 RecurrenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
                     return {r[0], r[1]};
                   },
                   .parity_tolerance = 1e-4}},
@@ -387,18 +413,26 @@ OpDef& gru_sequence_op = define_op({
     .attrs = &attrs_of<RecurrenceAttrs>,
     .infer = infer_gru_sequence,
     .backward = bw_gru_sequence,
-    .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { gru_sequence_cpu<T>(c); }); },
+    .cpu = {[](const KernelCtx& c) {
+              visit_float(c.in[0].dtype, [&]<class T>() { gru_sequence_cpu<T>(c); });
+            },
             prepare_steps<3, false>},
-    .signature = "gru_sequence(xw: Tensor, recurrent_kernel: Tensor, recurrent_bias: Tensor, activation: str = 'tanh', "
+    .signature = "gru_sequence(xw: Tensor, recurrent_kernel: Tensor, recurrent_bias: Tensor, "
+                 "activation: str = 'tanh', "
                  "recurrent_activation: str = 'sigmoid', reverse: bool = False) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs {
       return {gru_sequence(a.tensor(0), a.tensor(1), a.tensor(2), parse_activation(a.string(3)),
                            parse_activation(a.string(4)), a.boolean(5))};
     },
-    .doc = "A whole GRU sequence (Keras reset_after=True) from a zero state: xw (batch, steps, 3*units) "
-           "are the input projections x W + b_input in gate order z, r, h; returns the states h (batch, "
-           "steps, units), aligned with the input steps also when `reverse` processes them last to first",
-    .examples = {{.inputs = {{{2, 3, 6}}, {{2, 6}}, {{6}}}, .args = "reverse=True", .parity_tolerance = 1e-4}},
+    .doc = "A whole GRU sequence (Keras reset_after=True) from a zero state: xw (batch, steps, "
+           "3*units) "
+           "are the input projections x W + b_input in gate order z, r, h; returns the states h "
+           "(batch, "
+           "steps, units), aligned with the input steps also when `reverse` processes them last to "
+           "first",
+    .examples = {{.inputs = {{{2, 3, 6}}, {{2, 6}}, {{6}}},
+                  .args = "reverse=True",
+                  .parity_tolerance = 1e-4}},
 });
 OpDef& gru_sequence_backward_row = define_op({
     .name = "gru_sequence_backward",
@@ -407,12 +441,15 @@ OpDef& gru_sequence_backward_row = define_op({
     .contiguous_inputs = true,
     .attrs = &attrs_of<RecurrenceAttrs>,
     .infer = infer_gru_sequence_backward,
-    .cpu = {[](const KernelCtx& c) { visit_float(c.in[0].dtype, [&]<class T>() { gru_sequence_backward_cpu<T>(c); }); },
+    .cpu = {[](const KernelCtx& c) {
+              visit_float(c.in[0].dtype, [&]<class T>() { gru_sequence_backward_cpu<T>(c); });
+            },
             prepare_steps<3, true>},
     .examples = {{.inputs = {{{2, 3, 6}}, {{2, 6}}, {{2, 3, 2}}, {{2, 3, 6}}, {{2, 3, 2}}},
                   .call = [](std::span<const Tensor> x) -> Outputs {
-                    const OutList r = dispatch(gru_sequence_backward_op(), x,
-                                               RecurrenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
+                    const OutList r =
+                        dispatch(gru_sequence_backward_op(), x,
+                                 RecurrenceAttrs{Activation::Tanh, Activation::Sigmoid, false});
                     return {r[0], r[1], r[2]};
                   },
                   .parity_tolerance = 1e-4}},
@@ -424,25 +461,30 @@ const OpDef& gru_sequence_backward_op() { return gru_sequence_backward_row; }
 Tensor lstm_sequence(const Tensor& xw, const Tensor& recurrent_kernel, Activation activation,
                      Activation recurrent_activation, bool reverse) {
   const Tensor in[] = {xw, recurrent_kernel};
-  return dispatch(lstm_sequence_op, in, RecurrenceAttrs{activation, recurrent_activation, reverse})[0];
+  return dispatch(lstm_sequence_op, in,
+                  RecurrenceAttrs{activation, recurrent_activation, reverse})[0];
 }
 
 Tensor gru_sequence(const Tensor& xw, const Tensor& recurrent_kernel, const Tensor& recurrent_bias,
                     Activation activation, Activation recurrent_activation, bool reverse) {
   const Tensor in[] = {xw, recurrent_kernel, recurrent_bias};
-  return dispatch(gru_sequence_op, in, RecurrenceAttrs{activation, recurrent_activation, reverse})[0];
+  return dispatch(gru_sequence_op, in,
+                  RecurrenceAttrs{activation, recurrent_activation, reverse})[0];
 }
 
 std::pair<Tensor, Tensor> fused_recurrence(const OpDef& op, const Tensor& x, const Tensor& kernel,
-                                           const Tensor& recurrent_kernel, const Tensor& bias, Activation activation,
-                                           Activation recurrent_activation) {
-  ENCORE_CHECK(op.fused_cell != RecurrentCell::None, ValueError, "[", op.name, "] is not a fused recurrence");
-  ENCORE_CHECK(x.dim() == 3 && recurrent_kernel.dim() == 2, ShapeError, "[", op.name,
-               "] expects x (batch, steps, features) and a recurrent kernel (units, gates * units), got ",
-               x.shape().str(), " and ", recurrent_kernel.shape().str());
+                                           const Tensor& recurrent_kernel, const Tensor& bias,
+                                           Activation activation, Activation recurrent_activation) {
+  ENCORE_CHECK(op.fused_cell != RecurrentCell::None, ValueError, "[", op.name,
+               "] is not a fused recurrence");
+  ENCORE_CHECK(
+      x.dim() == 3 && recurrent_kernel.dim() == 2, ShapeError, "[", op.name,
+      "] expects x (batch, steps, features) and a recurrent kernel (units, gates * units), got ",
+      x.shape().str(), " and ", recurrent_kernel.shape().str());
   const Shape state{x.shape()[0], recurrent_kernel.shape()[0]};
   std::vector<Tensor> in = {x, zeros(state, x.dtype(), x.device())};
-  if (op.fused_cell == RecurrentCell::Lstm) in.push_back(zeros(state, x.dtype(), x.device()));  // c0
+  if (op.fused_cell == RecurrentCell::Lstm)
+    in.push_back(zeros(state, x.dtype(), x.device()));  // c0
   in.insert(in.end(), {kernel, recurrent_kernel, bias});
   const OutList out = dispatch(op, in, LstmAttrs{activation, recurrent_activation});
   return {out[0], out[1]};

@@ -19,25 +19,28 @@ using cpu::StridedLoop;
 Shape reduced_shape(const Shape& s, uint32_t axes, bool keepdim) {
   Shape out;
   for (int i = 0; i < s.size(); ++i) {
-    if (!(axes >> i & 1u)) out.push_back(s[i]);
-    else if (keepdim) out.push_back(1);
+    if (!(axes >> i & 1u))
+      out.push_back(s[i]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
 
 int infer_reduce(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const auto& r = a.as<ReduceAttrs>();
-  ENCORE_CHECK(r.axes >> in[0].dim() == 0, ShapeError, "[", op.name, "] reduction axes out of range for ",
-               describe(in[0]));
-  out[0] = defs::meta(reduced_shape(in[0].shape(), r.axes, r.keepdim), in[0].dtype(), in[0].device());
+  ENCORE_CHECK(r.axes >> in[0].dim() == 0, ShapeError, "[", op.name,
+               "] reduction axes out of range for ", describe(in[0]));
+  out[0] =
+      defs::meta(reduced_shape(in[0].shape(), r.axes, r.keepdim), in[0].dtype(), in[0].device());
   return 1;
 }
 
 int infer_max(const OpDef& op, std::span<const Tensor> in, const Attrs& a, TensorMeta* out) {
   const auto& r = a.as<ReduceAttrs>();
   for (int i = 0; i < in[0].dim(); ++i)
-    ENCORE_CHECK(!(r.axes >> i & 1u) || in[0].shape()[i] > 0, ShapeError, "[max] cannot reduce the empty axis ", i,
-                 " of ", describe(in[0]));
+    ENCORE_CHECK(!(r.axes >> i & 1u) || in[0].shape()[i] > 0, ShapeError,
+                 "[max] cannot reduce the empty axis ", i, " of ", describe(in[0]));
   return infer_reduce(op, in, a, out);
 }
 
@@ -75,7 +78,9 @@ struct MaxOp {
     using L = std::numeric_limits<T>;
     return L::has_infinity ? -L::infinity() : L::lowest();
   }
-  template <class A, class T> static A apply(A acc, T x) { return acc < A(x) || x != x ? A(x) : acc; }
+  template <class A, class T> static A apply(A acc, T x) {
+    return acc < A(x) || x != x ? A(x) : acc;
+  }
 };
 
 // One contiguous row. A floating sum of 64 or more keeps 16 partial sums, element i in sum
@@ -161,8 +166,10 @@ template <class Op, class T> void reduce(const TensorRef& x, const TensorRef& y,
     if (block) {
       for (int64_t o = 0; o < outer; ++o) {
         const T* slab = in + o * reduced * inner;
-        if (inner == 1) out[o] = static_cast<T>(reduce_row<Op>(slab, reduced));
-        else reduce_columns<Op>(slab, out + o * inner, reduced, inner);
+        if (inner == 1)
+          out[o] = static_cast<T>(reduce_row<Op>(slab, reduced));
+        else
+          reduce_columns<Op>(slab, out + o * inner, reduced, inner);
       }
       return;
     }
@@ -183,7 +190,8 @@ template <class Op, class T> void reduce(const TensorRef& x, const TensorRef& y,
     if (s[0] == 1 && s[1] == 1) {
       for (int64_t i = 0; i < m; ++i) o[i] = static_cast<T>(Op::apply(o[i], a[i]));
     } else {
-      for (int64_t i = 0; i < m; ++i) o[i * s[0]] = static_cast<T>(Op::apply(o[i * s[0]], a[i * s[1]]));
+      for (int64_t i = 0; i < m; ++i)
+        o[i * s[0]] = static_cast<T>(Op::apply(o[i * s[0]], a[i * s[1]]));
     }
   });
 }
@@ -192,7 +200,6 @@ template <class Op> void reduce_kernel(const KernelCtx& c) {
   const uint32_t axes = c.attrs.as<ReduceAttrs>().axes;
   visit_dtype(c.in[0].dtype, [&]<class T>() { reduce<Op, T>(c.in[0], c.out[0], axes); });
 }
-
 
 // The public axis argument: None (all axes), an int or a sequence. The C++ functions read an
 // empty list as "all"; a caller who writes axis=() means "none", which reduces nothing.
@@ -210,8 +217,11 @@ OpDef& sum_op = define_op({
     .infer = infer_reduce,
     .backward = bw_sum,
     .cpu = {reduce_kernel<SumOp>},
-    .signature = "sum(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
-    .invoke = [](const CallArgs& a) -> Outputs { return {sum(a.tensor(0), axes_arg(a, 1), a.boolean(2))}; },
+    .signature =
+        "sum(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {sum(a.tensor(0), axes_arg(a, 1), a.boolean(2))};
+    },
     .method = true,
     .examples = {{.inputs = {{{2, 3, 4}}}, .args = "axis=(0, 2), keepdims=True"},
                  {.inputs = {{{2, 3, 4}}}},                    // every axis: a 0-d result
@@ -225,8 +235,11 @@ OpDef& max_op = define_op({
     .infer = infer_max,
     .backward = bw_max,
     .cpu = {reduce_kernel<MaxOp>},
-    .signature = "max(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
-    .invoke = [](const CallArgs& a) -> Outputs { return {max(a.tensor(0), axes_arg(a, 1), a.boolean(2))}; },
+    .signature =
+        "max(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {max(a.tensor(0), axes_arg(a, 1), a.boolean(2))};
+    },
     .method = true,
     .examples = {{.inputs = {{{2, 3, 4}, ExampleInput::Distinct}}, .args = "axis=1"},
                  {.inputs = {{{2, 3, 4}, ExampleInput::Distinct}}},
@@ -236,8 +249,11 @@ OpDef& max_op = define_op({
 OpDef& mean_op = define_op({
     .name = "mean",
     .kind = OpKind::Composite,
-    .signature = "mean(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
-    .invoke = [](const CallArgs& a) -> Outputs { return {mean(a.tensor(0), axes_arg(a, 1), a.boolean(2))}; },
+    .signature =
+        "mean(x: Tensor, axis: tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor",
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {mean(a.tensor(0), axes_arg(a, 1), a.boolean(2))};
+    },
     .method = true,
     .examples = {{.inputs = {{{2, 3, 4}}}, .args = "axis=-1"},
                  {.inputs = {{{2, 3, 4}}}, .args = "keepdims=True"},
@@ -247,7 +263,9 @@ OpDef& sum_to_op = define_op({
     .name = "sum_to",
     .kind = OpKind::Composite,
     .signature = "sum_to(x: Tensor, shape: tuple[int, ...]) -> Tensor",
-    .invoke = [](const CallArgs& a) -> Outputs { return {sum_to(a.tensor(0), Shape(a.integers(1)))}; },
+    .invoke = [](const CallArgs& a) -> Outputs {
+      return {sum_to(a.tensor(0), Shape(a.integers(1)))};
+    },
     .examples = {{.inputs = {{{2, 3, 4}}}, .args = "shape=(3, 1)"},
                  {.inputs = {{{2, 3}}}, .args = "shape=()"}},
 });
@@ -274,7 +292,8 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
   int64_t count = 1;
   for (int i = 0; i < x.dim(); ++i)
     if (mask >> i & 1u) count *= x.shape()[i];
-  ENCORE_CHECK(is_floating(x.dtype()), DTypeError, "[mean] needs a floating tensor, got ", describe(x));
+  ENCORE_CHECK(is_floating(x.dtype()), DTypeError, "[mean] needs a floating tensor, got ",
+               describe(x));
   return mul(call(sum_op, {x}, ReduceAttrs{mask, keepdim}), 1.0 / static_cast<double>(count));
 }
 

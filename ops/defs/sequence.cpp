@@ -36,8 +36,7 @@ void bw_mask_sequence(const BackwardCtx& c, Tensor* g) {
   g[0] = mask_sequence(c.grads[0], c.inputs[1], c.attrs.as<SequenceAttrs>().axis, 0.0);
 }
 
-template <bool Reverse, class T, class I>
-void sequence_cpu(const KernelCtx& c) {
+template <bool Reverse, class T, class I> void sequence_cpu(const KernelCtx& c) {
   const TensorRef &x = c.in[0], &len = c.in[1], &y = c.out[0];
   const int axis = c.attrs.as<SequenceAttrs>().axis;
   const int64_t n = x.shape[axis];
@@ -64,8 +63,7 @@ void sequence_cpu(const KernelCtx& c) {
     }
   }
 }
-template <bool Reverse>
-void sequence_kernel(const KernelCtx& c) {
+template <bool Reverse> void sequence_kernel(const KernelCtx& c) {
   visit_dtype(c.in[0].dtype, [&]<class T>() {
     if (c.in[1].dtype == DType::Int32)
       sequence_cpu<Reverse, T, int32_t>(c);

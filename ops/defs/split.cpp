@@ -21,7 +21,8 @@ OpDef& split_op = define_op({
     .name = "split",
     .kind = OpKind::Composite,
     .signature = "split(x: Tensor, sections: int, axis: int = 0) -> tuple[Tensor, ...]",
-    .invoke = [](const CallArgs& a) { return pieces(split(a.tensor(0), a.integer(1), a.integer(2))); },
+    .invoke =
+        [](const CallArgs& a) { return pieces(split(a.tensor(0), a.integer(1), a.integer(2))); },
     .method = true,
     .doc = "`sections` equal views along `axis` (which it must divide), as numpy.split",
     .examples = {{.inputs = {{{3, 6}}}, .args = "sections=3, axis=1"}},

@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/tensor.h"
 #include "ops/activation.h"
 #include "ops/ops.h"
+#include "ops/tensor.h"
 
 namespace encore::fastpath {
 
@@ -71,8 +71,7 @@ class Rng {
     return std::uniform_int_distribution<int64_t>(lo, hi)(gen_);
   }
   bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(gen_) < p; }
-  template <class T>
-  const T& pick(const std::vector<T>& v) {
+  template <class T> const T& pick(const std::vector<T>& v) {
     return v[static_cast<size_t>(integer(0, static_cast<int64_t>(v.size()) - 1))];
   }
   /// float32 values uniform in [-1, 1), held as doubles (exactly).

@@ -11,13 +11,13 @@
 #include <string>
 
 #include "core/modes.h"
-#include "ops/tensor.h"
 #include "graph/trace.h"
 #include "nn/losses.h"
 #include "nn/module.h"
 #include "nn/optim.h"
 #include "ops/ops.h"
 #include "ops/random.h"
+#include "ops/tensor.h"
 
 namespace encore::test {
 
@@ -51,8 +51,7 @@ inline void expect_values(const Tensor& t, const std::vector<double>& expected, 
 }
 
 /// `f` throws an E whose message contains `needle`.
-template <class E, class F>
-void expect_throw_message(F&& f, const std::string& needle) {
+template <class E, class F> void expect_throw_message(F&& f, const std::string& needle) {
   try {
     f();
     ADD_FAILURE() << "no exception; expected one saying: " << needle;
@@ -62,7 +61,8 @@ void expect_throw_message(F&& f, const std::string& needle) {
 }
 
 /// |got - ref| <= tol * max(1, max |ref|), element by element.
-inline void expect_close(const Tensor& ref, const Tensor& got, double tol, const std::string& what) {
+inline void expect_close(const Tensor& ref, const Tensor& got, double tol,
+                         const std::string& what) {
   ASSERT_TRUE(got.defined()) << what << " is undefined";
   ASSERT_EQ(ref.shape(), got.shape()) << what;
   const auto r = ref.to_vector<double>(), g = got.to_vector<double>();
@@ -129,8 +129,8 @@ inline void check_parameter_gradients(nn::Module& m, const Tensor& x) {
 
 // Four Adam steps of `m` (built for (4, 7, 3) inputs by the caller's `make`) on seeded data,
 // eager and traced from the same seed: the losses and the parameters agree bitwise.
-inline void expect_eager_and_traced_training_bitwise(const std::function<void(nn::Sequential&)>& make,
-                                                     uint64_t seed) {
+inline void expect_eager_and_traced_training_bitwise(
+    const std::function<void(nn::Sequential&)>& make, uint64_t seed) {
   auto run = [&](bool traced) {
     manual_seed(seed);
     nn::Sequential m;

@@ -60,7 +60,8 @@ TEST(Allocator, AReusedBlockIsAnotherStorage) {
   // Serials are unique across threads too.
   std::vector<uint64_t> serials(4);
   std::vector<std::thread> threads;
-  for (int i = 0; i < 4; ++i) threads.emplace_back([&serials, i] { serials[i] = zeros({2}).storage()->serial(); });
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&serials, i] { serials[i] = zeros({2}).storage()->serial(); });
   for (std::thread& t : threads) t.join();
   serials.push_back(again.storage()->serial());
   std::sort(serials.begin(), serials.end());

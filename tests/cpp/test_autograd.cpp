@@ -56,7 +56,14 @@ TEST(Autograd, FreeingAVeryLongChainDoesNotRecurse) {
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, size_t{1} << 20);
   pthread_t thread;
-  ASSERT_EQ(pthread_create(&thread, &attr, [](void* f) -> void* { (*static_cast<decltype(body)*>(f))(); return nullptr; }, &body), 0);
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void* f) -> void* {
+                  (*static_cast<decltype(body)*>(f))();
+                  return nullptr;
+                },
+                &body),
+            0);
   pthread_join(thread, nullptr);
   pthread_attr_destroy(&attr);
   EXPECT_TRUE(done);

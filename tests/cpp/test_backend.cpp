@@ -7,8 +7,8 @@
 #include <string>
 
 #include "core/backend.h"
-#include "ops/tensor.h"
 #include "ops/registry.h"
+#include "ops/tensor.h"
 
 namespace encore {
 namespace {
@@ -21,7 +21,8 @@ TEST(Backend, UnavailableReasonIsEmptyExactlyWhenCudaIsAvailable) {
   if (!cuda_built()) {
     EXPECT_EQ(reason, backend_status(DeviceType::CUDA));
   } else if (!cuda::is_available()) {
-    EXPECT_TRUE(reason == "no CUDA driver found" || reason.rfind("no CUDA device (", 0) == 0) << reason;
+    EXPECT_TRUE(reason == "no CUDA driver found" || reason.rfind("no CUDA device (", 0) == 0)
+        << reason;
   }
 }
 
@@ -31,7 +32,8 @@ TEST(Backend, CudaTensorWithoutTheBackendIsADeviceErrorSayingWhy) {
     Tensor::empty({4}, DType::Float32, Device::cuda(0));
     ADD_FAILURE() << "a CUDA tensor without the CUDA backend";
   } catch (const DeviceError& e) {
-    EXPECT_EQ(std::string(e.what()), "[alloc] device cuda:0 is not available: " + cuda::unavailable_reason());
+    EXPECT_EQ(std::string(e.what()),
+              "[alloc] device cuda:0 is not available: " + cuda::unavailable_reason());
   }
 }
 
@@ -41,8 +43,9 @@ TEST(Backend, CudaOnlyOpWithoutTheBackendSaysWhy) {
     op("cudnn_lstm");
     ADD_FAILURE() << "cudnn_lstm without the CUDA backend";
   } catch (const UnsupportedError& e) {
-    EXPECT_EQ(std::string(e.what()), "[cudnn_lstm] is not available in this build (it needs the CUDA backend: " +
-                                         cuda::unavailable_reason() + ")");
+    EXPECT_EQ(std::string(e.what()),
+              "[cudnn_lstm] is not available in this build (it needs the CUDA backend: " +
+                  cuda::unavailable_reason() + ")");
   }
 }
 

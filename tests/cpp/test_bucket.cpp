@@ -50,12 +50,15 @@ std::vector<LayerCase> layer_cases() {
       {"conv1d_valid", make<nn::Conv1D>(4, 3)},
       {"conv1d_same", make<nn::Conv1D>(4, 3, Conv1DOptions{.padding = "same"})},
       {"conv1d_causal", make<nn::Conv1D>(4, 3, Conv1DOptions{.padding = "causal"})},
-      {"conv1d_dilated_causal", make<nn::Conv1D>(4, 3, Conv1DOptions{.padding = "causal", .dilation_rate = 2})},
+      {"conv1d_dilated_causal",
+       make<nn::Conv1D>(4, 3, Conv1DOptions{.padding = "causal", .dilation_rate = 2})},
       {"conv1d_strided", make<nn::Conv1D>(4, 3, Conv1DOptions{.strides = 2})},
-      {"conv1d_same_strided", make<nn::Conv1D>(4, 4, Conv1DOptions{.strides = 3, .padding = "same"})},
+      {"conv1d_same_strided",
+       make<nn::Conv1D>(4, 4, Conv1DOptions{.strides = 3, .padding = "same"})},
       {"conv1d_stacked", stacked},
       {"max_pooling", make<nn::MaxPooling1D>(nn::Pooling1DOptions{.pool_size = 2})},
-      {"average_pooling", make<nn::AveragePooling1D>(nn::Pooling1DOptions{.pool_size = 3, .strides = 2})},
+      {"average_pooling",
+       make<nn::AveragePooling1D>(nn::Pooling1DOptions{.pool_size = 3, .strides = 2})},
       {"global_average_pooling", make<nn::GlobalAveragePooling1D>()},
       {"global_max_pooling", make<nn::GlobalMaxPooling1D>()},
       {"lstm_last_state", make<nn::LSTM>(6)},
@@ -63,16 +66,21 @@ std::vector<LayerCase> layer_cases() {
       {"lstm_reverse", make<nn::LSTM>(6, LSTMOptions{.return_sequences = true, .reverse = true})},
       {"lstm_reverse_last_state", make<nn::LSTM>(6, LSTMOptions{.reverse = true})},
       {"gru_last_state", make<nn::GRU>(5)},
-      {"gru_backwards_sequences", make<nn::GRU>(5, GRUOptions{.return_sequences = true, .go_backwards = true})},
+      {"gru_backwards_sequences",
+       make<nn::GRU>(5, GRUOptions{.return_sequences = true, .go_backwards = true})},
       {"gru_reset_before_backwards",
-       make<nn::GRU>(5, GRUOptions{.return_sequences = true, .go_backwards = true, .reset_after = false})},
+       make<nn::GRU>(
+           5, GRUOptions{.return_sequences = true, .go_backwards = true, .reset_after = false})},
       {"bidirectional_lstm",
        [] {
          return std::make_shared<nn::Bidirectional>(
              std::make_shared<nn::LSTM>(6, LSTMOptions{.return_sequences = true}));
        }},
       {"bidirectional_gru_last_state",
-       [] { return std::make_shared<nn::Bidirectional>(std::make_shared<nn::GRU>(5), nn::BidirectionalOptions{.merge_mode = "sum"}); }},
+       [] {
+         return std::make_shared<nn::Bidirectional>(std::make_shared<nn::GRU>(5),
+                                                    nn::BidirectionalOptions{.merge_mode = "sum"});
+       }},
       {"bidirectional_gru_sequences",
        [] {
          return std::make_shared<nn::Bidirectional>(
@@ -118,12 +126,15 @@ TEST(Bucket, ReverseAndMaskSequenceKeepToTheValidPrefix) {
   const Tensor one = from_vector(std::vector<int64_t>{2}, {1});
   test::expect_values(reverse_sequence(x, one), {2, 1, 3, 4, 6, 5, 7, 8});
   test::expect_values(mask_sequence(x, one, 0), {1, 2, 3, 4, 5, 6, 7, 8});
-  test::expect_values(mask_sequence(x, from_vector(std::vector<int64_t>{1}, {1}), 0), {1, 2, 3, 4, 0, 0, 0, 0});
+  test::expect_values(mask_sequence(x, from_vector(std::vector<int64_t>{1}, {1}), 0),
+                      {1, 2, 3, 4, 0, 0, 0, 0});
   try {
     reverse_sequence(x, from_vector(std::vector<int64_t>{1, 2, 3}, {3}));
     ADD_FAILURE() << "lengths of the wrong shape must be refused";
   } catch (const ShapeError& e) {
-    EXPECT_NE(std::string(e.what()).find("[reverse_sequence] lengths (3,) must be (1,) or, one per row of (2, 4) along axis 1 > 0, (2,)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("[reverse_sequence] lengths (3,) must be (1,) or, one per "
+                                         "row of (2, 4) along axis 1 > 0, (2,)"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -137,7 +148,8 @@ TEST(Bucket, SequenceLengthsOutsideTheAxisAreClamped) {
   test::expect_values(reverse_sequence(x, lengths), {1, 2, 3, 4, 8, 7, 6, 5});
   test::expect_values(mask_sequence(x, lengths, 1, -1.0), {-1, -1, -1, -1, 5, 6, 7, 8});
   const Tensor empty = zeros({0, 4});
-  EXPECT_EQ(reverse_sequence(empty, from_vector(std::vector<int64_t>{2}, {1})).shape(), empty.shape());
+  EXPECT_EQ(reverse_sequence(empty, from_vector(std::vector<int64_t>{2}, {1})).shape(),
+            empty.shape());
   EXPECT_EQ(mask_sequence(empty, from_vector(std::vector<int64_t>{2}, {1})).shape(), empty.shape());
 }
 
@@ -148,7 +160,8 @@ TEST(Bucket, EveryLayerForwardEqualsEagerOverRandomLengths) {
   for (const LayerCase& c : layer_cases()) {
     SCOPED_TRACE(c.name);
     const ModulePtr layer = built(c);
-    auto f = trace([&](const Tensor& x) { return (*layer)(x); }, {.name = c.name, .shapes = kBuckets});
+    auto f =
+        trace([&](const Tensor& x) { return (*layer)(x); }, {.name = c.name, .shapes = kBuckets});
     for (int64_t len : random_lengths(20, 5, 32, 7)) {
       const Tensor x = input_of(c, len, static_cast<uint64_t>(len));
       const Tensor eager = (*layer)(x), bucketed = f(x);
@@ -161,7 +174,8 @@ TEST(Bucket, EveryLayerForwardEqualsEagerOverRandomLengths) {
 
 // One SGD step on a mean squared error against 0.5 over the layer's output (a loss that
 // averages over the steps when the output has them).
-std::function<Tensor(const Tensor&)> sgd_step(const ModulePtr& m, const std::shared_ptr<nn::SGD>& opt) {
+std::function<Tensor(const Tensor&)> sgd_step(const ModulePtr& m,
+                                              const std::shared_ptr<nn::SGD>& opt) {
   return [m, opt](const Tensor& x) {
     opt->zero_grad();
     const Tensor y = (*m)(x);
@@ -184,7 +198,8 @@ TEST(Bucket, EveryLayerTrainsAsEagerOverRandomLengths) {
     auto eager_opt = std::make_shared<nn::SGD>(eager_layer->parameters(), 0.1);
     auto traced_opt = std::make_shared<nn::SGD>(traced_layer->parameters(), 0.1);
     auto eager_step = sgd_step(eager_layer, eager_opt);
-    auto traced_step = trace(sgd_step(traced_layer, traced_opt), {.name = c.name, .shapes = kBuckets});
+    auto traced_step =
+        trace(sgd_step(traced_layer, traced_opt), {.name = c.name, .shapes = kBuckets});
     for (int64_t len : random_lengths(20, 5, 32, 11)) {
       const Tensor x = input_of(c, len, static_cast<uint64_t>(50 + len));
       const Tensor le = eager_step(x), lt = traced_step(x);
@@ -221,7 +236,8 @@ TEST(Bucket, ModelsForwardAndTrainingEqualEager) {
   for (const std::string kind : {"conv1d", "lstm", "bilstm"}) {
     SCOPED_TRACE(kind);
     const auto eager_model = model_of(kind), traced_model = model_of(kind);
-    nn::Adam eager_opt(eager_model->parameters(), 1e-2), traced_opt(traced_model->parameters(), 1e-2);
+    nn::Adam eager_opt(eager_model->parameters(), 1e-2),
+        traced_opt(traced_model->parameters(), 1e-2);
     auto step_of = [](nn::Sequential& m, nn::Adam& opt) {
       return [&m, &opt](const Tensor& x, const Tensor& y) {
         opt.zero_grad();
@@ -256,17 +272,20 @@ TEST(Bucket, LengthIsDataAndStatsCountWhatBucketingSaves) {
   manual_seed(2);
   nn::LSTM lstm(4);
   lstm.build({2, 9, 3});
-  auto f = trace([&](const Tensor& x) { return lstm(x); }, {.shapes = ShapePolicy::bucket(1, {16})});
+  auto f =
+      trace([&](const Tensor& x) { return lstm(x); }, {.shapes = ShapePolicy::bucket(1, {16})});
   for (int64_t len : {9, 10, 11, 16, 10}) f(rand32({2, len, 3}, static_cast<uint64_t>(len)));
   const TraceStats& s = f.stats();
   EXPECT_EQ(s.traces, 1);
   EXPECT_EQ(s.retraces_saved, 3);  // lengths 10, 11 and 16 replayed the graph traced at 9
   EXPECT_EQ(s.real_elements, 2 * 3 * (9 + 10 + 11 + 16 + 10));
   EXPECT_EQ(s.padding_elements, 2 * 3 * (7 + 6 + 5 + 0 + 6));
-  EXPECT_NE(s.table("f").find("bucketing: 3 retraces saved; 144 zeros added to 336 elements (42% padding)"),
+  EXPECT_NE(s.table("f").find(
+                "bucketing: 3 retraces saved; 144 zeros added to 336 elements (42% padding)"),
             std::string::npos)
       << s.table("f");
-  EXPECT_NE(s.records[0].signature.find("length: (1,) int64"), std::string::npos) << s.records[0].signature;
+  EXPECT_NE(s.records[0].signature.find("length: (1,) int64"), std::string::npos)
+      << s.records[0].signature;
   for (const AxisValues& v : f.function().axis_values()) EXPECT_EQ(v.arg, 0);  // not the length
 }
 
@@ -294,8 +313,9 @@ TEST(Bucket, BatchAxisBucketTrainsAsEager) {
     };
   };
   auto eager_step = step_of(*eager_model, eager_opt);
-  auto traced_step = trace(step_of(*traced_model, traced_opt),
-                           {.shapes = ShapePolicy::bucket(0, {8}, {0, 1}), .arg_names = {"x", "y"}});
+  auto traced_step =
+      trace(step_of(*traced_model, traced_opt),
+            {.shapes = ShapePolicy::bucket(0, {8}, {0, 1}), .arg_names = {"x", "y"}});
   for (int64_t rows : random_lengths(20, 2, 8, 17)) {
     const auto r = static_cast<uint64_t>(rows);
     const Tensor x = rand32({rows, 3}, 300 + r), y = gt(rand32({rows, 1}, 400 + r), 0.0);
@@ -327,7 +347,8 @@ TEST(Bucket, ModelTrainsAndMeasuresAsEager) {
     const auto seed = static_cast<uint64_t>(500 + len);
     const Tensor x = rand32({2, len, 3}, seed), y = gt(rand32({2, len, 1}, seed + 1), 0.0);
     const nn::Logs le = eager->train_on_batch(x, y), lt = traced->train_on_batch(x, y);
-    for (const auto& [name, value] : le) EXPECT_NEAR(lt.at(name), value, 1e-5) << name << " at length " << len;
+    for (const auto& [name, value] : le)
+      EXPECT_NEAR(lt.at(name), value, 1e-5) << name << " at length " << len;
   }
   const auto pe = eager_net->parameters(), pt = traced_net->parameters();
   for (size_t i = 0; i < pe.size(); ++i) EXPECT_LT(test::max_abs_diff(pt[i], pe[i]), 1e-4) << i;
@@ -344,13 +365,16 @@ TEST(Bucket, RetraceWarningSuggestsABucketWhereMaskingMakesItExact) {
   model.build({2, 4, 3});
   nn::ActivationLayer softmax("softmax");
   std::string warning;
-  const TraceOptions options{.retrace_warning = 2, .on_warning = [&](const std::string& w) { warning = w; }};
+  const TraceOptions options{.retrace_warning = 2,
+                             .on_warning = [&](const std::string& w) { warning = w; }};
   auto f = trace([&](const Tensor& x) { return model(x); }, options);
   for (int64_t len : {4, 5, 6}) f(rand32({2, len, 3}));
-  EXPECT_NE(warning.find("is exact for this function: bucket(axis 1, sizes 8)"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("is exact for this function: bucket(axis 1, sizes 8)"), std::string::npos)
+      << warning;
   auto g = trace([&](const Tensor& x) { return softmax(x); }, options);
   for (int64_t len : {4, 5, 6}) g(rand32({2, len}));
-  EXPECT_NE(warning.find("would not be exact for this function (it would be refused: [activation] cannot be exact"),
+  EXPECT_NE(warning.find("would not be exact for this function (it would be refused: [activation] "
+                         "cannot be exact"),
             std::string::npos)
       << warning;
 }
@@ -367,7 +391,8 @@ TEST(Bucket, TrainingDropoutWarnsItIsExactInDistributionOnly) {
   auto f = trace([&](const Tensor& x) { return model(x); }, options);
   for (int64_t len : {4, 5, 12}) f(rand32({2, len, 3}));
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("exact in distribution only: dropout: in training its mask is drawn over the padded shape"),
+  EXPECT_NE(warnings[0].find("exact in distribution only: dropout: in training its mask is drawn "
+                             "over the padded shape"),
             std::string::npos)
       << warnings[0];
   model.eval();
@@ -395,16 +420,24 @@ TEST(Bucket, WhatCannotBeExactIsRefusedNamingTheOp) {
   flat.add<nn::Dense>(2);
   flat.build({2, 9, 3});
   auto f = trace([&](const Tensor& x) { return flat(x); }, {.name = "flat", .shapes = kBuckets});
-  expect_refused([&] { f(rand32({2, 9, 3})); }, "[flatten] cannot be exact under a bucket policy: it flattens the padded axis");
+  expect_refused(
+      [&] {
+        f(rand32({2, 9, 3}));
+      },
+      "[flatten] cannot be exact under a bucket policy: it flattens the padded axis");
   EXPECT_EQ(f.function().cache_size(), 0u);
 
   nn::AveragePooling1D pool({.pool_size = 2, .strides = std::nullopt, .padding = "same"});
   auto p = trace([&](const Tensor& x) { return pool(x); }, {.shapes = kBuckets});
   expect_refused([&] { p(rand32({2, 9, 3})); }, "[average_pooling1d] cannot be exact");
 
-  auto sums = trace([](const Tensor& x) { return sum(x, {1}); }, {.name = "sums", .shapes = kBuckets});
-  expect_refused([&] { sums(rand32({2, 9, 3})); },
-                 "[trace] bucket(axis 1, sizes 12/20/32) of 'sums' cannot be exact: output 0 (made by sum)");
+  auto sums =
+      trace([](const Tensor& x) { return sum(x, {1}); }, {.name = "sums", .shapes = kBuckets});
+  expect_refused(
+      [&] {
+        sums(rand32({2, 9, 3}));
+      },
+      "[trace] bucket(axis 1, sizes 12/20/32) of 'sums' cannot be exact: output 0 (made by sum)");
 }
 
 // A function that writes an argument in place: the probes of a bucket's first trace, and those
@@ -423,10 +456,12 @@ TEST(Bucket, ProbesNeverWriteTheCallersArguments) {
   };
   const std::vector<int64_t> lengths = {9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
   const Tensor eager = values_after(halve_and_add, lengths);
-  auto warned = trace(halve_and_add, {.retrace_warning = 2, .on_warning = [](const std::string&) {}});
+  auto warned =
+      trace(halve_and_add, {.retrace_warning = 2, .on_warning = [](const std::string&) {}});
   EXPECT_TRUE(test::bitwise_equal(values_after(warned, lengths), eager));
-  auto bucketed = trace([&](const Tensor& x, const Tensor& a) { return sum(halve_and_add(x, a) * 0.0, {0}); },
-                        {.shapes = kBuckets});
+  auto bucketed =
+      trace([&](const Tensor& x, const Tensor& a) { return sum(halve_and_add(x, a) * 0.0, {0}); },
+            {.shapes = kBuckets});
   EXPECT_TRUE(test::bitwise_equal(values_after(bucketed, lengths), eager));
 
   auto spoils = trace(

@@ -55,13 +55,16 @@ TEST(Threads, OnePoolOfTheConfiguredSize) {
   EXPECT_EQ(num_threads(), 1);
   EXPECT_NE(show_config().find("\n  OpenMP max threads: 1\n"), std::string::npos) << show_config();
   EXPECT_NE(show_config().find("\n  OpenBLAS threads: 1\n"), std::string::npos) << show_config();
-  EXPECT_NE(show_config().find(", OpenMP)\n"), std::string::npos) << "OpenBLAS's OpenMP build: " << show_config();
+  EXPECT_NE(show_config().find(", OpenMP)\n"), std::string::npos)
+      << "OpenBLAS's OpenMP build: " << show_config();
   const std::string table = Ledger::global().table();
   const size_t at = table.find("cpu_threads");
   ASSERT_NE(at, std::string::npos) << table;
   EXPECT_EQ(std::stoi(table.substr(at + 11, table.find('\n', at) - at - 11)), 1) << table;
   set_num_threads(2);
-  std::thread([] { EXPECT_NE(show_config().find("\n  OpenMP max threads: 2\n"), std::string::npos); }).join();
+  std::thread([] {
+    EXPECT_NE(show_config().find("\n  OpenMP max threads: 2\n"), std::string::npos);
+  }).join();
   // The same product on 1 and 2 threads: the pool size changes the work split, not the math.
   const Tensor a = test::rand32({64, 96}), b = test::rand32({96, 80});
   set_num_threads(1);
@@ -85,8 +88,10 @@ TEST(Threads, WorkersFlushDenormalsAsTheCallerDoes) {
     set_flush_denormal(on);
     const Tensor y = matmul(a, a);
     const double largest = max(y).item(), smallest = -max(y * -1.0).item();
-    if (on) EXPECT_EQ(largest, 0.0);
-    else EXPECT_GT(smallest, 1e-38);
+    if (on)
+      EXPECT_EQ(largest, 0.0);
+    else
+      EXPECT_GT(smallest, 1e-38);
   }
   set_flush_denormal(flush);
   set_num_threads(threads);
@@ -107,8 +112,11 @@ TEST(Threads, ParallelForCoversEveryIndexOnce) {
           for (int64_t i = b; i < e; ++i) ++hits[i];
         });
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "index " << i << " of " << n;
-        const int expected = n == 0 ? 0 : n < min_parallel ? 1 : static_cast<int>(std::min<int64_t>(pool, n));
-        EXPECT_EQ(chunks.load(), expected) << "n=" << n << " pool=" << pool << " min_parallel=" << min_parallel;
+        const int expected = n == 0             ? 0
+                             : n < min_parallel ? 1
+                                                : static_cast<int>(std::min<int64_t>(pool, n));
+        EXPECT_EQ(chunks.load(), expected)
+            << "n=" << n << " pool=" << pool << " min_parallel=" << min_parallel;
       }
     }
   }

@@ -377,7 +377,8 @@ TEST_F(Checkpoint, EncoreFilesAreVerified) {
 bool pid_and_counter(std::string_view s) {
   const size_t dash = s.find('-');
   auto digits = [](std::string_view d) {
-    return !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return !d.empty() &&
+           std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   return dash != std::string_view::npos && digits(s.substr(0, dash)) && digits(s.substr(dash + 1));
 }
@@ -388,9 +389,10 @@ void expect_only_temporary_files(const std::vector<std::string>& names, const st
   for (const auto& n : names) {
     if (n == target) continue;
     const std::string_view v = n;
-    const bool temporary = v.size() > target.size() + 5 && v.substr(0, target.size() + 1) == target + "." &&
-                           v.substr(v.size() - 4) == ".tmp" &&
-                           pid_and_counter(v.substr(target.size() + 1, v.size() - target.size() - 5));
+    const bool temporary =
+        v.size() > target.size() + 5 && v.substr(0, target.size() + 1) == target + "." &&
+        v.substr(v.size() - 4) == ".tmp" &&
+        pid_and_counter(v.substr(target.size() + 1, v.size() - target.size() - 5));
     EXPECT_TRUE(temporary) << "unexpected file " << n;
   }
 }

@@ -19,8 +19,8 @@ using nlohmann::json;
 namespace {
 
 struct Recorded {
-  json events;        // the "X" events
-  json metadata;      // the "M" events
+  json events;           // the "X" events
+  json metadata;         // the "M" events
   int64_t a = 0, b = 0;  // the worker threads' system ids
 };
 
@@ -132,7 +132,8 @@ TEST(ChromeTrace, ReplayedKernelsNestInTheirReplayOnTheSameTrack) {
     const double begin = rep.at("ts").get<double>(), end = begin + rep.at("dur").get<double>();
     int inside = 0;
     for (const json& k : r.events)
-      if (k.at("cat") == "kernel" && k.at("tid") == rep.at("tid") && k.at("ts").get<double>() >= begin &&
+      if (k.at("cat") == "kernel" && k.at("tid") == rep.at("tid") &&
+          k.at("ts").get<double>() >= begin &&
           k.at("ts").get<double>() + k.at("dur").get<double>() <= end + 1e-3)
         ++inside;
     EXPECT_GE(inside, 1) << rep.dump();  // relu and the add, unless a pass fused them

@@ -1,8 +1,8 @@
 // compare_modes: the report's contents (never its times), state left as it was, errors.
 #include "helpers.h"
-#include "train/compare.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
+#include "train/compare.h"
 
 namespace encore {
 namespace {
@@ -146,8 +146,11 @@ TEST(CompareModes, BucketingAPerStepLossIsExactAndCounted) {
 
 TEST(CompareModes, TracesCountTheStepsOwnTracedFunctions) {
   auto model = per_step_model();
-  const auto forward = [&](const std::vector<Arg>& a) { return std::vector<Tensor>{(*model)(std::get<Tensor>(a[0]))}; };
-  // The wrong pattern: a new traced function every call traces every call, though the mode is eager.
+  const auto forward = [&](const std::vector<Arg>& a) {
+    return std::vector<Tensor>{(*model)(std::get<Tensor>(a[0]))};
+  };
+  // The wrong pattern: a new traced function every call traces every call, though the mode is
+  // eager.
   const Step fresh = [&](const Batch& b) {
     TracedFunction f(forward);
     return f({b[0]});

@@ -17,8 +17,9 @@ struct LayoutGuard {
 
 // Three convolutions (20 filters: a partly filled last block), their loss and gradients.
 struct Stack {
-  std::vector<Tensor> params{test::rand32({5, 32, 20}, 1), test::rand32({20}, 2), test::rand32({3, 20, 20}, 3),
-                             test::rand32({20}, 4), test::rand32({3, 20, 20}, 5)};
+  std::vector<Tensor> params{test::rand32({5, 32, 20}, 1), test::rand32({20}, 2),
+                             test::rand32({3, 20, 20}, 3), test::rand32({20}, 4),
+                             test::rand32({3, 20, 20}, 5)};
   Stack() {
     for (Tensor& p : params) p.set_requires_grad();
   }
@@ -58,7 +59,8 @@ TEST(Conv1dLayout, BlockedMatchesNative) {
   const std::vector<Tensor> blocked = stack.step(input());
   EXPECT_GT(conversions(), before);
   bool named = false;
-  for (const ConvPrimitiveInfo& p : conv1d_primitives()) named |= p.key.find(" blocked=(") != std::string::npos;
+  for (const ConvPrimitiveInfo& p : conv1d_primitives())
+    named |= p.key.find(" blocked=(") != std::string::npos;
   EXPECT_TRUE(named);
   for (size_t i = 0; i < native.size(); ++i) {
     ASSERT_EQ(native[i].shape(), blocked[i].shape()) << "result " << i;
@@ -96,13 +98,15 @@ TEST(Conv1dLayout, TracedStackStaysBlockedAndMatchesEagerBitwise) {
       for (const graph::Node& n : g.nodes)
         if (std::string_view(n.op->name) == "to_blocked")
           for (const graph::Node& m : g.nodes)
-            if (std::string_view(m.op->name) == "from_blocked" && m.out[0].buffer == n.in[0].buffer) {
+            if (std::string_view(m.op->name) == "from_blocked" &&
+                m.out[0].buffer == n.in[0].buffer) {
               EXPECT_NE(m.in[0].shape, n.out[0].shape) << "a round trip is left\n" << g.str();
             }
     }
   }
   for (size_t p = 0; p < eager_stack.params.size(); ++p)
-    EXPECT_TRUE(test::bitwise_equal(eager_stack.params[p], traced_stack.params[p])) << "parameter " << p;
+    EXPECT_TRUE(test::bitwise_equal(eager_stack.params[p], traced_stack.params[p]))
+        << "parameter " << p;
 }
 
 TEST(Conv1dLayout, ConversionsRoundTripAndReadStridedViews) {
@@ -110,7 +114,8 @@ TEST(Conv1dLayout, ConversionsRoundTripAndReadStridedViews) {
   const Tensor xb = to_blocked(x, 8);
   EXPECT_EQ(xb.shape(), Shape({3, 3, 7, 8}));
   EXPECT_TRUE(test::bitwise_equal(from_blocked(xb, 20), x));
-  EXPECT_EQ(max(abs(xb.slice(1, 2, 3).slice(3, 4, 8))).item(), 0.0);  // channels 20..23: the zero tail
+  EXPECT_EQ(max(abs(xb.slice(1, 2, 3).slice(3, 4, 8))).item(),
+            0.0);  // channels 20..23: the zero tail
   // A transposed view and a broadcast one read in place, as their contiguous copies.
   const Tensor t = test::rand32({3, 20, 7}, 10).transpose(1, 2);
   EXPECT_TRUE(test::bitwise_equal(to_blocked(t, 16), to_blocked(t.contiguous(), 16)));
@@ -124,7 +129,8 @@ TEST(Conv1dLayout, UnknownLayoutIsAValueError) {
     parse_conv1d_layout("nCw16c");
     ADD_FAILURE() << "accepted";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("[conv1d] unknown layout 'nCw16c'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[conv1d] unknown layout 'nCw16c'"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -375,8 +375,9 @@ TEST(CppSignatures, EveryRowMatchesItsCppFunction) {
       continue;
     }
     std::set<std::string> operand_kinds;
-    const bool one_exact = std::any_of(it->second.begin(), it->second.end(),
-                                       [&](const CppDecl* d) { return differences(s, *d).empty(); });
+    const bool one_exact = std::any_of(it->second.begin(), it->second.end(), [&](const CppDecl* d) {
+      return differences(s, *d).empty();
+    });
     for (const CppDecl* d : it->second) {
       EXPECT_EQ(differences(s, *d, one_exact), "")
           << s.name << ": C++ " << (d->scope.empty() ? "" : "Tensor::") << d->name

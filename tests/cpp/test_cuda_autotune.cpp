@@ -104,12 +104,14 @@ TEST_F(Autotune, CpuPoliciesChooseAsDocumented) {
   Ledger& ledger = Ledger::global();
   std::map<std::string, std::vector<autotune::Entry>> by_policy;
   std::map<std::string, std::vector<Tensor>> results;
-  for (auto policy : {autotune::Policy::Exhaustive, autotune::Policy::Heuristic, autotune::Policy::Off}) {
+  for (auto policy :
+       {autotune::Policy::Exhaustive, autotune::Policy::Heuristic, autotune::Policy::Off}) {
     const std::string name(autotune::name(policy));
     SCOPED_TRACE(name);
     autotune::clear();
     autotune::set_policy(policy);
-    const int64_t searches = ledger.get(Counter::Autotunes), hits = ledger.get(Counter::AutotuneHits);
+    const int64_t searches = ledger.get(Counter::Autotunes),
+                  hits = ledger.get(Counter::AutotuneHits);
     results[name] = run_cpu_conv();
     EXPECT_EQ(ledger.get(Counter::Autotunes) - searches, 3);  // one per op, first time
     run_cpu_conv();
@@ -141,15 +143,19 @@ TEST_F(Autotune, CpuPoliciesChooseAsDocumented) {
     EXPECT_TRUE(h.timings.empty());
     // Off: the GEMM-based implementation where oneDNN offers one.
     bool gemm_offered = false;
-    for (const auto& [impl, ms] : ex.timings) gemm_offered |= impl.find("gemm") != std::string::npos && impl.find("brg") == std::string::npos;
+    for (const auto& [impl, ms] : ex.timings)
+      gemm_offered |=
+          impl.find("gemm") != std::string::npos && impl.find("brg") == std::string::npos;
     if (gemm_offered) {
-      EXPECT_NE(by_policy["off"][i].algorithm.find("gemm"), std::string::npos) << by_policy["off"][i].algorithm;
+      EXPECT_NE(by_policy["off"][i].algorithm.find("gemm"), std::string::npos)
+          << by_policy["off"][i].algorithm;
     }
   }
   // Every implementation computes the same convolution.
   for (const char* other : {"exhaustive", "off"})
     for (size_t k = 0; k < 3; ++k)
-      test::expect_close(results["heuristic"][k], results[other][k], 1e-3, std::string(other) + " result " + std::to_string(k));
+      test::expect_close(results["heuristic"][k], results[other][k], 1e-3,
+                         std::string(other) + " result " + std::to_string(k));
 }
 
 TEST_F(Autotune, CpuChoicesSaveClearLoadWithoutSearching) {
@@ -192,7 +198,8 @@ TEST_F(Autotune, CpuChoiceShowsInTheGraphDump) {
     if (e.op == "conv1d") algorithm = e.algorithm;
   ASSERT_NE(algorithm.find("gemm"), std::string::npos) << algorithm;
   const std::string dump = f.last_plan()->str();
-  EXPECT_NE(dump.find("= conv1d(arg0, captured0; stride=1, dilation=1, padding=(1, 1))  (2, 30, 8) float32  # " +
+  EXPECT_NE(dump.find("= conv1d(arg0, captured0; stride=1, dilation=1, padding=(1, 1))  (2, 30, 8) "
+                      "float32  # " +
                       algorithm + "\n"),
             std::string::npos)
       << dump;

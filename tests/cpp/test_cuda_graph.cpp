@@ -46,7 +46,8 @@ struct Training {
 Training train(Device device, bool traced, int steps) {
   manual_seed(0);
   nn::Sequential features;
-  features.add<nn::Conv1D>(8, 3, nn::Conv1DOptions{.strides = 2, .padding = "same", .activation = "relu"});
+  features.add<nn::Conv1D>(
+      8, 3, nn::Conv1DOptions{.strides = 2, .padding = "same", .activation = "relu"});
   features.add<nn::GlobalAveragePooling1D>();
   nn::Dropout drop(0.5);
   nn::Dense head(1);
@@ -135,7 +136,8 @@ TEST_P(TracedReplay, AliasOutputsAreOverwrittenByTheNextReplay) {
   auto body = [](const Tensor& x) { return std::pair<Tensor, Tensor>{x * 2.0, sum(x)}; };
   auto alias = trace(body, {.alias_outputs = true});
   auto copy = trace(body);
-  const Tensor ones4 = ones({4}, DType::Float32, device), fives = full({4}, 5.0, DType::Float32, device);
+  const Tensor ones4 = ones({4}, DType::Float32, device),
+               fives = full({4}, 5.0, DType::Float32, device);
   alias(ones4);  // the first calls run eagerly (and trace)
   copy(ones4);
   const auto [a1, s1] = alias(ones4);

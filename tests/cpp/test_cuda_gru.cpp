@@ -29,7 +29,8 @@ GruRun run(const std::vector<Tensor>& inputs, Device device, DType dtype, bool c
   }
   GruRun r;
   if (cudnn) {
-    const OutList out = dispatch(op("cudnn_gru"), in, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
+    const OutList out =
+        dispatch(op("cudnn_gru"), in, LstmAttrs{Activation::Tanh, Activation::Sigmoid});
     EXPECT_EQ(out.n, 3);
     r.y = out[0], r.h = out[1];
   } else {
@@ -84,7 +85,8 @@ TEST(CudaGru, LayerPathsAgree) {
   REQUIRE_CUDA();
   for (bool go_backwards : {false, true}) {
     nn::GRU cudnn(5, {.return_sequences = true, .go_backwards = go_backwards});
-    nn::GRU composed(5, {.return_sequences = true, .go_backwards = go_backwards,
+    nn::GRU composed(5, {.return_sequences = true,
+                         .go_backwards = go_backwards,
                          .implementation = nn::RecurrentImplementation::Composed});
     const Tensor x = rand64({3, 6, 4}).to(DType::Float32).to(kGpu);
     cudnn.build(x.shape());

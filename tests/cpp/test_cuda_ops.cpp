@@ -4,8 +4,8 @@
 #include <functional>
 #include <limits>
 
-#include "core/modes.h"
 #include "core/ledger.h"
+#include "core/modes.h"
 #include "helpers.h"
 #include "nn/lstm.h"
 #include "ops/dispatch.h"
@@ -380,7 +380,8 @@ TEST(CudaOps, Conv1d) {
       {2, 9, 3, 2, 2, 1, 3, Padding::valid()},
   };
   for (const ConvSpec& s : specs) {
-    const auto [pl, pr] = window_padding("conv1d", s.length, s.kernel, s.stride, s.dilation, s.padding);
+    const auto [pl, pr] =
+        window_padding("conv1d", s.length, s.kernel, s.stride, s.dilation, s.padding);
     const std::string name = detail::cat("conv1d N=", s.n, " L=", s.length, " C=", s.channels,
                                          " F=", s.filters, " K=", s.kernel, " stride=", s.stride,
                                          " dilation=", s.dilation, " pad=(", pl, ", ", pr, ")");
@@ -434,7 +435,8 @@ TEST(CudaOps, LogSoftmaxIsPreciseWhenOneEntryDominates) {
     const auto got = log_softmax(x.to(DType::Float32).to(kGpu), axis).to_vector<double>();
     ASSERT_EQ(ref.size(), got.size());
     for (size_t i = 0; i < ref.size(); ++i)
-      EXPECT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 1e-30) << x.shape().str() << " axis " << axis << ", element " << i;
+      EXPECT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 1e-30)
+          << x.shape().str() << " axis " << axis << ", element " << i;
   }
 }
 
@@ -457,8 +459,8 @@ TEST(CudaOps, EmptyTensors) {
   EXPECT_EQ(y.shape(), (Shape{0, 4, 4}));
   sum(y).backward();
   test::expect_values(w.grad(), std::vector<double>(24, 0.0));
-  test::expect_values(conv1d(ones({1, 0, 3}, DType::Float32, kGpu), ones({1, 3, 2}, DType::Float32, kGpu),
-                             1, Padding::explicit_(1, 0)),
+  test::expect_values(conv1d(ones({1, 0, 3}, DType::Float32, kGpu),
+                             ones({1, 3, 2}, DType::Float32, kGpu), 1, Padding::explicit_(1, 0)),
                       {0, 0});
   nn::LSTM lstm(3);
   lstm.build({0, 4, 2});
@@ -470,7 +472,8 @@ TEST(CudaOps, EmptyTensors) {
 // float -> integer casts, exact int64 scalars.
 TEST(CudaOps, IntegersAtTheLimits) {
   REQUIRE_CUDA();
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(),
+                    kMin = std::numeric_limits<int64_t>::min();
   constexpr int64_t big = (int64_t{1} << 61) + 1;
   const Tensor a = from_vector<int64_t>({kMax, kMin, kMin, -1, 7}, {5});
   const Tensor b = from_vector<int64_t>({1, -1, kMin, kMax, 3}, {5});

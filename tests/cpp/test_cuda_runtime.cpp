@@ -107,8 +107,9 @@ bool any_nan(const Tensor& t) {
 
 // One optimizer step on the CPU and on the GPU from the same state; `groups` tensors per
 // parameter (params first), then the scalars.
-void expect_same_update(const OpDef& op, const Attrs& attrs, int groups, const std::vector<Shape>& shapes,
-                        const std::vector<Tensor>& scalars, int steps) {
+void expect_same_update(const OpDef& op, const Attrs& attrs, int groups,
+                        const std::vector<Shape>& shapes, const std::vector<Tensor>& scalars,
+                        int steps) {
   NoGradGuard no_grad;
   std::vector<Tensor> cpu, gpu;
   const int n = static_cast<int>(shapes.size());
@@ -166,7 +167,8 @@ TEST(CudaRuntime, AdamUpdate) {
   const Tensor step = full({}, 1, DType::Int64), lr = full({}, 1e-2, DType::Float64);
   expect_same_update(op("adam_update"), AdamAttrs{0.9, 0.999, 1e-7, 0.0}, 4, shapes, {step, lr}, 3);
   expect_same_update(op("adam_update"), AdamAttrs{0.8, 0.99, 1e-8, 1e-2}, 4, shapes, {step, lr}, 2);
-  expect_same_update(op("adam_update"), AdamAttrs{0.9, 0.999, 1e-7, 1e-2, true, true}, 4, shapes, {step, lr}, 3);
+  expect_same_update(op("adam_update"), AdamAttrs{0.9, 0.999, 1e-7, 1e-2, true, true}, 4, shapes,
+                     {step, lr}, 3);
 }
 
 TEST(CudaRuntime, RmspropUpdate) {

@@ -14,7 +14,8 @@ namespace {
 using test::expect_values;
 
 TEST(Empty, ContiguityAgreesWithContiguousStrides) {
-  for (const Shape& s : {Shape{2, 0}, Shape{0, 3}, Shape{0}, Shape{3, 0, 2}, Shape{1, 0, 1}, Shape{}}) {
+  for (const Shape& s :
+       {Shape{2, 0}, Shape{0, 3}, Shape{0}, Shape{3, 0, 2}, Shape{1, 0, 1}, Shape{}}) {
     EXPECT_TRUE(is_contiguous(s, contiguous_strides(s))) << s.str();
     EXPECT_TRUE(Tensor::empty(s).is_contiguous()) << s.str();
   }
@@ -118,7 +119,8 @@ TEST(Empty, Lstm) {
   nn::LSTM seq(3, {.return_sequences = true});
   EXPECT_EQ(seq(zeros({0, 4, 2})).shape(), (Shape{0, 4, 3}));
   EXPECT_THROW(lstm(zeros({2, 0, 2})), ShapeError);
-  const auto [hc, cc] = lstm_cell(zeros({0, 12}), zeros({0, 3}), Activation::Tanh, Activation::Sigmoid);
+  const auto [hc, cc] =
+      lstm_cell(zeros({0, 12}), zeros({0, 3}), Activation::Tanh, Activation::Sigmoid);
   EXPECT_EQ(hc.shape(), (Shape{0, 3}));
 }
 

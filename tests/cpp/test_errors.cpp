@@ -32,10 +32,10 @@ Tensor claims_cuda(const Shape& shape) {
                            contiguous_strides(shape), 0, DType::Float32);
 }
 
-#define EXPECT_ERROR(Kind, expr, fragment)                                        \
-  do {                                                                            \
-    const std::string msg = message_of<Kind>([&] { (void)(expr); });              \
-    EXPECT_NE(msg.find(fragment), std::string::npos) << "message: " << msg;       \
+#define EXPECT_ERROR(Kind, expr, fragment)                                  \
+  do {                                                                      \
+    const std::string msg = message_of<Kind>([&] { (void)(expr); });        \
+    EXPECT_NE(msg.find(fragment), std::string::npos) << "message: " << msg; \
   } while (0)
 
 TEST(Errors, ShapesDtypesAndValues) {
@@ -45,9 +45,11 @@ TEST(Errors, ShapesDtypesAndValues) {
   EXPECT_ERROR(DTypeError, exp(zeros({2}, DType::Int32)), "[exp] needs a floating tensor");
   EXPECT_ERROR(ShapeError, matmul(zeros({2, 3}), zeros({4, 5})), "[matmul] (2, 3) @ (4, 5)");
   EXPECT_ERROR(ShapeError, matmul(zeros({}), zeros({2})), "[matmul]");
-  EXPECT_ERROR(ShapeError, conv1d(zeros({32, 140, 30}), zeros({40, 16, 128})),
-               "[conv1d] input (32, 140, 30) has 30 channels but the kernel (40, 16, 128) expects 16");
-  EXPECT_ERROR(ShapeError, conv1d(zeros({1, 3, 2}), zeros({5, 2, 1})), "too short for kernel size 5");
+  EXPECT_ERROR(
+      ShapeError, conv1d(zeros({32, 140, 30}), zeros({40, 16, 128})),
+      "[conv1d] input (32, 140, 30) has 30 channels but the kernel (40, 16, 128) expects 16");
+  EXPECT_ERROR(ShapeError, conv1d(zeros({1, 3, 2}), zeros({5, 2, 1})),
+               "too short for kernel size 5");
   EXPECT_ERROR(ShapeError, conv1d(zeros({3, 2}), zeros({5, 2, 1})), "[conv1d] expects input");
   EXPECT_ERROR(ValueError, conv1d(zeros({1, 8, 2}), zeros({3, 2, 1}), 0), "[conv1d] stride 0");
   EXPECT_ERROR(ShapeError, a.reshape({4, 2}), "[reshape] cannot reshape (2, 3)");
@@ -61,14 +63,17 @@ TEST(Errors, ShapesDtypesAndValues) {
   EXPECT_ERROR(ShapeError, concat({zeros({2, 3}), zeros({3, 3})}, 1), "[concat] input 1 (3, 3)");
   EXPECT_ERROR(ValueError, gather_last(zeros({2, 3}), from_vector<int32_t>({0, 3}, {2})),
                "[gather_last] index 3 is out of range");
-  EXPECT_ERROR(DTypeError, gather_last(zeros({2, 3}), zeros({2})), "indices must be int32 or int64");
+  EXPECT_ERROR(DTypeError, gather_last(zeros({2, 3}), zeros({2})),
+               "indices must be int32 or int64");
   EXPECT_ERROR(ShapeError, zeros({1, 1, 1, 1, 1, 1, 1, 1, 1}), "rank 9 exceeds the maximum of 8");
   EXPECT_ERROR(ShapeError, zeros({-1}), "negative dimension");
   EXPECT_ERROR(ValueError, add(Tensor(), a), "[add] input 0 is an undefined tensor");
   EXPECT_ERROR(ValueError, clip(a, 1, 0), "[clip] lower bound 1 exceeds upper bound 0");
   EXPECT_ERROR(ValueError, arange(0, 1, 0), "[arange]");
-  EXPECT_ERROR(ShapeError, from_vector<float>({1, 2, 3}, {2, 2}), "3 values cannot fill shape (2, 2)");
-  EXPECT_ERROR(ShapeError, lstm_cell(zeros({2, 7}), zeros({2, 2}), Activation::Tanh, Activation::Sigmoid),
+  EXPECT_ERROR(ShapeError, from_vector<float>({1, 2, 3}, {2, 2}),
+               "3 values cannot fill shape (2, 2)");
+  EXPECT_ERROR(ShapeError,
+               lstm_cell(zeros({2, 7}), zeros({2, 2}), Activation::Tanh, Activation::Sigmoid),
                "[lstm_cell] gates (2, 7) must be (batch, 4 * units)");
   EXPECT_ERROR(ValueError, parse_activation("swish"), "unknown activation 'swish'");
   // The runtime still works.
@@ -80,12 +85,17 @@ TEST(Errors, Conv1dSizes) {
   // the API function and from the op as traces and backward passes call it.
   EXPECT_ERROR(ValueError, conv1d(zeros({1, 8, 2}), zeros({0, 2, 1})),
                "[conv1d] kernel size must be >= 1, got kernel (0, 2, 1)");
-  EXPECT_ERROR(ValueError, call(op("conv1d"), {zeros({1, 8, 2}), zeros({0, 2, 1})}, ConvAttrs{1, 1, 0, 0, 0, 0}),
-               "[conv1d] kernel size must be >= 1, got 0");
+  EXPECT_ERROR(
+      ValueError,
+      call(op("conv1d"), {zeros({1, 8, 2}), zeros({0, 2, 1})}, ConvAttrs{1, 1, 0, 0, 0, 0}),
+      "[conv1d] kernel size must be >= 1, got 0");
   EXPECT_ERROR(ValueError,
-               call(op("conv1d_backward_filter"), {zeros({1, 8, 2}), zeros({1, 9, 1})}, ConvAttrs{1, 1, 0, 0, 0, 0}),
+               call(op("conv1d_backward_filter"), {zeros({1, 8, 2}), zeros({1, 9, 1})},
+                    ConvAttrs{1, 1, 0, 0, 0, 0}),
                "[conv1d_backward_filter] kernel size must be >= 1");
-  EXPECT_ERROR(ValueError, nn::Conv1D(4, 0), "[conv1d] filters, kernel_size, strides and dilation_rate must be >= 1, got 4, 0, 1 and 1");
+  EXPECT_ERROR(
+      ValueError, nn::Conv1D(4, 0),
+      "[conv1d] filters, kernel_size, strides and dilation_rate must be >= 1, got 4, 0, 1 and 1");
   EXPECT_ERROR(ValueError, nn::Conv1D(0, 3), "[conv1d] filters, kernel_size");
   EXPECT_ERROR(ValueError, nn::Conv1D(-4, 3), "[conv1d] filters, kernel_size");
   EXPECT_ERROR(ValueError, nn::Conv1D(4, -3), "[conv1d] filters, kernel_size");
@@ -99,7 +109,8 @@ TEST(Errors, Conv1dSizes) {
                "[conv1d] kernel size 3 with dilation 9223372036854775807 overflows int64");
   EXPECT_ERROR(ShapeError, conv1d(zeros({1, 8, 2}), zeros({3, 2, 1}), 1, Padding::same(), kMax / 2),
                "[conv1d] input length 8 with padding");
-  EXPECT_ERROR(ShapeError, conv1d(zeros({1, 8, 2}), zeros({3, 2, 1}), 1, Padding::explicit_(kMax, 1)),
+  EXPECT_ERROR(ShapeError,
+               conv1d(zeros({1, 8, 2}), zeros({3, 2, 1}), 1, Padding::explicit_(kMax, 1)),
                "overflows int64");
   nn::Conv1D layer(2, 3, {.dilation_rate = kMax});
   EXPECT_ERROR(ShapeError, layer.build({1, 8, 2}), "overflows int64");
@@ -110,7 +121,8 @@ TEST(Errors, Autograd) {
   Tensor w = ones({2}).set_requires_grad();
   EXPECT_ERROR(ShapeError, (w * 2.0).backward(), "[backward] implicit gradient needs a scalar");
   EXPECT_ERROR(ValueError, zeros({1}).backward(), "does not require grad");
-  EXPECT_ERROR(ValueError, w.fill_(0), "[fill_] cannot write in place into a tensor that requires grad");
+  EXPECT_ERROR(ValueError, w.fill_(0),
+               "[fill_] cannot write in place into a tensor that requires grad");
   EXPECT_ERROR(DTypeError, zeros({2}, DType::Int64).set_requires_grad(), "only floating tensors");
   EXPECT_ERROR(ValueError, (w * 2.0).set_requires_grad(), "leaf tensors");
   {

@@ -24,7 +24,8 @@ namespace {
 // Runs `body` in a forked child; the child's exit status is body's result (0 = passed; 98: it
 // threw), -1 when it did not end within the time limit (it is killed: it hung), -2 when fork
 // failed, -3 when the child was killed by a signal.
-int in_child(const std::function<int()>& body, std::chrono::seconds limit = std::chrono::seconds(60)) {
+int in_child(const std::function<int()>& body,
+             std::chrono::seconds limit = std::chrono::seconds(60)) {
   const pid_t pid = ::fork();
   if (pid < 0) return -2;
   if (pid == 0) {
@@ -139,12 +140,15 @@ std::string failed_children(const std::function<void()>& busy, int forks) {
     const int code = in_child(
         [] {
           double total = 0;
-          std::thread([&] { total = sum(full({32, 32}, 1.0) + 1.0).item(); }).join();  // a new ledger block
+          std::thread([&] {
+            total = sum(full({32, 32}, 1.0) + 1.0).item();
+          }).join();  // a new ledger block
           Ledger::global().record({"child", "op", 0, 0});
           return total == 2048.0 ? 0 : 1;
         },
         std::chrono::seconds(20));
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
     if (code != 0) failed += detail::cat("child ", i, ": ", code, " after ", ms.count(), " ms; ");
   }
   stop = true;
@@ -158,7 +162,10 @@ std::string failed_children(const std::function<void()>& busy, int forks) {
 // handler; no loop held it often enough at the fork to test it: 1 child in 50 hung.)
 TEST(Fork, ChildForkedWhileAnotherThreadAllocates) {
   CpuAllocator& host = cpu_allocator();
-  EXPECT_EQ(failed_children([&] { host.deallocate(host.allocate(256, Device::cpu()), 256, Device::cpu()); }, 50), "");
+  EXPECT_EQ(
+      failed_children(
+          [&] { host.deallocate(host.allocate(256, Device::cpu()), 256, Device::cpu()); }, 50),
+      "");
 }
 
 TEST(Fork, ChildForkedWhileAnotherThreadReadsTheLedger) {

@@ -42,9 +42,11 @@ Reference reference(const Tensor& a, const Tensor& b) {
 
 void expect_matches(const Tensor& got, const Reference& ref, const std::string& what) {
   ASSERT_EQ(got.shape(), ref.value.shape()) << what;
-  const auto g = got.to_vector<double>(), r = ref.value.to_vector<double>(), b = ref.bound.to_vector<double>();
+  const auto g = got.to_vector<double>(), r = ref.value.to_vector<double>(),
+             b = ref.bound.to_vector<double>();
   for (size_t i = 0; i < g.size(); ++i)
-    ASSERT_LE(std::fabs(g[i] - r[i]), b[i]) << what << " at " << i << ": " << g[i] << " vs " << r[i];
+    ASSERT_LE(std::fabs(g[i] - r[i]), b[i])
+        << what << " at " << i << ": " << g[i] << " vs " << r[i];
 }
 
 // A float32 GEMM after a re-selection of OpenBLAS's core still computes the product.
@@ -54,7 +56,8 @@ void expect_gemm_correct(const std::string& what) {
 }
 
 TEST(Gemm, OpenBlasRunsTheNewestCoreTheCpuSupports) {
-  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE set: the user's choice is kept";
+  if (std::getenv("OPENBLAS_CORETYPE"))
+    GTEST_SKIP() << "OPENBLAS_CORETYPE set: the user's choice is kept";
   const cpu::BlasCore core = cpu::blas_core();
   EXPECT_GE(cpu::blas_core_isa(core.core), cpu_info().isa)
       << core.core << " on " << name(cpu_info().isa) << ": " << core.note;
@@ -66,7 +69,8 @@ TEST(Gemm, OpenBlasRunsTheNewestCoreTheCpuSupports) {
 // What Debian's OpenBLAS 0.3.21 did on a Xeon newer than itself: it ran its SSE3 "Prescott"
 // kernels. show_config warns, and the load-time selection puts the CPU's core back.
 TEST(Gemm, AnOldCoreIsReportedAndReplaced) {
-  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE set: the user's choice is kept";
+  if (std::getenv("OPENBLAS_CORETYPE"))
+    GTEST_SKIP() << "OPENBLAS_CORETYPE set: the user's choice is kept";
   if (cpu_info().isa <= CpuIsa::Sse3) GTEST_SKIP() << "no newer ISA than Prescott's here";
   const std::string before = cpu::blas_core().core;
   if (!cpu::detail::use_blas_core("Prescott")) GTEST_SKIP() << "this OpenBLAS cannot switch cores";
@@ -78,7 +82,8 @@ TEST(Gemm, AnOldCoreIsReportedAndReplaced) {
       << config;
   cpu::detail::select_blas_core();
   EXPECT_EQ(cpu::blas_core().core, before);
-  EXPECT_NE(cpu::blas_core().note.find("re-selected by encore at load from cpuid (OpenBLAS chose Prescott)"),
+  EXPECT_NE(cpu::blas_core().note.find(
+                "re-selected by encore at load from cpuid (OpenBLAS chose Prescott)"),
             std::string::npos)
       << cpu::blas_core().note;
   EXPECT_EQ(show_config().find("warning:"), std::string::npos) << show_config();
@@ -87,11 +92,15 @@ TEST(Gemm, AnOldCoreIsReportedAndReplaced) {
 
 TEST(Gemm, ShowConfigNamesEachPathsKernelAndIsa) {
   const std::string config = show_config();
-  for (const char* expected : {"\nkernels:\n  CPU: ", "\n  GEMM, OpenBLAS core ", "\n  GEMM, oneDNN "})
+  for (const char* expected :
+       {"\nkernels:\n  CPU: ", "\n  GEMM, OpenBLAS core ", "\n  GEMM, oneDNN "})
     EXPECT_NE(config.find(expected), std::string::npos) << expected << " in\n" << config;
-  EXPECT_NE(config.find(std::string("(") + name(cpu_info().isa) + ")"), std::string::npos) << config;
+  EXPECT_NE(config.find(std::string("(") + name(cpu_info().isa) + ")"), std::string::npos)
+      << config;
   const std::string table = Ledger::global().table();
-  EXPECT_NE(table.find("\ngemm_kernels       OpenBLAS " + cpu::blas_core().core + " ("), std::string::npos) << table;
+  EXPECT_NE(table.find("\ngemm_kernels       OpenBLAS " + cpu::blas_core().core + " ("),
+            std::string::npos)
+      << table;
 }
 
 TEST(Gemm, CpuInfoGivesAPeak) {
@@ -133,17 +142,23 @@ TEST(Gemm, MatmulAgreesWithFloat64OnRandomShapesAndLayouts) {
 // Dense's two CPU paths (the BLAS per block of rows; oneDNN's matmul from 2^20 multiply-adds)
 // against float64 loops plus the bias, eager and traced bitwise equal.
 TEST(Gemm, DenseAgreesWithFloat64OnBothPaths) {
-  const int64_t shapes[][3] = {{1, 9, 5}, {33, 17, 3}, {300, 31, 70}, {32, 1024, 64}, {1, 2048, 513}, {517, 129, 65}};
+  const int64_t shapes[][3] = {{1, 9, 5},      {33, 17, 3},    {300, 31, 70},
+                               {32, 1024, 64}, {1, 2048, 513}, {517, 129, 65}};
   for (const auto& s : shapes) {
     const int64_t rows = s[0], k = s[1], n = s[2];
-    const Tensor x = test::rand32({rows, k}, 7), w = test::rand32({k, n}, 8), b = test::rand32({n}, 9);
-    const std::string what = "dense " + std::to_string(rows) + "x" + std::to_string(k) + "->" + std::to_string(n);
+    const Tensor x = test::rand32({rows, k}, 7), w = test::rand32({k, n}, 8),
+                 b = test::rand32({n}, 9);
+    const std::string what =
+        "dense " + std::to_string(rows) + "x" + std::to_string(k) + "->" + std::to_string(n);
     Reference ref = reference(x, w);
     ref.value = ref.value + b.to(DType::Float64);
     const Tensor eager = dense(x, w, b, Activation::Linear);
     expect_matches(eager, ref, what);
-    auto traced = trace([](const Tensor& x, const Tensor& w, const Tensor& b) { return dense(x, w, b, Activation::Linear); });
-    for (int call = 0; call < 3; ++call) EXPECT_TRUE(bitwise_equal(traced(x, w, b), eager)) << what << ", call " << call;
+    auto traced = trace([](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return dense(x, w, b, Activation::Linear);
+    });
+    for (int call = 0; call < 3; ++call)
+      EXPECT_TRUE(bitwise_equal(traced(x, w, b), eager)) << what << ", call " << call;
   }
 }
 

@@ -11,9 +11,8 @@
 namespace encore {
 namespace {
 
-using test::expect_eager_and_traced_training_bitwise;
-using test::expect_eager_and_traced_training_bitwise;
 using test::check_parameter_gradients;
+using test::expect_eager_and_traced_training_bitwise;
 using test::max_abs_diff;
 using test::rand32;
 using test::rand64;
@@ -22,7 +21,9 @@ TEST(Gru, GradientsOfEveryOption) {
   manual_seed(11);
   nn::GRU a(3, {.return_sequences = true});
   check_parameter_gradients(a, rand64({2, 4, 2}));
-  nn::GRU b(2, {.activation = "relu", .recurrent_activation = "hard_sigmoid", .go_backwards = true,
+  nn::GRU b(2, {.activation = "relu",
+                .recurrent_activation = "hard_sigmoid",
+                .go_backwards = true,
                 .reset_after = false});
   check_parameter_gradients(b, rand64({2, 3, 2}, 5));
   nn::GRU c(2, {.return_sequences = true, .reset_after = false});
@@ -106,8 +107,8 @@ TEST(Gru, BidirectionalAlignsTheBackwardSteps) {
 TEST(Gru, EagerAndTracedTrainingAgreeBitwise) {
   expect_eager_and_traced_training_bitwise(
       [](nn::Sequential& m) {
-        m.add(std::make_shared<nn::Bidirectional>(
-            std::make_shared<nn::GRU>(5, nn::GRUOptions{.activation = "relu", .return_sequences = true})));
+        m.add(std::make_shared<nn::Bidirectional>(std::make_shared<nn::GRU>(
+            5, nn::GRUOptions{.activation = "relu", .return_sequences = true})));
         m.add<nn::GRU>(4, nn::GRUOptions{.go_backwards = true, .reset_after = false});
         m.add<nn::Dense>(1);
       },
@@ -124,8 +125,9 @@ TEST(Gru, Errors) {
   // cuDNN cannot compute this configuration, and a CPU tensor never takes it.
   nn::GRU cudnn(2, {.reset_after = false, .implementation = nn::RecurrentImplementation::Cudnn});
   EXPECT_THROW(cudnn(ones({1, 2, 3})), UnsupportedError);
-  EXPECT_THROW(gru_cell(zeros({2, 7}), zeros({2, 7}), zeros({2, 2}), Activation::Tanh, Activation::Sigmoid),
-               ShapeError);
+  EXPECT_THROW(
+      gru_cell(zeros({2, 7}), zeros({2, 7}), zeros({2, 2}), Activation::Tanh, Activation::Sigmoid),
+      ShapeError);
 }
 
 TEST(Gru, EmptyBatch) {

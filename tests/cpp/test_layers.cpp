@@ -19,8 +19,7 @@ namespace {
 using test::bitwise_equal;
 using test::rand64;
 
-template <class Kind, class F>
-std::string message_of(F&& f) {
+template <class Kind, class F> std::string message_of(F&& f) {
   try {
     f();
   } catch (const Kind& e) {

@@ -44,7 +44,8 @@ TEST(Ledger, ResetZeroesEveryThreadsCountsAndCountingGoesOn) {
   add_from_threads(Counter::CopyInNs, 3, 10);
   l.add(Counter::CopyInNs, 5);
   l.reset();
-  for (int i = 0; i < static_cast<int>(Counter::Count); ++i) EXPECT_EQ(l.get(Counter(i)), 0) << counter_name(Counter(i));
+  for (int i = 0; i < static_cast<int>(Counter::Count); ++i)
+    EXPECT_EQ(l.get(Counter(i)), 0) << counter_name(Counter(i));
   add_from_threads(Counter::CopyInNs, 3, 10);
   l.add(Counter::CopyInNs, 5);
   EXPECT_EQ(l.get(Counter::CopyInNs), 35);

@@ -4,11 +4,10 @@
 #include <limits>
 
 #include "helpers.h"
-#include "ops/dispatch.h"
-#include "ops/elementwise.h"
-#include "ops/dispatch.h"
 #include "nn/layers.h"
 #include "nn/lstm.h"
+#include "ops/dispatch.h"
+#include "ops/elementwise.h"
 
 namespace encore {
 namespace {
@@ -41,13 +40,16 @@ constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int32_t kInt32Min = std::numeric_limits<int32_t>::min();
 
 template <class T> std::vector<T> values(const Tensor& t) { return t.to_vector<T>(); }
-template <class T> Tensor ints(std::vector<T> v) { return from_vector<T>(v, {static_cast<int64_t>(v.size())}); }
+template <class T> Tensor ints(std::vector<T> v) {
+  return from_vector<T>(v, {static_cast<int64_t>(v.size())});
+}
 
 TEST(Limits, ElementCountsThatOverflowAreShapeErrors) {
   // 2^33 * 2^31 = 2^64 wrapped to 0 elements, and reading the result crashed.
   const Tensor a = zeros({1, 1}).expand({k2(33), 1}), b = zeros({1, 1}).expand({1, k2(31)});
   EXPECT_ERROR(ShapeError, a + b, "[add] shape (8589934592, 2147483648) has too many elements");
-  EXPECT_ERROR(ShapeError, zeros({1, 1}).expand({k2(33), k2(31)}), "[expand] shape (8589934592, 2147483648)");
+  EXPECT_ERROR(ShapeError, zeros({1, 1}).expand({k2(33), k2(31)}),
+               "[expand] shape (8589934592, 2147483648)");
   EXPECT_ERROR(ShapeError, zeros({k2(40), k2(40)}), "[full] shape");
   EXPECT_ERROR(ShapeError, uniform({k2(40), k2(40)}), "[uniform] shape");
   EXPECT_ERROR(ShapeError, Tensor::empty({k2(40), k2(40)}), "[empty] shape");
@@ -102,9 +104,10 @@ TEST(Limits, SlicesWithHugeSteps) {
 
 TEST(Limits, PrintingSummarizesLongAxesEvenWhenEmpty) {
   // (2^31, 0) has no elements but would print 2^31 "[]".
-  EXPECT_EQ(zeros({k2(31), 0}).str(),
-            "tensor([[],\n        [],\n        [],\n        ...,\n        [],\n        [],\n        []], "
-            "dtype=float32)");
+  EXPECT_EQ(
+      zeros({k2(31), 0}).str(),
+      "tensor([[],\n        [],\n        [],\n        ...,\n        [],\n        [],\n        []], "
+      "dtype=float32)");
   EXPECT_EQ(zeros({0, k2(31)}).str(), "tensor([], dtype=float32)");
   EXPECT_EQ(zeros({2, 0}).str(), "tensor([[],\n        []], dtype=float32)");
   EXPECT_LT(zeros({1}).expand({kMaxNumel}).str().size(), 100u);
@@ -117,7 +120,8 @@ TEST(Limits, IntegerArithmeticWraps) {
   const Tensor a = ints<int64_t>({kInt64Max, kInt64Min, kInt64Min, -1});
   EXPECT_EQ(values<int64_t>(a + 1.0), (V{kInt64Min, kInt64Min + 1, kInt64Min + 1, 0}));
   EXPECT_EQ(values<int64_t>(a + a), (V{-2, 0, 0, -2}));
-  EXPECT_EQ(values<int64_t>(a - ints<int64_t>({-1, 1, 1, 1})), (V{kInt64Min, kInt64Max, kInt64Max, -2}));
+  EXPECT_EQ(values<int64_t>(a - ints<int64_t>({-1, 1, 1, 1})),
+            (V{kInt64Min, kInt64Max, kInt64Max, -2}));
   EXPECT_EQ(values<int64_t>(a * ints<int64_t>({2})), (V{-2, 0, 0, -2}));
   EXPECT_EQ(values<int64_t>(a * 3.0), (V{kInt64Max - 2, kInt64Min, kInt64Min, -3}));
   EXPECT_EQ(values<int64_t>(-a), (V{kInt64Min + 1, kInt64Min, kInt64Min, 1}));
@@ -151,8 +155,18 @@ TEST(Limits, IntegerArithmeticWraps) {
 
 TEST(Limits, FloatToIntegerCastsAreDefined) {
   // NaN -> 0; beyond the range -> its ends; otherwise truncation toward zero.
-  const std::vector<double> v{NAN, INFINITY, -INFINITY, 1e300, -1e300, 2.9, -2.9, 9.3e18,
-                              -9.3e18, 3e9, 9223372036854775808.0, -9223372036854775808.0};
+  const std::vector<double> v{NAN,
+                              INFINITY,
+                              -INFINITY,
+                              1e300,
+                              -1e300,
+                              2.9,
+                              -2.9,
+                              9.3e18,
+                              -9.3e18,
+                              3e9,
+                              9223372036854775808.0,
+                              -9223372036854775808.0};
   for (DType from : {DType::Float64, DType::Float32}) {
     const Tensor x = from_vector(v, {12}).to(from);
     EXPECT_EQ(values<int64_t>(x.to(DType::Int64)),
@@ -165,8 +179,9 @@ TEST(Limits, FloatToIntegerCastsAreDefined) {
         << name(from);
   }
   // The ends of the int32 range are exact in float64; just beyond them saturates.
-  EXPECT_EQ(values<int32_t>(from_vector<double>({2147483647.0, -2147483648.0, 2147483648.0, -2147483649.0}, {4})
-                                .to(DType::Int32)),
+  EXPECT_EQ(values<int32_t>(
+                from_vector<double>({2147483647.0, -2147483648.0, 2147483648.0, -2147483649.0}, {4})
+                    .to(DType::Int32)),
             (std::vector<int32_t>{kInt32Max, kInt32Min, kInt32Max, kInt32Min}));
 }
 
@@ -184,7 +199,8 @@ TEST(Limits, Int64ScalarsAreExact) {
   EXPECT_EQ(values<int64_t>(big - t), (V{0, 0}));
   EXPECT_EQ(values<int64_t>(clip(ints<int64_t>({0, kInt64Max}), big, big + 2)), (V{big, big + 2}));
   EXPECT_EQ(values<int64_t>(arange(big, big + 3, 1, DType::Int64)), (V{big, big + 1, big + 2}));
-  EXPECT_EQ(values<int64_t>(arange(kInt64Max - 2, kInt64Max, 1, DType::Int64)), (V{kInt64Max - 2, kInt64Max - 1}));
+  EXPECT_EQ(values<int64_t>(arange(kInt64Max - 2, kInt64Max, 1, DType::Int64)),
+            (V{kInt64Max - 2, kInt64Max - 1}));
   EXPECT_EQ(arange(kInt64Min, kInt64Max, k2(62), DType::Int64).numel(), 4);
   EXPECT_EQ(values<int64_t>(arange(10, 0, -4, DType::Int64)), (V{10, 6, 2}));
   // In place, as optimizers count steps.
@@ -210,9 +226,11 @@ TEST(Limits, ScalarsAnIntegerTensorCannotHoldAreValueErrors) {
       EXPECT_ERROR(ValueError, t * bad, "[mul_scalar] the value");
       EXPECT_ERROR(ValueError, clip(t, bad, bad), "[clip] the value");
       const Tensor self[] = {t};
-      EXPECT_ERROR(ValueError, dispatch(op("add_scalar_"), self, ScalarAttrs{bad}), "[add_scalar_] the value");
+      EXPECT_ERROR(ValueError, dispatch(op("add_scalar_"), self, ScalarAttrs{bad}),
+                   "[add_scalar_] the value");
     }
-    EXPECT_ERROR(ValueError, t.fill_(NAN), std::string("cannot be stored in an ") + std::string(name(dt)) + " tensor");
+    EXPECT_ERROR(ValueError, t.fill_(NAN),
+                 std::string("cannot be stored in an ") + std::string(name(dt)) + " tensor");
     EXPECT_ERROR(ValueError, t.fill_(1e300), "(out of range)");
     t.fill_(2.5);  // assignment truncates, as in NumPy and PyTorch
     expect_values(t, {2, 2});
@@ -220,7 +238,8 @@ TEST(Limits, ScalarsAnIntegerTensorCannotHoldAreValueErrors) {
     expect_values(t, {-2, -2});
     // An operand must be whole: NumPy and PyTorch would compute these in floating point.
     const Tensor self[] = {t};
-    for (const std::string op_name : {"add_scalar", "mul_scalar", "lt", "le", "gt", "ge", "eq", "ne", "div", "add_scalar_", "clip"}) {
+    for (const std::string op_name : {"add_scalar", "mul_scalar", "lt", "le", "gt", "ge", "eq",
+                                      "ne", "div", "add_scalar_", "clip"}) {
       const auto run = [&] {
         if (op_name == "add_scalar") return t + 1.9;
         if (op_name == "mul_scalar") return t * 2.5;
@@ -243,7 +262,8 @@ TEST(Limits, ScalarsAnIntegerTensorCannotHoldAreValueErrors) {
     expect_values(t / 2.0, {-1, -1});
   }
   Tensor i32 = zeros({1}, DType::Int32);
-  EXPECT_ERROR(ValueError, i32.fill_(k2(31)), "[fill_] the value 2147483648 cannot be stored in an int32 tensor (out of range)");
+  EXPECT_ERROR(ValueError, i32.fill_(k2(31)),
+               "[fill_] the value 2147483648 cannot be stored in an int32 tensor (out of range)");
   EXPECT_ERROR(ValueError, i32 + k2(40), "[add_scalar] the value 1099511627776");
   i32.fill_(k2(31) - 1);
   EXPECT_EQ(values<int32_t>(i32), std::vector<int32_t>{kInt32Max});
@@ -251,7 +271,8 @@ TEST(Limits, ScalarsAnIntegerTensorCannotHoldAreValueErrors) {
   EXPECT_EQ(values<int32_t>(i32), std::vector<int32_t>{kInt32Min});
   EXPECT_ERROR(ValueError, zeros({1}, DType::Int64).fill_(9223372036854775808.0), "out of range");
   EXPECT_ERROR(ValueError, arange(0, 4e9, 1.5e9, DType::Int32), "[arange] the value 3e+09");
-  EXPECT_ERROR(ValueError, arange(0, k2(40), k2(39), DType::Int32), "[arange] the value 549755813888");
+  EXPECT_ERROR(ValueError, arange(0, k2(40), k2(39), DType::Int32),
+               "[arange] the value 549755813888");
   // Floating tensors take anything.
   EXPECT_TRUE(std::isnan(full({1}, NAN).item()));
   Tensor f = zeros({1}, DType::Float64);

@@ -9,8 +9,8 @@
 #include "helpers.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
-#include "train/model.h"
 #include "nn/resume.h"
+#include "train/model.h"
 
 namespace encore {
 namespace {
@@ -58,13 +58,18 @@ void expect_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 }
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("encore_model_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() /
+          ("encore_model_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 TEST(Model, FitLearnsAndTracedEqualsEagerBitwise) {
   const Data train = make_data(200, 3), val = make_data(50, 4);
-  nn::FitOptions o{.batch_size = 32, .epochs = 4, .seed = 7,
-                   .validation_data = std::make_shared<nn::ArrayDataset>(val.x, val.y, 32), .verbose = 0};
+  nn::FitOptions o{.batch_size = 32,
+                   .epochs = 4,
+                   .seed = 7,
+                   .validation_data = std::make_shared<nn::ArrayDataset>(val.x, val.y, 32),
+                   .verbose = 0};
   // Each run from the same seed (model initialization, dropout masks).
   auto eager = make_model(nn::ExecutionMode::Eager);
   const nn::History he = eager->fit(train.x, train.y, o);
@@ -85,20 +90,25 @@ TEST(Model, FitLearnsAndTracedEqualsEagerBitwise) {
 TEST(Model, PartialBatchTracesOnceNotEveryEpoch) {
   const Data train = make_data(200, 3), val = make_data(50, 4);
   auto model = make_model(nn::ExecutionMode::Traced);
-  const nn::History h = model->fit(train.x, train.y,
-                                   {.batch_size = 32, .epochs = 5,
-                                    .validation_data = std::make_shared<nn::ArrayDataset>(val.x, val.y, 32),
-                                    .verbose = 0});
+  const nn::History h =
+      model->fit(train.x, train.y,
+                 {.batch_size = 32,
+                  .epochs = 5,
+                  .validation_data = std::make_shared<nn::ArrayDataset>(val.x, val.y, 32),
+                  .verbose = 0});
   EXPECT_EQ(model->train_function()->stats().traces, 2);
   EXPECT_EQ(model->train_function()->stats().calls, 5 * 7);
   EXPECT_EQ(model->test_function()->stats().traces, 2);  // 32 and 18 rows
   EXPECT_NE(h.cost.find("4 traces"), std::string::npos) << h.cost;
-  EXPECT_NE(h.cost.find("train_step call 7: new signature: arg 0 (x): shape (32, 4) -> (8, 4)"), std::string::npos)
+  EXPECT_NE(h.cost.find("train_step call 7: new signature: arg 0 (x): shape (32, 4) -> (8, 4)"),
+            std::string::npos)
       << h.cost;
   // A second fit adds no trace.
-  const nn::History again = model->fit(train.x, train.y, {.batch_size = 32, .epochs = 2, .verbose = 0});
+  const nn::History again =
+      model->fit(train.x, train.y, {.batch_size = 32, .epochs = 2, .verbose = 0});
   EXPECT_EQ(model->train_function()->stats().traces, 2);
-  EXPECT_NE(again.cost.find("cost (traced): 0 traces, 14 replays"), std::string::npos) << again.cost;
+  EXPECT_NE(again.cost.find("cost (traced): 0 traces, 14 replays"), std::string::npos)
+      << again.cost;
 }
 
 TEST(Model, EvaluateAndPredictRunInInferenceMode) {
@@ -177,7 +187,8 @@ TEST(Model, Errors) {
   EXPECT_THROW(model.fit(d.x, d.y, {.validation_split = 1.5}), ValueError);
   EXPECT_THROW(model.fit(d.x, d.y, {.epochs = -1, .verbose = 0}), ValueError);
   // A loss per row (Keras' form) is averaged over the rows.
-  model.compile("adam", nn::Loss("per_row", [](const Tensor& y, const Tensor& p) { return p - y; }));
+  model.compile("adam",
+                nn::Loss("per_row", [](const Tensor& y, const Tensor& p) { return p - y; }));
   const double per_row = model.test_on_batch(d.x, d.y).at("loss");
   EXPECT_NEAR(per_row, mean(model.predict(d.x) - d.y).item(), 1e-6);
 }
@@ -196,7 +207,8 @@ TEST(Model, ProgressBarAndCostSummary) {
   EXPECT_NE(out.find(" - accuracy: "), std::string::npos) << out;
   EXPECT_NE(out.find(" - val_loss: "), std::string::npos) << out;
   EXPECT_EQ(out.find('\r'), std::string::npos);
-  EXPECT_NE(out.find("cost (traced): 3 traces (train_step call 1: first call; "), std::string::npos) << out;
+  EXPECT_NE(out.find("cost (traced): 3 traces (train_step call 1: first call; "), std::string::npos)
+      << out;
   EXPECT_NE(out.find(" replays; tracing "), std::string::npos) << out;
 
   out.clear();
@@ -212,7 +224,8 @@ TEST(Model, ProgressBarAndCostSummary) {
 
 TEST(Model, InteractiveBarRedrawsInPlace) {
   std::string out;
-  nn::ProgressBar captured(1, [&](const std::string& s) { out += s; }, true);
+  nn::ProgressBar captured(
+      1, [&](const std::string& s) { out += s; }, true);
   captured.start(4, "Epoch 1/1", {"loss"});
   usleep(120000);
   captured.update(1, [] { return nn::Logs{{"loss", 0.5}}; });
@@ -229,8 +242,8 @@ TEST(Model, EarlyStoppingStopsAndRestoresBestWeights) {
   auto model = make_model(nn::ExecutionMode::Traced);
   // A learning rate this large makes the loss bounce: the best epoch is an early one.
   model->optimizer()->set_lr(5.0);
-  auto stop = std::make_shared<nn::EarlyStopping>(nn::EarlyStoppingOptions{
-      .monitor = "loss", .patience = 1, .restore_best_weights = true});
+  auto stop = std::make_shared<nn::EarlyStopping>(
+      nn::EarlyStoppingOptions{.monitor = "loss", .patience = 1, .restore_best_weights = true});
   struct Snapshots : nn::Callback {
     std::vector<std::vector<Tensor>> params;
     std::vector<double> losses;
@@ -240,10 +253,12 @@ TEST(Model, EarlyStoppingStopsAndRestoresBestWeights) {
     }
   };
   auto snaps = std::make_shared<Snapshots>();
-  const nn::History h = model->fit(d.x, d.y, {.batch_size = 16, .epochs = 30, .callbacks = {snaps, stop}, .verbose = 0});
+  const nn::History h = model->fit(
+      d.x, d.y, {.batch_size = 16, .epochs = 30, .callbacks = {snaps, stop}, .verbose = 0});
   ASSERT_GE(stop->stopped_epoch(), 1);
   EXPECT_EQ(static_cast<int>(h.epoch.size()), stop->stopped_epoch() + 1);
-  const auto best = std::min_element(snaps->losses.begin(), snaps->losses.end()) - snaps->losses.begin();
+  const auto best =
+      std::min_element(snaps->losses.begin(), snaps->losses.end()) - snaps->losses.begin();
   EXPECT_DOUBLE_EQ(stop->best(), snaps->losses[best]);
   expect_same(params_of(*model), snaps->params[best]);
 
@@ -253,7 +268,8 @@ TEST(Model, EarlyStoppingStopsAndRestoresBestWeights) {
 
 TEST(Model, LearningRateScheduleFollowsTheFormulaWithoutRetracing) {
   const Data d = make_data(40, 9);
-  const nn::Schedule schedule = nn::Schedule::warmup(nn::Schedule::cosine_decay(0.05, 20, 0.1), 3, 0.01);
+  const nn::Schedule schedule =
+      nn::Schedule::warmup(nn::Schedule::cosine_decay(0.05, 20, 0.1), 3, 0.01);
   struct Rates : nn::Callback {
     std::vector<double> seen;
     bool wants_batches() const override { return true; }
@@ -264,7 +280,8 @@ TEST(Model, LearningRateScheduleFollowsTheFormulaWithoutRetracing) {
     auto rates = std::make_shared<Rates>();
     const auto sched = std::make_shared<nn::LearningRateScheduler>(schedule);
     // The scheduler first: the recorder sees the rate of the step about to run.
-    const nn::History h = model->fit(d.x, d.y, {.batch_size = 8, .epochs = 5, .callbacks = {sched, rates}, .verbose = 0});
+    const nn::History h = model->fit(
+        d.x, d.y, {.batch_size = 8, .epochs = 5, .callbacks = {sched, rates}, .verbose = 0});
     if (mode == nn::ExecutionMode::Traced) {
       EXPECT_EQ(model->train_function()->stats().traces, 1);
     }
@@ -303,7 +320,8 @@ TEST(Schedules, Formulas) {
 }
 
 TEST(ArrayDataset, BatchesAndSeededShuffle) {
-  const Tensor x = arange(0, 10, 1, DType::Int64).reshape({10, 1}), y = arange(0, 10, 1, DType::Int64);
+  const Tensor x = arange(0, 10, 1, DType::Int64).reshape({10, 1}),
+               y = arange(0, 10, 1, DType::Int64);
   nn::ArrayDataset in_order(x, y, 4);
   EXPECT_EQ(in_order.size(), 3);
   in_order.start(0);
@@ -355,8 +373,8 @@ TEST(Checkpoints, ResumeGivesTheUninterruptedRunBitwise) {
     rest.initial_epoch = resumed->epoch();
     const nn::History tail = resumed->fit(d.x, d.y, rest);
     expect_same(params_of(*whole), params_of(*resumed));
-    EXPECT_EQ(tail.history.at("loss"),
-              std::vector<double>(full.history.at("loss").begin() + 2, full.history.at("loss").end()));
+    EXPECT_EQ(tail.history.at("loss"), std::vector<double>(full.history.at("loss").begin() + 2,
+                                                           full.history.at("loss").end()));
   }
   std::filesystem::remove(path);
 }
@@ -408,7 +426,8 @@ TEST(Checkpoints, ModelCheckpointCallbackSavesEachEpochOrTheBest) {
   const Data d = make_data(48, 12);
   const std::string pattern = temp_path("epoch{epoch}.safetensors");
   auto model = make_model(nn::ExecutionMode::Traced);
-  auto every = std::make_shared<nn::ModelCheckpoint>(nn::ModelCheckpointOptions{.path = pattern, .monitor = "loss"});
+  auto every = std::make_shared<nn::ModelCheckpoint>(
+      nn::ModelCheckpointOptions{.path = pattern, .monitor = "loss"});
   model->fit(d.x, d.y, {.batch_size = 16, .epochs = 3, .callbacks = {every}, .verbose = 0});
   for (int e = 1; e <= 3; ++e) {
     const std::string p = temp_path("epoch" + std::to_string(e) + ".safetensors");
@@ -417,8 +436,8 @@ TEST(Checkpoints, ModelCheckpointCallbackSavesEachEpochOrTheBest) {
   }
   EXPECT_EQ(every->last_saved(), temp_path("epoch3.safetensors"));
   const std::string best = temp_path("best.safetensors");
-  auto only_best = std::make_shared<nn::ModelCheckpoint>(
-      nn::ModelCheckpointOptions{.path = best, .monitor = "accuracy", .save_best_only = true, .weights_only = true});
+  auto only_best = std::make_shared<nn::ModelCheckpoint>(nn::ModelCheckpointOptions{
+      .path = best, .monitor = "accuracy", .save_best_only = true, .weights_only = true});
   model->fit(d.x, d.y, {.batch_size = 16, .epochs = 2, .callbacks = {only_best}, .verbose = 0});
   EXPECT_TRUE(std::filesystem::exists(best));
   auto reader = make_net(3);

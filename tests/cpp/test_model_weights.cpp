@@ -48,15 +48,17 @@ TEST(ModelWeights, ClassWeightEqualsItsSampleWeightsInBothModes) {
     }
   }
   for (size_t i = 1; i < results.size(); ++i)
-    for (size_t j = 0; j < results[0].size(); ++j) EXPECT_TRUE(bitwise_equal(results[0][j], results[i][j]));
+    for (size_t j = 0; j < results[0].size(); ++j)
+      EXPECT_TRUE(bitwise_equal(results[0][j], results[i][j]));
 }
 
 TEST(ModelWeights, WeightedEvaluateAndCountMetricsAgainstHostReferences) {
   const Data d = make_data(30);
   auto net = make_net();
   nn::Model model(net);
-  model.compile("sgd", "binary_crossentropy",
-                {.metrics = {nn::Metric::precision(), nn::Metric::recall(0.3), nn::Metric::auc(20)}});
+  model.compile(
+      "sgd", "binary_crossentropy",
+      {.metrics = {nn::Metric::precision(), nn::Metric::recall(0.3), nn::Metric::auc(20)}});
   std::vector<float> w(30);
   for (int i = 0; i < 30; ++i) w[i] = 0.1f * static_cast<float>(i);
   const nn::Logs logs = model.evaluate(d.x, d.y, 30, 0, from_vector(w, {30}));
@@ -89,7 +91,8 @@ TEST(ModelWeights, WeightedEvaluateAndCountMetricsAgainstHostReferences) {
   for (int i = 0; i + 1 < 20; ++i) auc += (fpr[i] - fpr[i + 1]) * (tpr[i] + tpr[i + 1]) / 2;
   EXPECT_NEAR(logs.at("auc"), auc, 1e-12);
   nn::Model custom(make_net());
-  custom.compile("sgd", nn::Loss("mean", [](const Tensor& t, const Tensor& q) { return mean(q - t); }));
+  custom.compile("sgd",
+                 nn::Loss("mean", [](const Tensor& t, const Tensor& q) { return mean(q - t); }));
   EXPECT_THROW(custom.evaluate(d.x, d.y, 30, 0, from_vector(w, {30})), ValueError);
 }
 
@@ -117,7 +120,8 @@ TEST(ModelWeights, StepsPerEpochGoesOnAcrossEpochsAndStopsWhenDataRunsOut) {
   h = model.fit(once, {.epochs = 5, .steps_per_epoch = 3, .verbose = 0});
   EXPECT_EQ(model.iterations(), 13);
   EXPECT_EQ(h.epoch.size(), 2u);
-  EXPECT_NE(h.warning.find("ran out after 1 of 3 steps of epoch 2"), std::string::npos) << h.warning;
+  EXPECT_NE(h.warning.find("ran out after 1 of 3 steps of epoch 2"), std::string::npos)
+      << h.warning;
 }
 
 }  // namespace

@@ -25,14 +25,16 @@ TEST(ModuleSummary, BuiltModelWithoutInputShapeAndTotals) {
         try {
           (void)model->summary();
         } catch (const ValueError& e) {
-          EXPECT_NE(std::string(e.what()).find("[sequential] summary needs a built model"), std::string::npos);
+          EXPECT_NE(std::string(e.what()).find("[sequential] summary needs a built model"),
+                    std::string::npos);
           throw;
         }
       },
       ValueError);
   model->build({8, 10, 3});
   const std::string s = model->summary();
-  // conv 3*3*4+4 = 40; batch norm gamma, beta (8 trainable) and moving stats (8 not); dense 4*2+2 = 10.
+  // conv 3*3*4+4 = 40; batch norm gamma, beta (8 trainable) and moving stats (8 not); dense 4*2+2
+  // = 10.
   EXPECT_NE(s.find("Model: \"sequential\""), std::string::npos) << s;
   EXPECT_NE(s.find("conv1d (conv1d)"), std::string::npos) << s;
   EXPECT_NE(s.find("(None, 8, 4)"), std::string::npos) << s;
@@ -86,22 +88,27 @@ TEST(ModuleState, StateDictRoundTripsThroughSafetensors) {
   other->build({8, 10, 3});
   other->load_state_dict(nn::load_tensors(path).tensors);
   for (size_t i = 0; i < model->named_weights().size(); ++i)
-    EXPECT_EQ(test::max_abs_diff(model->named_weights()[i].second, other->named_weights()[i].second), 0.0);
+    EXPECT_EQ(
+        test::max_abs_diff(model->named_weights()[i].second, other->named_weights()[i].second),
+        0.0);
 }
 
 TEST(ModuleState, GetWeightsInKerasOrderAndSetWeights) {
   auto model = conv_bn_dense();
   model->build({8, 10, 3});
   const std::vector<Tensor> w = model->get_weights();
-  // Per layer, parameters then buffers: conv kernel, bias; bn gamma, beta, moving mean, variance; dense.
+  // Per layer, parameters then buffers: conv kernel, bias; bn gamma, beta, moving mean, variance;
+  // dense.
   std::vector<Shape> shapes;
   for (const Tensor& t : w) shapes.push_back(t.shape());
   EXPECT_EQ(shapes, (std::vector<Shape>{{3, 3, 4}, {4}, {4}, {4}, {4}, {4}, {4, 2}, {2}}));
   EXPECT_NE(w[0].data_ptr(), model->named_weights()[0].second.data_ptr());  // copies
   std::vector<Tensor> ones_like;
-  for (const Tensor& t : w) ones_like.push_back(ones(t.shape(), DType::Float64));  // converted to float32
+  for (const Tensor& t : w)
+    ones_like.push_back(ones(t.shape(), DType::Float64));  // converted to float32
   model->set_weights(ones_like);
-  for (const auto& [name, t] : model->named_weights()) EXPECT_EQ(test::max_abs_diff(t, ones(t.shape())), 0.0) << name;
+  for (const auto& [name, t] : model->named_weights())
+    EXPECT_EQ(test::max_abs_diff(t, ones(t.shape())), 0.0) << name;
   EXPECT_THROW(model->set_weights({ones({3, 3, 4})}), ValueError);
   ones_like[2] = ones({5});
   EXPECT_THROW(model->set_weights(ones_like), ShapeError);
@@ -113,7 +120,8 @@ TEST(ModuleState, ZeroGrad) {
   sum((*model)(x)).backward();
   for (const Tensor& p : model->parameters()) ASSERT_TRUE(p.grad().defined());
   model->zero_grad(/*set_to_none=*/false);
-  for (const Tensor& p : model->parameters()) EXPECT_EQ(test::max_abs_diff(p.grad(), zeros(p.shape())), 0.0);
+  for (const Tensor& p : model->parameters())
+    EXPECT_EQ(test::max_abs_diff(p.grad(), zeros(p.shape())), 0.0);
   model->zero_grad();
   for (const Tensor& p : model->parameters()) EXPECT_FALSE(p.grad().defined());
 }

@@ -10,9 +10,9 @@
 namespace encore {
 namespace {
 
+using test::check_parameter_gradients;
 using test::expect_values;
 using test::max_abs_diff;
-using test::check_parameter_gradients;
 using test::rand64;
 
 TEST(Layers, ShapesAndParameterNames) {
@@ -30,8 +30,8 @@ TEST(Layers, ShapesAndParameterNames) {
     EXPECT_EQ(t.name(), n);
     EXPECT_TRUE(t.requires_grad());
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"conv1d.kernel", "conv1d.bias", "dense.kernel", "dense.bias",
-                                             "dense_1.kernel", "dense_1.bias"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"conv1d.kernel", "conv1d.bias", "dense.kernel",
+                                             "dense.bias", "dense_1.kernel", "dense_1.bias"}));
   EXPECT_EQ(model.num_parameters(), 40 * 30 * 128 + 128 + 128 * 64 + 64 + 64 + 1);
   EXPECT_EQ(model(zeros({32, 140, 30})).shape(), (Shape{32, 1}));
   const std::string summary = model.summary({32, 140, 30});
@@ -81,8 +81,8 @@ TEST(Layers, LstmMatchesTheKerasEquations) {
   NoGradGuard no_grad;
   for (int64_t t = 0; t < 5; ++t) {
     const Tensor z = matmul(x.slice(1, t, t + 1).squeeze(1), W) + matmul(h, R) + b;
-    const Tensor i = sigmoid(z.slice(1, 0, 3)), f = sigmoid(z.slice(1, 3, 6)), g = tanh(z.slice(1, 6, 9)),
-                 o = sigmoid(z.slice(1, 9, 12));
+    const Tensor i = sigmoid(z.slice(1, 0, 3)), f = sigmoid(z.slice(1, 3, 6)),
+                 g = tanh(z.slice(1, 6, 9)), o = sigmoid(z.slice(1, 9, 12));
     c = f * c + i * g;
     h = o * tanh(c);
     EXPECT_LT(max_abs_diff(y.slice(1, t, t + 1).squeeze(1), h), 1e-6) << "step " << t;
@@ -128,18 +128,21 @@ TEST(Init, GlorotAndOrthogonal) {
 }
 
 TEST(Losses, ValuesAgainstHandComputed) {
-  const Tensor y = from_vector<double>({1, 0, 1}, {3}), p = from_vector<double>({0.9, 0.2, 0.6}, {3});
+  const Tensor y = from_vector<double>({1, 0, 1}, {3}),
+               p = from_vector<double>({0.9, 0.2, 0.6}, {3});
   const double bce = -(std::log(0.9) + std::log(0.8) + std::log(0.6)) / 3;
   EXPECT_NEAR(nn::binary_crossentropy(y, p).item(), bce, 1e-12);
   const Tensor logits = log(p) - log(1.0 - p);
   EXPECT_NEAR(nn::binary_crossentropy(y, logits, true).item(), bce, 1e-12);
   // Clipping keeps saturated probabilities finite, as in Keras.
-  EXPECT_TRUE(std::isfinite(nn::binary_crossentropy(y, from_vector<double>({1, 0, 0}, {3})).item()));
+  EXPECT_TRUE(
+      std::isfinite(nn::binary_crossentropy(y, from_vector<double>({1, 0, 0}, {3})).item()));
   EXPECT_NEAR(nn::mean_squared_error(y, p).item(), (0.01 + 0.04 + 0.16) / 3, 1e-12);
   const Tensor scores = from_vector<double>({2, 1, 0, 0, 0, 3}, {2, 3});
   const Tensor labels = from_vector<int64_t>({0, 2}, {2});
   const double lse0 = std::log(std::exp(2) + std::exp(1) + 1), lse1 = std::log(2 + std::exp(3));
-  EXPECT_NEAR(nn::sparse_categorical_crossentropy(labels, scores, true).item(), ((lse0 - 2) + (lse1 - 3)) / 2, 1e-12);
+  EXPECT_NEAR(nn::sparse_categorical_crossentropy(labels, scores, true).item(),
+              ((lse0 - 2) + (lse1 - 3)) / 2, 1e-12);
   EXPECT_NEAR(nn::binary_accuracy(y, p), 1.0, 1e-12);
   EXPECT_THROW(nn::mean_squared_error(y, zeros({2})), ShapeError);
 }
@@ -224,7 +227,8 @@ TEST(Losses, BinaryCrossentropyClipsProbabilitiesChangedSinceTheSigmoid) {
 }
 
 TEST(Optimizers, SgdMomentumNesterovAgainstHandComputed) {
-  for (auto [momentum, nesterov] : {std::pair{0.0, false}, std::pair{0.9, false}, std::pair{0.9, true}}) {
+  for (auto [momentum, nesterov] :
+       {std::pair{0.0, false}, std::pair{0.9, false}, std::pair{0.9, true}}) {
     Tensor p = from_vector<float>({1, 2}, {2}).set_requires_grad();
     nn::SGD sgd({p}, 0.1, {.momentum = momentum, .nesterov = nesterov, .weight_decay = 0.01});
     double w[2] = {1, 2}, buf[2] = {0, 0};

@@ -17,8 +17,8 @@
 namespace encore {
 namespace {
 
-using test::expect_eager_and_traced_training_bitwise;
 using test::expect_close;
+using test::expect_eager_and_traced_training_bitwise;
 using test::rand32;
 
 // The output of `m` on x and the gradients of a weighted sum of it: x's, then the parameters'.
@@ -79,7 +79,8 @@ TEST(OnednnGru, LayerMatchesTheComposedOne) {
       SCOPED_TRACE(testing::Message() << "return_sequences " << seq << " go_backwards " << back);
       manual_seed(31);
       nn::GRU fused(6, {.return_sequences = seq, .go_backwards = back});
-      nn::GRU composed(6, {.return_sequences = seq, .go_backwards = back,
+      nn::GRU composed(6, {.return_sequences = seq,
+                           .go_backwards = back,
                            .implementation = nn::RecurrentImplementation::Composed});
       expect_fused_matches_composed(fused, composed, x);
       EXPECT_TRUE(fused.uses_onednn(x));

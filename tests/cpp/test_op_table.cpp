@@ -25,13 +25,16 @@ using test::expect_close;
 
 constexpr uint64_t kSeed = 4242;
 
-bool has_kernel(const OpDef& def) { return def.kind == OpKind::Compute || def.kind == OpKind::InPlace; }
+bool has_kernel(const OpDef& def) {
+  return def.kind == OpKind::Compute || def.kind == OpKind::InPlace;
+}
 
 // A fast path of another backend (cuDNN's RNN) has no CPU kernel; the table runs it only there.
 bool cpu_runnable(const OpDef& def) { return def.runs_on(DeviceType::CPU); }
 
 // Runs example `e` with every random op drawing the same values each time.
-Outputs run(const OpDef& def, const Example& e, std::span<const Tensor> in, Device device = Device::cpu()) {
+Outputs run(const OpDef& def, const Example& e, std::span<const Tensor> in,
+            Device device = Device::cpu()) {
   manual_seed(kSeed);
   return run_example(def, e, in, device);
 }
@@ -56,19 +59,22 @@ TEST(OpTable, EveryOpIsCovered) {
           << def->name << " is a CPU fast path without a composed reference";
     }
     EXPECT_TRUE(!def->signature || def->invoke) << def->name << " has a signature but no invoke";
-    EXPECT_TRUE(def->kind != OpKind::Composite || def->signature) << "composite " << def->name << " is not public";
+    EXPECT_TRUE(def->kind != OpKind::Composite || def->signature)
+        << "composite " << def->name << " is not public";
     for (DeviceType t : {DeviceType::CPU, DeviceType::CUDA}) {
       const bool built = t == DeviceType::CPU || cuda_built();
-      EXPECT_TRUE(!built || !has_kernel(*def) || !def->runs_on(t) || def->kernels[static_cast<int>(t)].run)
+      EXPECT_TRUE(!built || !has_kernel(*def) || !def->runs_on(t) ||
+                  def->kernels[static_cast<int>(t)].run)
           << def->name << " has no " << (t == DeviceType::CPU ? "CPU" : "CUDA") << " kernel";
     }
   }
-  EXPECT_EQ(orphan_kernels(), std::vector<std::string>{}) << "kernels registered for ops no row defines";
+  EXPECT_EQ(orphan_kernels(), std::vector<std::string>{})
+      << "kernels registered for ops no row defines";
 }
 
 // What the CUDA backend's sources declare, read as text: the op names each family file registers
-// kernels for (register_cuda_kernels({{"name", kernel}, ...}), or the elementwise list) and the rows the plugin defines
-// itself (cuDNN's fast paths: `.name = "..."`).
+// kernels for (register_cuda_kernels({{"name", kernel}, ...}), or the elementwise list) and the
+// rows the plugin defines itself (cuDNN's fast paths: `.name = "..."`).
 struct CudaSources {
   std::set<std::string> kernels, rows;
 };
@@ -76,7 +82,8 @@ struct CudaSources {
 CudaSources read_cuda_sources() {
   CudaSources s;
   const std::regex entry(R"re(\{\s*"(\w+)")re"), row(R"re(\.name\s*=\s*"(\w+)")re");
-  for (const auto& file : std::filesystem::directory_iterator(std::filesystem::path(ENCORE_SOURCE_DIR) / "ops" / "cuda")) {
+  for (const auto& file : std::filesystem::directory_iterator(
+           std::filesystem::path(ENCORE_SOURCE_DIR) / "ops" / "cuda")) {
     const std::string ext = file.path().extension().string();
     if (ext != ".cu" && ext != ".cpp") continue;
     std::ifstream in(file.path());
@@ -84,9 +91,11 @@ CudaSources read_cuda_sources() {
     for (size_t at = text.find("register_cuda_kernels({"); at != std::string::npos;
          at = text.find("register_cuda_kernels({", at + 1)) {
       const std::string list = text.substr(at, text.find("});", at) - at);
-      for (std::sregex_iterator m(list.begin(), list.end(), entry), end; m != end; ++m) s.kernels.insert((*m)[1]);
+      for (std::sregex_iterator m(list.begin(), list.end(), entry), end; m != end; ++m)
+        s.kernels.insert((*m)[1]);
     }
-    for (std::sregex_iterator m(text.begin(), text.end(), row), end; m != end; ++m) s.rows.insert((*m)[1]);
+    for (std::sregex_iterator m(text.begin(), text.end(), row), end; m != end; ++m)
+      s.rows.insert((*m)[1]);
     // The elementwise kernels are made from one list for both backends (ops/elementwise.h): a
     // file that registers the list's entries of one arity registers each of their names.
     if (text.find("for_each_elementwise_op(") == std::string::npos) continue;
@@ -104,16 +113,20 @@ CudaSources read_cuda_sources() {
 // registered name is an op.
 TEST(OpTable, EveryCudaKernelIsRegisteredInTheSources) {
   const CudaSources s = read_cuda_sources();
-  ASSERT_GT(s.kernels.size(), 50u) << "read no registrations from " << ENCORE_SOURCE_DIR << "/ops/cuda";
+  ASSERT_GT(s.kernels.size(), 50u)
+      << "read no registrations from " << ENCORE_SOURCE_DIR << "/ops/cuda";
   for (const OpDef* def : all_ops()) {
     if (has_kernel(*def) && def->runs_on(DeviceType::CUDA)) {
-      EXPECT_TRUE(s.kernels.count(def->name)) << def->name << " registers no CUDA kernel in ops/cuda/";
+      EXPECT_TRUE(s.kernels.count(def->name))
+          << def->name << " registers no CUDA kernel in ops/cuda/";
     }
   }
   for (const std::string& name : s.kernels)
-    EXPECT_TRUE(find_op(name) || s.rows.count(name)) << "ops/cuda/ registers a kernel for '" << name << "', which no row defines";
+    EXPECT_TRUE(find_op(name) || s.rows.count(name))
+        << "ops/cuda/ registers a kernel for '" << name << "', which no row defines";
   for (const std::string& name : s.rows)
-    EXPECT_TRUE(s.kernels.count(name)) << "the CUDA plugin's row " << name << " registers no kernel";
+    EXPECT_TRUE(s.kernels.count(name))
+        << "the CUDA plugin's row " << name << " registers no kernel";
 }
 
 class OpTable : public ::testing::TestWithParam<Case> {
@@ -123,7 +136,9 @@ class OpTable : public ::testing::TestWithParam<Case> {
   Outputs run(std::span<const Tensor> in, Device device = Device::cpu()) const {
     return encore::run(def(), example(), in, device);
   }
-  std::string what() const { return def().name + std::string(" example ") + std::to_string(GetParam().second); }
+  std::string what() const {
+    return def().name + std::string(" example ") + std::to_string(GetParam().second);
+  }
 };
 
 TEST_P(OpTable, GradientsMatchFiniteDifferences) {
@@ -195,7 +210,8 @@ TEST_P(OpTable, CudaMatchesTheCpu) {
   const Outputs cpu = run(x);
   ASSERT_EQ(gpu.size(), cpu.size());
   for (size_t i = 0; i < cpu.size(); ++i)
-    expect_close(cpu[i], gpu[i], example().parity_tolerance, what() + " output " + std::to_string(i));
+    expect_close(cpu[i], gpu[i], example().parity_tolerance,
+                 what() + " output " + std::to_string(i));
 }
 
 // Named after the op, and the edge case's number after its first example ("conv1d_edge2").
@@ -207,8 +223,8 @@ INSTANTIATE_TEST_SUITE_P(EveryOp, OpTable, ::testing::ValuesIn(cases()), case_na
 
 TEST(OpTable, GradcheckDetectsAWrongGradient) {
   // A function whose gradient is deliberately cut: detach() hides x from autograd.
-  const GradcheckResult r =
-      gradcheck([](auto& x) { return std::vector<Tensor>{x[0] * x[0].detach()}; }, {test::rand64({3})});
+  const GradcheckResult r = gradcheck(
+      [](auto& x) { return std::vector<Tensor>{x[0] * x[0].detach()}; }, {test::rand64({3})});
   EXPECT_FALSE(r.ok);
 }
 

@@ -1,7 +1,7 @@
 // Forward results of every op family against hand-computed values or float64 references.
+#include "core/ledger.h"
 #include "helpers.h"
 #include "ops/conv.h"
-#include "core/ledger.h"
 #include "ops/dispatch.h"
 #include "ops/epilogue.h"
 
@@ -23,9 +23,12 @@ TEST(Elementwise, UnaryValues) {
   expect_values(x * 2.0 + 1.0, {-3, 0, 2, 7});
   expect_values(exp(x), {std::exp(-2), std::exp(-0.5), std::exp(0.5), std::exp(3)}, 1e-12);
   expect_values(tanh(x), {std::tanh(-2), std::tanh(-0.5), std::tanh(0.5), std::tanh(3)}, 1e-12);
-  expect_values(sigmoid(x), {1 / (1 + std::exp(2)), 1 / (1 + std::exp(0.5)), 1 / (1 + std::exp(-0.5)),
-                             1 / (1 + std::exp(-3))}, 1e-12);
-  expect_values(softplus(from_vector<double>({-50, 0, 50}, {3})), {std::log1p(std::exp(-50)), std::log(2), 50}, 1e-12);
+  expect_values(sigmoid(x),
+                {1 / (1 + std::exp(2)), 1 / (1 + std::exp(0.5)), 1 / (1 + std::exp(-0.5)),
+                 1 / (1 + std::exp(-3))},
+                1e-12);
+  expect_values(softplus(from_vector<double>({-50, 0, 50}, {3})),
+                {std::log1p(std::exp(-50)), std::log(2), 50}, 1e-12);
   const Tensor p = from_vector<float>({1, 4, 9}, {3});
   expect_values(sqrt(p), {1, 2, 3});
   expect_values(log(p), {0, std::log(4), std::log(9)}, 1e-6);
@@ -85,8 +88,9 @@ TEST(Reduce, SumMeanMaxOverAxes) {
 }
 
 // A contiguous row of 64 or more is summed in 16 partial sums, a shorter one in one: every
-// length around the boundaries (the switch, the tail, rows of several) gives the exact sum of values whose sums are exact, and long rows
-// of random values match a long double reference in both dtypes; inf and NaN reach the result.
+// length around the boundaries (the switch, the tail, rows of several) gives the exact sum of
+// values whose sums are exact, and long rows of random values match a long double reference in both
+// dtypes; inf and NaN reach the result.
 TEST(Reduce, SumOfContiguousRowsInPartialSums) {
   for (int64_t n : {0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 79, 80, 81, 4097, 100003}) {
     for (DType dt : {DType::Float32, DType::Float64}) {
@@ -94,8 +98,12 @@ TEST(Reduce, SumOfContiguousRowsInPartialSums) {
       const double first = 0.5 * static_cast<double>(n) * static_cast<double>(n - 1) / 2;
       const double second = first + 0.5 * static_cast<double>(n) * static_cast<double>(n);
       const auto rows = sum(x, {1}).to_vector<double>();
-      EXPECT_EQ(rows[0], dt == DType::Float32 ? static_cast<double>(static_cast<float>(first)) : first) << n;
-      EXPECT_EQ(rows[1], dt == DType::Float32 ? static_cast<double>(static_cast<float>(second)) : second) << n;
+      EXPECT_EQ(rows[0],
+                dt == DType::Float32 ? static_cast<double>(static_cast<float>(first)) : first)
+          << n;
+      EXPECT_EQ(rows[1],
+                dt == DType::Float32 ? static_cast<double>(static_cast<float>(second)) : second)
+          << n;
     }
   }
   for (DType dt : {DType::Float32, DType::Float64}) {
@@ -128,7 +136,8 @@ TEST(Reduce, ColumnsMatchTheGeneralSweepBitwise) {
           const Tensor base = (test::rand64({inner, red, outer}) * 100.0).to(dt);
           const Tensor strided = base.permute({2, 1, 0});  // (outer, red, inner), not contiguous
           const Tensor dense = strided.contiguous();
-          if (strided.is_contiguous()) {  // an empty reduction, or size-1 axes: nothing to compare with
+          if (strided.is_contiguous()) {  // an empty reduction, or size-1 axes: nothing to compare
+                                          // with
             if (red == 0) {
               EXPECT_EQ(max(abs(sum(dense, {1}).to(DType::Float64))).item(), 0.0);
             }
@@ -139,7 +148,8 @@ TEST(Reduce, ColumnsMatchTheGeneralSweepBitwise) {
             const Tensor a = use_max ? max(strided, {1}) : sum(strided, {1});
             const Tensor b = use_max ? max(dense, {1}) : sum(dense, {1});
             EXPECT_TRUE(test::bitwise_equal(a, b))
-                << name(dt) << " outer " << outer << " red " << red << " inner " << inner << (use_max ? " max" : " sum");
+                << name(dt) << " outer " << outer << " red " << red << " inner " << inner
+                << (use_max ? " max" : " sum");
           }
         }
       }
@@ -186,13 +196,16 @@ TEST(Matmul, MatchesNaiveIncludingViewsAndBatches) {
   ASSERT_EQ(out.shape(), (Shape{2, 3, 5, 3}));
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j) {
-      const Tensor ref = naive_matmul(ba.slice(0, i, i + 1).reshape({5, 7}), bb.slice(0, j, j + 1).reshape({7, 3}));
-      EXPECT_LT(max_abs_diff(out.slice(0, i, i + 1).slice(1, j, j + 1).reshape({5, 3}), ref), 1e-12);
+      const Tensor ref = naive_matmul(ba.slice(0, i, i + 1).reshape({5, 7}),
+                                      bb.slice(0, j, j + 1).reshape({7, 3}));
+      EXPECT_LT(max_abs_diff(out.slice(0, i, i + 1).slice(1, j, j + 1).reshape({5, 3}), ref),
+                1e-12);
     }
   // Dense-style (B, T, K) @ (K, N) folds into one GEMM; 1-D operands follow NumPy.
   const Tensor x3 = rand64({4, 6, 7}, 7);
   EXPECT_LT(max_abs_diff(matmul(x3, b.to(DType::Float64)).reshape({24, 3}),
-                         naive_matmul(x3.reshape({24, 7}), b.to(DType::Float64))), 1e-12);
+                         naive_matmul(x3.reshape({24, 7}), b.to(DType::Float64))),
+            1e-12);
   const Tensor v = from_vector<double>({1, 2}, {2});
   const Tensor m = from_vector<double>({1, 2, 3, 4}, {2, 2});
   expect_values(matmul(v, m), {7, 10});
@@ -217,12 +230,15 @@ class Conv1dMatchesReference : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(Conv1dMatchesReference, ForwardAndGradients) {
   const ConvCase c = GetParam();
-  const Tensor x = rand32({c.n, c.length, c.channels}, 11), w = rand32({c.kernel, c.channels, c.filters}, 12);
+  const Tensor x = rand32({c.n, c.length, c.channels}, 11),
+               w = rand32({c.kernel, c.channels, c.filters}, 12);
   const Tensor y = conv1d(x, w, c.stride, c.padding, c.dilation);  // oneDNN, float32
-  const Tensor y64 = conv1d(x.to(DType::Float64), w.to(DType::Float64), c.stride, c.padding, c.dilation);
+  const Tensor y64 =
+      conv1d(x.to(DType::Float64), w.to(DType::Float64), c.stride, c.padding, c.dilation);
   EXPECT_LT(max_abs_diff(y, y64), 1e-4);
   // Independent check of the float64 loops at one output position.
-  const auto [pl, pr] = window_padding("conv1d", c.length, c.kernel, c.stride, c.dilation, c.padding);
+  const auto [pl, pr] =
+      window_padding("conv1d", c.length, c.kernel, c.stride, c.dilation, c.padding);
   EXPECT_EQ(y.shape()[1], (c.length + pl + pr - c.dilation * (c.kernel - 1) - 1) / c.stride + 1);
   const auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), yv = y64.to_vector<double>();
   const int64_t t = y.shape()[1] - 1, f = c.filters - 1, b = c.n - 1;
@@ -236,7 +252,8 @@ TEST_P(Conv1dMatchesReference, ForwardAndGradients) {
   EXPECT_NEAR(yv[(b * y.shape()[1] + t) * c.filters + f], ref, 1e-12);
   // Gradients: oneDNN float32 against the float64 loops.
   Tensor xg = x.detach().set_requires_grad(), wg = w.detach().set_requires_grad();
-  Tensor x64 = x.to(DType::Float64).set_requires_grad(), w64 = w.to(DType::Float64).set_requires_grad();
+  Tensor x64 = x.to(DType::Float64).set_requires_grad(),
+         w64 = w.to(DType::Float64).set_requires_grad();
   const Tensor gy = rand32(y.shape(), 13);
   conv1d(xg, wg, c.stride, c.padding, c.dilation).backward(gy);
   conv1d(x64, w64, c.stride, c.padding, c.dilation).backward(gy.to(DType::Float64));
@@ -261,11 +278,16 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(Conv1d, SamePaddingMatchesKeras) {
   // Keras 'same': output ceil(L / stride); left pad = total // 2.
-  EXPECT_EQ(window_padding("conv1d", 140, 40, 4, 1, Padding::same()), (std::pair<int64_t, int64_t>{18, 18}));
-  EXPECT_EQ(window_padding("conv1d", 141, 40, 4, 1, Padding::same()), (std::pair<int64_t, int64_t>{19, 20}));
-  EXPECT_EQ(window_padding("conv1d", 10, 3, 1, 1, Padding::same()), (std::pair<int64_t, int64_t>{1, 1}));
-  EXPECT_EQ(window_padding("conv1d", 10, 4, 1, 1, Padding::same()), (std::pair<int64_t, int64_t>{1, 2}));
-  EXPECT_EQ(conv1d(zeros({1, 140, 30}), zeros({40, 30, 8}), 4, Padding::same()).shape(), (Shape{1, 35, 8}));
+  EXPECT_EQ(window_padding("conv1d", 140, 40, 4, 1, Padding::same()),
+            (std::pair<int64_t, int64_t>{18, 18}));
+  EXPECT_EQ(window_padding("conv1d", 141, 40, 4, 1, Padding::same()),
+            (std::pair<int64_t, int64_t>{19, 20}));
+  EXPECT_EQ(window_padding("conv1d", 10, 3, 1, 1, Padding::same()),
+            (std::pair<int64_t, int64_t>{1, 1}));
+  EXPECT_EQ(window_padding("conv1d", 10, 4, 1, 1, Padding::same()),
+            (std::pair<int64_t, int64_t>{1, 2}));
+  EXPECT_EQ(conv1d(zeros({1, 140, 30}), zeros({40, 30, 8}), 4, Padding::same()).shape(),
+            (Shape{1, 35, 8}));
 }
 
 TEST(Conv1d, PrimitivesAreCachedPerShape) {
@@ -290,7 +312,8 @@ TEST(Conv1d, PrimitivesAreCachedPerShape) {
 // packed into its blocked layout, not the GEMM-based one plain (K, C, F) weights allow.
 TEST(Conv1d, ImplementationChosenPerShapeWithItsWeightLayout) {
   clear_conv1d_primitives();
-  Tensor x = rand32({4, 48, 64}, 2).set_requires_grad(), w = rand32({12, 64, 64}, 1).set_requires_grad();
+  Tensor x = rand32({4, 48, 64}, 2).set_requires_grad(),
+         w = rand32({12, 64, 64}, 1).set_requires_grad();
   sum(conv1d(x, w, 1, Padding::same())).backward();
   std::string forward;
   for (const auto& p : conv1d_primitives())
@@ -307,15 +330,22 @@ TEST(Conv1d, FusedIsBiasThenActivation) {
   for (Activation a : {Activation::Linear, Activation::Relu, Activation::Tanh, Activation::Sigmoid,
                        Activation::HardSigmoid}) {
     const Tensor unfused = activation(conv1d(x, w, 2, Padding::same()) + b, a);
-    EXPECT_LT(max_abs_diff(conv1d_fused(x, w, b, 2, Padding::same(), 1, a), unfused), 1e-5) << name(a);
-    const Tensor unfused64 = activation(conv1d(x.to(DType::Float64), w.to(DType::Float64), 2, Padding::same()) +
-                                            b.to(DType::Float64), a);
-    EXPECT_LT(max_abs_diff(conv1d_fused(x.to(DType::Float64), w.to(DType::Float64), b.to(DType::Float64), 2,
-                                        Padding::same(), 1, a), unfused64), 1e-12) << name(a);
+    EXPECT_LT(max_abs_diff(conv1d_fused(x, w, b, 2, Padding::same(), 1, a), unfused), 1e-5)
+        << name(a);
+    const Tensor unfused64 =
+        activation(conv1d(x.to(DType::Float64), w.to(DType::Float64), 2, Padding::same()) +
+                       b.to(DType::Float64),
+                   a);
+    EXPECT_LT(max_abs_diff(conv1d_fused(x.to(DType::Float64), w.to(DType::Float64),
+                                        b.to(DType::Float64), 2, Padding::same(), 1, a),
+                           unfused64),
+              1e-12)
+        << name(a);
   }
   // An empty channel axis still adds the bias.
-  expect_values(conv1d_fused(zeros({1, 2, 0}), zeros({1, 0, 2}), from_vector<float>({1, -1}, {2}), 1,
-                             Padding::valid(), 1, Activation::Relu), {1, 0, 1, 0});
+  expect_values(conv1d_fused(zeros({1, 2, 0}), zeros({1, 0, 2}), from_vector<float>({1, -1}, {2}),
+                             1, Padding::valid(), 1, Activation::Relu),
+                {1, 0, 1, 0});
   EXPECT_THROW(conv1d_fused(x, w, zeros({3})), ShapeError);
 }
 
@@ -324,16 +354,20 @@ TEST(Conv1d, FusedIsBiasThenActivation) {
 TEST(Dense, FusedIsMatmulBiasThenActivation) {
   for (const Shape& xs : {Shape{3, 5, 24}, Shape{24}, Shape{2100, 24}}) {
     const Tensor x = rand32(xs, 1), w = rand32({24, 300}, 2), b = rand32({300}, 3);
-    for (Activation a : {Activation::Linear, Activation::Relu, Activation::Tanh, Activation::Sigmoid,
-                         Activation::HardSigmoid}) {
-      EXPECT_LT(max_abs_diff(dense(x, w, b, a), activation(matmul(x, w) + b, a)), 1e-5) << name(a) << xs.str();
-      const Tensor x64 = x.to(DType::Float64), w64 = w.to(DType::Float64), b64 = b.to(DType::Float64);
-      EXPECT_LT(max_abs_diff(dense(x64, w64, b64, a), activation(matmul(x64, w64) + b64, a)), 1e-12) << name(a);
+    for (Activation a : {Activation::Linear, Activation::Relu, Activation::Tanh,
+                         Activation::Sigmoid, Activation::HardSigmoid}) {
+      EXPECT_LT(max_abs_diff(dense(x, w, b, a), activation(matmul(x, w) + b, a)), 1e-5)
+          << name(a) << xs.str();
+      const Tensor x64 = x.to(DType::Float64), w64 = w.to(DType::Float64),
+                   b64 = b.to(DType::Float64);
+      EXPECT_LT(max_abs_diff(dense(x64, w64, b64, a), activation(matmul(x64, w64) + b64, a)), 1e-12)
+          << name(a);
     }
   }
   // No input features: the bias alone.
-  expect_values(dense(zeros({2, 0}), zeros({0, 2}), from_vector<float>({1, -1}, {2}), Activation::Relu),
-                {1, 0, 1, 0});
+  expect_values(
+      dense(zeros({2, 0}), zeros({0, 2}), from_vector<float>({1, -1}, {2}), Activation::Relu),
+      {1, 0, 1, 0});
   const Tensor x = rand32({4, 6}, 1), w = rand32({6, 3}, 2);
   EXPECT_THROW(dense(x, w, zeros({4})), ShapeError);
   EXPECT_THROW(dense(x, rand32({5, 3}, 2), zeros({3})), ShapeError);
@@ -346,7 +380,8 @@ TEST(Dense, FusedIsMatmulBiasThenActivation) {
 // clip post-ops gave 0 for a NaN, so they are not used). oneDNN's tanh and sigmoid post-ops
 // keep NaN and infinities and differ by an ulp at most. K = 1 and unit weights keep the
 // products exact, so only the epilogue decides the results.
-void expect_same_specials(const Tensor& fused, const Tensor& separate, bool bitwise, const std::string& what) {
+void expect_same_specials(const Tensor& fused, const Tensor& separate, bool bitwise,
+                          const std::string& what) {
   if (bitwise) {
     EXPECT_TRUE(test::bitwise_equal(fused, separate)) << what;
     return;
@@ -355,16 +390,18 @@ void expect_same_specials(const Tensor& fused, const Tensor& separate, bool bitw
                             r = separate.to(DType::Float64).to_vector<double>();
   ASSERT_EQ(f.size(), r.size()) << what;
   for (size_t i = 0; i < f.size(); ++i) {
-    ASSERT_EQ(std::isnan(f[i]), std::isnan(r[i])) << what << " at " << i << ": " << f[i] << " vs " << r[i];
+    ASSERT_EQ(std::isnan(f[i]), std::isnan(r[i]))
+        << what << " at " << i << ": " << f[i] << " vs " << r[i];
     if (!std::isnan(r[i])) {
       ASSERT_NEAR(f[i], r[i], 1e-6 * std::max(1.0, std::fabs(r[i]))) << what << " at " << i;
     }
   }
 }
 
-const std::vector<double> kSpecialValues{NAN, INFINITY, -INFINITY, -0.0, 0.0, -1.0, 1.0, 1e-40, -3.0, 40.0, 2.5, -2.5};
-const Activation kFusable[] = {Activation::Linear, Activation::Relu, Activation::Tanh, Activation::Sigmoid,
-                               Activation::HardSigmoid};
+const std::vector<double> kSpecialValues{NAN, INFINITY, -INFINITY, -0.0, 0.0, -1.0,
+                                         1.0, 1e-40,    -3.0,      40.0, 2.5, -2.5};
+const Activation kFusable[] = {Activation::Linear, Activation::Relu, Activation::Tanh,
+                               Activation::Sigmoid, Activation::HardSigmoid};
 
 bool onednn_post_op(Activation a) { return a == Activation::Tanh || a == Activation::Sigmoid; }
 
@@ -379,7 +416,8 @@ TEST(Dense, EpilogueTreatsSpecialValuesAsTheSeparateOps) {
       const Tensor w = ones({1, cols}).to(dt), b = from_vector<double>(bs, {cols}).to(dt);
       for (Activation a : kFusable) {
         const bool onednn = cols > 2 && dt == DType::Float32;
-        expect_same_specials(dense(x, w, b, a), activation(matmul(x, w) + b, a), !onednn || !onednn_post_op(a),
+        expect_same_specials(dense(x, w, b, a), activation(matmul(x, w) + b, a),
+                             !onednn || !onednn_post_op(a),
                              detail::cat(name(a), " ", name(dt), " ", rows, "x", cols));
       }
     }
@@ -401,8 +439,9 @@ TEST(Conv1dFused, EpilogueTreatsSpecialValuesAsTheSeparateOps) {
     for (Activation a : kFusable) {
       const Tensor fused = conv1d_fused(x, w, b, 1, Padding::valid(), 1, a);
       const Tensor separate = activation(conv1d(x, w, 1, Padding::valid()) + b, a);
-      expect_same_specials(fused, separate, !onednn_post_op(a),
-                           detail::cat(name(a), l == Conv1dLayout::Blocked ? " blocked" : " native"));
+      expect_same_specials(
+          fused, separate, !onednn_post_op(a),
+          detail::cat(name(a), l == Conv1dLayout::Blocked ? " blocked" : " native"));
     }
   }
   set_conv1d_layout(layout);
@@ -431,18 +470,21 @@ TEST(ActivationGrad, IsTheFormulaWrittenWithOpsValueForValue) {
         {Activation::Linear, gy},
     };
     for (const auto& [a, expected] : composed) {
-      const std::vector<double> got = activation_backward(a, gy, y).to(DType::Float64).to_vector<double>();
+      const std::vector<double> got =
+          activation_backward(a, gy, y).to(DType::Float64).to_vector<double>();
       const std::vector<double> want = expected.to(DType::Float64).to_vector<double>();
       for (int64_t i = 0; i < n; ++i) {
         const bool same = std::isnan(want[i]) ? std::isnan(got[i])
                                               : std::memcmp(&got[i], &want[i], sizeof(double)) == 0;
-        EXPECT_TRUE(same) << name(a) << " " << name(dt) << ": gy " << gs[i] << ", y " << ys[i] << " gave "
-                          << got[i] << ", the ops " << want[i];
+        EXPECT_TRUE(same) << name(a) << " " << name(dt) << ": gy " << gs[i] << ", y " << ys[i]
+                          << " gave " << got[i] << ", the ops " << want[i];
       }
     }
     // A gradient broadcast along the middle axis, as a mean's backward hands it on.
-    const Tensor g3 = rand32({4, 1, 33}, 5).to(dt).expand({4, 3, 33}), y3 = rand32({4, 3, 33}, 6).to(dt);
-    EXPECT_TRUE(test::bitwise_equal(activation_backward(Activation::Tanh, g3, y3), g3 * (1.0 - y3 * y3)));
+    const Tensor g3 = rand32({4, 1, 33}, 5).to(dt).expand({4, 3, 33}),
+                 y3 = rand32({4, 3, 33}, 6).to(dt);
+    EXPECT_TRUE(
+        test::bitwise_equal(activation_backward(Activation::Tanh, g3, y3), g3 * (1.0 - y3 * y3)));
   }
 }
 
@@ -457,11 +499,13 @@ TEST(ActivationGrad, RefusesActivationsWhoseGradientIsNotAFunctionOfTheOutput) {
       EXPECT_NE(std::string(e.what()).find(std::string(name(a))), std::string::npos) << e.what();
     }
   }
-  EXPECT_THROW(activation_backward(Activation::Relu, from_vector<int32_t>({1}, {1}), from_vector<int32_t>({1}, {1})),
+  EXPECT_THROW(activation_backward(Activation::Relu, from_vector<int32_t>({1}, {1}),
+                                   from_vector<int32_t>({1}, {1})),
                DTypeError);
   EXPECT_THROW(activation_backward(Activation::Relu, rand32({3}), rand32({4})), ShapeError);
   EXPECT_THROW(activation_backward(Activation::Tanh, rand32({3}), rand64({3})), DTypeError);
-  EXPECT_EQ(activation_backward(Activation::Sigmoid, zeros({0, 4}), zeros({0, 4})).shape(), (Shape{0, 4}));
+  EXPECT_EQ(activation_backward(Activation::Sigmoid, zeros({0, 4}), zeros({0, 4})).shape(),
+            (Shape{0, 4}));
 }
 
 // softplus(z) - z y against the float64 reference, with no overflow or cancellation at large
@@ -478,14 +522,17 @@ TEST(BinaryCrossentropyLogits, IsStableAndKeepsNan) {
           EXPECT_TRUE(std::isnan(got[i]));
           continue;
         }
-        const double ref = std::max(zs[i], 0.0) + std::log1p(std::exp(-std::fabs(zs[i]))) - zs[i] * y;
-        EXPECT_NEAR(got[i], ref, (dt == DType::Float32 ? 1e-6 : 1e-14) * std::max(1.0, std::fabs(ref)))
+        const double ref =
+            std::max(zs[i], 0.0) + std::log1p(std::exp(-std::fabs(zs[i]))) - zs[i] * y;
+        EXPECT_NEAR(got[i], ref,
+                    (dt == DType::Float32 ? 1e-6 : 1e-14) * std::max(1.0, std::fabs(ref)))
             << "z " << zs[i] << ", y " << y << " " << name(dt);
       }
     }
   }
-  EXPECT_THROW(binary_crossentropy_logits(from_vector<int32_t>({1}, {1}), from_vector<int32_t>({1}, {1})),
-               DTypeError);
+  EXPECT_THROW(
+      binary_crossentropy_logits(from_vector<int32_t>({1}, {1}), from_vector<int32_t>({1}, {1})),
+      DTypeError);
   EXPECT_THROW(binary_crossentropy_logits(rand32({3}), rand32({4})), ShapeError);
   EXPECT_THROW(binary_crossentropy_logits(rand32({3}), rand64({3})), DTypeError);
   // Empty: an empty result, and an empty gradient through it.
@@ -501,12 +548,15 @@ TEST(BinaryCrossentropyLogits, IsStableAndKeepsNan) {
 // oneDNN's matmul once, then reuses it.
 TEST(Dispatch, AutotuneCountersCountOnlyPreparedStates) {
   Ledger& ledger = Ledger::global();
-  const auto counts = [&] { return std::pair{ledger.get(Counter::Autotunes), ledger.get(Counter::AutotuneHits)}; };
+  const auto counts = [&] {
+    return std::pair{ledger.get(Counter::Autotunes), ledger.get(Counter::AutotuneHits)};
+  };
   const Tensor xs = rand32({5, 7}), ws = rand32({7, 3}, 2), bs = rand32({3}, 3);
   auto before = counts();
   for (int i = 0; i < 3; ++i) (void)dense(xs, ws, bs, Activation::Relu);
   EXPECT_EQ(counts(), before);
-  const Tensor xl = rand32({64, 128}), wl = rand32({128, 128}, 2), bl = rand32({128}, 3);  // 2^20 multiply-adds
+  const Tensor xl = rand32({64, 128}), wl = rand32({128, 128}, 2),
+               bl = rand32({128}, 3);  // 2^20 multiply-adds
   before = counts();
   for (int i = 0; i < 3; ++i) (void)dense(xl, wl, bl, Activation::Relu);
   EXPECT_EQ(counts(), std::pair(before.first + 1, before.second + 2));
@@ -517,15 +567,17 @@ TEST(Recurrent, Float32StepProductsMatchFloat64) {
   for (bool reverse : {false, true}) {
     for (bool gru : {false, true}) {
       const int64_t gates = gru ? 3 : 4;
-      const Tensor xw = rand32({batch, steps, gates * units}, 1), r = rand32({units, gates * units}, 2) * 0.3,
-                   b = rand32({gates * units}, 3), gy = rand32({batch, steps, units}, 4);
+      const Tensor xw = rand32({batch, steps, gates * units}, 1),
+                   r = rand32({units, gates * units}, 2) * 0.3, b = rand32({gates * units}, 3),
+                   gy = rand32({batch, steps, units}, 4);
       std::vector<std::vector<Tensor>> grads;
       std::vector<Tensor> ys;
       for (DType d : {DType::Float32, DType::Float64}) {
         std::vector<Tensor> in{xw.to(d).detach(), r.to(d).detach(), b.to(d).detach()};
         for (Tensor& t : in) t.set_requires_grad(true);
-        const Tensor y = gru ? gru_sequence(in[0], in[1], in[2], Activation::Tanh, Activation::Sigmoid, reverse)
-                             : lstm_sequence(in[0], in[1], Activation::Tanh, Activation::Sigmoid, reverse);
+        const Tensor y =
+            gru ? gru_sequence(in[0], in[1], in[2], Activation::Tanh, Activation::Sigmoid, reverse)
+                : lstm_sequence(in[0], in[1], Activation::Tanh, Activation::Sigmoid, reverse);
         sum(y * gy.to(d)).backward();
         ys.push_back(y);
         grads.push_back({in[0].grad(), in[1].grad()});
@@ -559,11 +611,13 @@ TEST(Softmax, LogSoftmaxIsPreciseWhenOneEntryDominates) {
     const auto got = log_softmax(x, axis).to_vector<double>();
     const auto ref = log_softmax(x.to(DType::Float64), axis).to_vector<double>();
     for (size_t i = 0; i < ref.size(); ++i)
-      EXPECT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 1e-30) << "axis " << axis << ", element " << i;
+      EXPECT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 1e-30)
+          << "axis " << axis << ", element " << i;
   }
   EXPECT_NEAR(log_softmax(x).to_vector<float>()[0], -4.5400960e-5, 1e-11);  // -log1p(e^-10 + e^-20)
   // Ties with the maximum each count once; NaN propagates.
-  expect_values(log_softmax(from_vector<float>({3, 3, 3, 3}, {4})), std::vector<double>(4, -std::log(4.0)), 1e-7);
+  expect_values(log_softmax(from_vector<float>({3, 3, 3, 3}, {4})),
+                std::vector<double>(4, -std::log(4.0)), 1e-7);
   EXPECT_TRUE(std::isnan(log_softmax(from_vector<float>({1, NAN, 2}, {3})).to_vector<float>()[0]));
 }
 
@@ -587,15 +641,16 @@ TEST(GatherScatter, PickAndScatterAlongLastAxis) {
   const Tensor x = arange(0, 12, 1, DType::Float64).reshape({3, 4});
   const Tensor idx = from_vector<int32_t>({3, 0, 2}, {3});
   expect_values(gather_last(x, idx), {3, 4, 10});
-  expect_values(scatter_last(from_vector<double>({1, 2, 3}, {3}), idx, 4), {0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 3, 0});
+  expect_values(scatter_last(from_vector<double>({1, 2, 3}, {3}), idx, 4),
+                {0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 3, 0});
   EXPECT_THROW(gather_last(x, from_vector<int32_t>({4, 0, 0}, {3})), ValueError);
 }
 
 TEST(LstmCell, MatchesTheGateEquations) {
   const Tensor z = rand64({2, 8}, 1), c = rand64({2, 2}, 2);
   const auto [h, c1] = lstm_cell(z, c, Activation::Tanh, Activation::Sigmoid);
-  const Tensor i = sigmoid(z.slice(1, 0, 2)), f = sigmoid(z.slice(1, 2, 4)), g = tanh(z.slice(1, 4, 6)),
-               o = sigmoid(z.slice(1, 6, 8));
+  const Tensor i = sigmoid(z.slice(1, 0, 2)), f = sigmoid(z.slice(1, 2, 4)),
+               g = tanh(z.slice(1, 4, 6)), o = sigmoid(z.slice(1, 6, 8));
   const Tensor c_ref = f * c + i * g;
   EXPECT_LT(max_abs_diff(c1, c_ref), 1e-12);
   EXPECT_LT(max_abs_diff(h, o * tanh(c_ref)), 1e-12);

@@ -236,7 +236,8 @@ TEST(OptimizerState, LoadIsStrictAndAllOrNothing) {
     nn::NamedTensors s = good;
     for (auto& [n, v] : s)
       if (n == name) v = t;
-    if (std::none_of(s.begin(), s.end(), [&](auto& e) { return e.first == name; })) s.emplace_back(name, t);
+    if (std::none_of(s.begin(), s.end(), [&](auto& e) { return e.first == name; }))
+      s.emplace_back(name, t);
     return s;
   };
   EXPECT_THROW(adam.load_state(without("lr")), ValueError);

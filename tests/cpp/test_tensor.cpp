@@ -107,7 +107,8 @@ TEST(Tensor, InPlaceFromAnOverlappingViewReadsTheOldValues) {
   auto transposed = [](Tensor m) { return m.copy_(m.transpose(0, 1)); };
   auto shifted = [](Tensor v) { return v.slice(0, 1, 6).add_(v.slice(0, 0, 5)); };
   auto flipped = [](Tensor v) { return v.copy_(flip(v, 0)); };
-  const std::vector<double> t = {0, 3, 6, 1, 4, 7, 2, 5, 8}, s = {0, 1, 3, 5, 7, 9}, f = {5, 4, 3, 2, 1, 0};
+  const std::vector<double> t = {0, 3, 6, 1, 4, 7, 2, 5, 8}, s = {0, 1, 3, 5, 7, 9},
+                            f = {5, 4, 3, 2, 1, 0};
   expect_values(transposed(arange(0, 9).reshape({3, 3})), t);
   Tensor v = arange(0, 6);
   shifted(v);

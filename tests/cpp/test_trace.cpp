@@ -46,7 +46,8 @@ TEST(Trace, FirstCallRunsEagerlyThenTracesWithoutRunningKernels) {
     reads(x);
     FAIL() << "no error";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("[item] cannot read the value"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[item] cannot read the value"), std::string::npos)
+        << e.what();
   }
   // The failed trace left nothing behind: eager ops work and a new trace succeeds.
   expect_values(ones({1}) + 1.0, {2});
@@ -63,7 +64,8 @@ TEST(Trace, SymbolicTensorsDoNotEscape) {
     f(ones({2}));
     FAIL() << "no error";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("keeps a tensor made inside the trace (the result of mul_scalar"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "keeps a tensor made inside the trace (the result of mul_scalar"),
               std::string::npos)
         << e.what();
   }
@@ -72,10 +74,12 @@ TEST(Trace, SymbolicTensorsDoNotEscape) {
 }
 
 TEST(Trace, GraphTextDotAndDeadCodeElimination) {
-  auto f = trace([](const Tensor& x) {
-    (void)exp(x);  // unused: removed
-    return relu(x) * 3.0;
-  }, {.name = "f", .arg_names = {"x"}});
+  auto f = trace(
+      [](const Tensor& x) {
+        (void)exp(x);  // unused: removed
+        return relu(x) * 3.0;
+      },
+      {.name = "f", .arg_names = {"x"}});
   f(rand32({2, 2}));
   const graph::Plan* plan = f.function().last_plan();
   ASSERT_NE(plan, nullptr);
@@ -141,7 +145,8 @@ TEST(Trace, ParametersAreCapturedByReference) {
   w.set_data(full({2}, 7.0));  // new storage: detected, retraced
   expect_values(f(ones({2})), {7, 7});
   EXPECT_EQ(f.stats().traces, 2);
-  EXPECT_NE(f.stats().records[1].reason.find("storage of captured tensor 'w' was replaced"), std::string::npos)
+  EXPECT_NE(f.stats().records[1].reason.find("storage of captured tensor 'w' was replaced"),
+            std::string::npos)
       << f.stats().records[1].reason;
 }
 
@@ -161,7 +166,8 @@ TEST(Trace, ParametersBuiltDuringTheFirstTraceAreChecked) {
 TEST(Trace, RetraceCountingAndExplanations) {
   auto f = trace([](const Tensor& x, int64_t k) { return sum(x, {1}) * static_cast<double>(k); },
                  {.name = "f", .arg_names = {"x", "k"}});
-  const std::vector<std::pair<int64_t, int64_t>> calls = {{10, 2}, {10, 2}, {12, 2}, {10, 2}, {12, 2}, {14, 2}, {14, 3}};
+  const std::vector<std::pair<int64_t, int64_t>> calls = {{10, 2}, {10, 2}, {12, 2}, {10, 2},
+                                                          {12, 2}, {14, 2}, {14, 3}};
   for (auto [len, k] : calls) {
     const Tensor x = ones({2, len});
     expect_values(f(x, k), {static_cast<double>(len * k), static_cast<double>(len * k)});
@@ -172,9 +178,11 @@ TEST(Trace, RetraceCountingAndExplanations) {
   EXPECT_EQ(s.hits, 3);
   EXPECT_EQ(s.records[0].reason, "first call");
   EXPECT_EQ(s.records[1].call, 3);
-  EXPECT_NE(s.records[1].reason.find("arg 0 (x): shape (2, 10) -> (2, 12), axis 1: 10 -> 12"), std::string::npos)
+  EXPECT_NE(s.records[1].reason.find("arg 0 (x): shape (2, 10) -> (2, 12), axis 1: 10 -> 12"),
+            std::string::npos)
       << s.records[1].reason;
-  EXPECT_NE(s.records[3].reason.find("arg 1 (k): 2 -> 3"), std::string::npos) << s.records[3].reason;
+  EXPECT_NE(s.records[3].reason.find("arg 1 (k): 2 -> 3"), std::string::npos)
+      << s.records[3].reason;
   EXPECT_NE(f.explain().find("trace 3 (call 6)"), std::string::npos) << f.explain();
   EXPECT_NE(s.table("f").find("first call"), std::string::npos);
 }
@@ -211,7 +219,8 @@ TEST(Trace, ThreadCountIsPartOfTheKey) {
     set_num_threads(n);
     const size_t states = prepared_size();
     const Tensor eager = conv1d(x, w);
-    EXPECT_EQ(prepared_size(), states + (n == 1)) << "a state for 1 thread, the first one's again for 2";
+    EXPECT_EQ(prepared_size(), states + (n == 1))
+        << "a state for 1 thread, the first one's again for 2";
     EXPECT_TRUE(test::bitwise_equal(f(x), eager)) << n << " threads";
   }
   EXPECT_EQ(f.stats().traces, 2);
@@ -222,8 +231,9 @@ TEST(Trace, ThreadCountIsPartOfTheKey) {
 TEST(Trace, LruEvictionAndRetraceWarning) {
   std::vector<std::string> warnings;
   auto f = trace([](const Tensor& x) { return x + 1.0; },
-                 {.max_cached = 2, .retrace_warning = 3,
-                  .on_warning = [&](const std::string& m) { warnings.push_back(m); }});
+                 {.max_cached = 2, .retrace_warning = 3, .on_warning = [&](const std::string& m) {
+                    warnings.push_back(m);
+                  }});
   for (int64_t n : {1, 2, 3, 1, 2, 3}) f(ones({n}));
   EXPECT_EQ(f.stats().traces, 6);  // alternating among 3 shapes with room for 2
   EXPECT_EQ(f.stats().evictions, 4);
@@ -259,10 +269,12 @@ TEST(Trace, ByteBudgetEvictsAndTheRetraceSaysSo) {
 TEST(Trace, RetraceNamesAnEvictionAlsoWhenAnotherGraphOfTheSignatureRemains) {
   Tensor w = ones({3}).set_requires_grad();
   nn::SGD sgd({w}, 0.5);
-  auto f = trace([&](const Tensor& x) {
-    sgd.step();
-    return x * 2.0;
-  }, {.max_cached = 2});
+  auto f = trace(
+      [&](const Tensor& x) {
+        sgd.step();
+        return x * 2.0;
+      },
+      {.max_cached = 2});
   const Tensor x = ones({2});
   f(x);  // w.grad None
   {
@@ -335,7 +347,8 @@ TEST(Trace, BucketPolicyMatchesEagerForLengthEquivariantFunctions) {
   EXPECT_EQ(f.stats().traces, 3);  // buckets 16 and 32, and 40 traced exactly
   EXPECT_NE(f.stats().records[2].reason.find("exceeds the largest bucket 32"), std::string::npos);
   // Pooling over the padded axis would see the padding: refused (tests/cpp/test_bucket.cpp).
-  auto pooled = trace([](const Tensor& x) { return mean(x, {1}); }, {.shapes = ShapePolicy::bucket(1, {16})});
+  auto pooled =
+      trace([](const Tensor& x) { return mean(x, {1}); }, {.shapes = ShapePolicy::bucket(1, {16})});
   EXPECT_THROW(pooled(rand32({2, 9, 2}, 5)), ValueError);
 }
 
@@ -411,8 +424,11 @@ Run train(Build build, const Shape& xshape, bool traced, int steps, bool sgd = f
   auto model = build();
   model->build(xshape);
   std::unique_ptr<nn::Optimizer> opt;
-  if (sgd) opt = std::make_unique<nn::SGD>(model->parameters(), 0.05, nn::SGDOptions{.momentum = 0.9, .nesterov = true});
-  else opt = std::make_unique<nn::Adam>(model->parameters(), 1e-2);
+  if (sgd)
+    opt = std::make_unique<nn::SGD>(model->parameters(), 0.05,
+                                    nn::SGDOptions{.momentum = 0.9, .nesterov = true});
+  else
+    opt = std::make_unique<nn::Adam>(model->parameters(), 1e-2);
   auto step_fn = [&](const Tensor& x, const Tensor& y) {
     opt->zero_grad();
     Tensor loss = nn::mean_squared_error(y, (*model)(x));
@@ -440,7 +456,8 @@ void expect_identical(const Run& eager, const Run& traced) {
   ASSERT_EQ(eager.params.size(), traced.params.size());
   for (size_t i = 0; i < eager.params.size(); ++i) {
     EXPECT_TRUE(bitwise_equal(eager.params[i], traced.params[i])) << eager.params[i].name();
-    EXPECT_TRUE(bitwise_equal(eager.params[i].grad(), traced.params[i].grad())) << eager.params[i].name();
+    EXPECT_TRUE(bitwise_equal(eager.params[i].grad(), traced.params[i].grad()))
+        << eager.params[i].name();
   }
   EXPECT_EQ(eager.losses, traced.losses);
 }
@@ -518,7 +535,8 @@ TEST(Equivalence, FusedConvStackBitwise) {
 TEST(Equivalence, FusedDenseStackBitwise) {
   auto build = [] {
     auto m = std::make_shared<nn::Sequential>();
-    m->add<nn::Dense>(512, nn::DenseOptions{.activation = "relu"});  // 2^20+ multiply-adds: oneDNN's matmul
+    m->add<nn::Dense>(
+        512, nn::DenseOptions{.activation = "relu"});  // 2^20+ multiply-adds: oneDNN's matmul
     m->add<nn::Dense>(16, nn::DenseOptions{.activation = "tanh"});
     m->add<nn::Dense>(8);
     m->add<nn::Dense>(1, nn::DenseOptions{.activation = "sigmoid"});
@@ -548,7 +566,8 @@ TEST(Equivalence, DenseModelBitwiseWithSgdNesterov) {
 TEST(Equivalence, LstmModelBitwise) {
   auto build = [] {
     auto m = std::make_shared<nn::Sequential>();
-    m->add(std::make_shared<nn::Bidirectional>(std::make_shared<nn::LSTM>(6, nn::LSTMOptions{.activation = "relu"})));
+    m->add(std::make_shared<nn::Bidirectional>(
+        std::make_shared<nn::LSTM>(6, nn::LSTMOptions{.activation = "relu"})));
     m->add<nn::Dense>(1);
     return m;
   };

@@ -79,18 +79,22 @@ TEST(TraceSemantics, MicroBatchAccumulationMatchesEager) {
   const auto [traced_params, traced_losses] = run(true);
   for (size_t i = 0; i < eager_params.size(); ++i) {
     EXPECT_TRUE(bitwise_equal(eager_params[i], traced_params[i])) << eager_params[i].name();
-    EXPECT_TRUE(same_grad(eager_params[i].grad(), traced_params[i].grad())) << eager_params[i].name();
+    EXPECT_TRUE(same_grad(eager_params[i].grad(), traced_params[i].grad()))
+        << eager_params[i].name();
   }
-  for (size_t i = 0; i < eager_losses.size(); ++i) EXPECT_TRUE(bitwise_equal(eager_losses[i], traced_losses[i])) << i;
+  for (size_t i = 0; i < eager_losses.size(); ++i)
+    EXPECT_TRUE(bitwise_equal(eager_losses[i], traced_losses[i])) << i;
 }
 
 TEST(TraceSemantics, BackwardWithoutStepKeepsGradients) {
   for (bool optimize : {true, false}) {
     Tensor w = parameter({1, 2}, "w");
-    auto f = trace([&](const Tensor& x) {
-      w.set_grad(Tensor());
-      sum(w * x * x).backward();
-    }, {.optimize = optimize});
+    auto f = trace(
+        [&](const Tensor& x) {
+          w.set_grad(Tensor());
+          sum(w * x * x).backward();
+        },
+        {.optimize = optimize});
     for (double v : {1.0, 2.0, 3.0}) {
       f(full({2}, v));
       expect_values(w.grad(), {v * v, v * v});
@@ -152,7 +156,7 @@ TEST(TraceSemantics, AliasedWrittenArgumentsAreAnError) {
     return a * 2.0;
   });
   update(ones({2}));
-  EXPECT_THROW(update(w), ValueError);  // w is written by the function
+  EXPECT_THROW(update(w), ValueError);       // w is written by the function
   expect_values(update(ones({2})), {2, 2});  // still usable
 }
 
@@ -193,7 +197,8 @@ TEST(TraceSemantics, ThreadsTrainingOneModelDoNotInterleave) {
   };
   // Every step applies the same batch: any order of whole steps gives the same weights.
   const auto serial = train(1, 600), threaded = train(3, 200);
-  for (size_t i = 0; i < serial.size(); ++i) EXPECT_TRUE(bitwise_equal(serial[i], threaded[i])) << serial[i].name();
+  for (size_t i = 0; i < serial.size(); ++i)
+    EXPECT_TRUE(bitwise_equal(serial[i], threaded[i])) << serial[i].name();
 }
 
 TEST(TraceSemantics, FailedTraceLeavesGradientsAsTheyWere) {

@@ -34,7 +34,8 @@ TEST(CudaGraphCapture, OtherThreadsWorkStaysOutOfTheGraph) {
   {
     cuda::CaptureScope scope(kGpu.index);
     ASSERT_EQ(cuda::stream(kGpu.index), scope.stream());
-    ASSERT_EQ(cudaStreamBeginCapture(scope.stream(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ASSERT_EQ(cudaStreamBeginCapture(scope.stream(), cudaStreamCaptureModeThreadLocal),
+              cudaSuccess);
     std::thread([&] {
       try {
         others_stream = cuda::stream(kGpu.index);

@@ -1,6 +1,6 @@
-// The effects rule as the ranks see it (graph/effects.h, its check dist::check_agreement): ranks that traced
-// different steps get an error naming every side before the first replay, and nothing encore
-// runs on its own (bucket probes, retrace-warning probes) runs a collective.
+// The effects rule as the ranks see it (graph/effects.h, its check dist::check_agreement): ranks
+// that traced different steps get an error naming every side before the first replay, and nothing
+// encore runs on its own (bucket probes, retrace-warning probes) runs a collective.
 #include <gtest/gtest.h>
 
 #include "../cpp/helpers.h"

@@ -5,8 +5,7 @@
 
 namespace encore::cuda {
 
-template <class T>
-struct alignas(16) Vec {
+template <class T> struct alignas(16) Vec {
   static constexpr int n = 16 / sizeof(T);
   T v[n];
 };
