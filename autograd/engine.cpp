@@ -175,6 +175,58 @@ namespace {
 const bool kTapeInstalled = (set_tape_hook(&record), set_backward_hook(&backward), true);
 }  // namespace
 
+namespace {
+
+// Every node reachable from `start` with how many edges lead into it; one table, so each edge
+// costs one lookup (eager dispatch overhead matters). Counts the leaves' edges into `leaves`
+// when grad-ready hooks want them.
+std::unordered_map<Node*, Pending> count_edges(Node* start, ReadyLeaves* leaves) {
+  std::unordered_map<Node*, Pending> pending;
+  std::vector<Node*> stack{start};
+  pending[start];
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next) {
+      if (leaves) leaves->count(e);
+      if (!e.node) continue;
+      auto [it, first] = pending.try_emplace(e.node.get());
+      ++it->second.deps;
+      if (first) stack.push_back(e.node.get());
+    }
+  }
+  return pending;
+}
+
+// Runs `node`'s backward on its output gradients: into `grad_in`, or, for an accumulating op,
+// straight into the sum its one input is gathering (a leaf's parts or the next node's slot).
+void run_node(Node& node, const std::array<Tensor, kMaxOutputs>& grads,
+              std::vector<Tensor>& grad_in, std::vector<uint8_t>& needs, LeafParts& leaf_parts,
+              std::unordered_map<Node*, Pending>& pending) {
+  size_t v = 0;
+  for (const Tensor& t : node.saved_inputs) check_saved(node, t, node.saved_versions[v++]);
+  for (const Tensor& t : node.saved_outputs) check_saved(node, t, node.saved_versions[v++]);
+  needs.resize(node.next.size());
+  for (size_t i = 0; i < node.next.size(); ++i) needs[i] = node.next[i].valid();
+  const OpDef& def = *node.op;
+  const BackwardCtx ctx{
+      node.saved_inputs, node.saved_outputs, {grads.data(), static_cast<size_t>(node.num_outputs)},
+      node.input_metas,  node.attrs,         needs};
+  const Edge& e = node.next[0];
+  if (def.accumulate && e.leaf) {
+    Tensor& parts = leaf_parts.of(e.leaf);
+    bool mine = parts.defined();
+    accumulate_part(node, ctx, parts, mine);
+  } else if (def.accumulate && e.node) {
+    Pending& target = pending.find(e.node.get())->second;
+    accumulate_part(node, ctx, target.grads[e.output_nr], target.owned[e.output_nr]);
+  } else {
+    def.backward(ctx, grad_in.data());
+  }
+}
+
+}  // namespace
+
 void backward(const Tensor& root, const Tensor& grad) {
   NoGradGuard no_grad;
   if (!root.impl()->grad_fn) {
@@ -183,23 +235,8 @@ void backward(const Tensor& root, const Tensor& grad) {
     return;
   }
   ReadyLeaves ready_leaves;
-  const bool hooks = detail::any_grad_ready_hooks();
-  // Every reachable node with how many edges lead into it; one table, so each edge costs one
-  // lookup (eager dispatch overhead matters).
-  std::unordered_map<Node*, Pending> pending;
-  std::vector<Node*> stack{root.impl()->grad_fn.get()};
-  pending[stack.back()];
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    for (const Edge& e : n->next) {
-      if (hooks) ready_leaves.count(e);
-      if (!e.node) continue;
-      auto [it, first] = pending.try_emplace(e.node.get());
-      ++it->second.deps;
-      if (first) stack.push_back(e.node.get());
-    }
-  }
+  std::unordered_map<Node*, Pending> pending = count_edges(
+      root.impl()->grad_fn.get(), detail::any_grad_ready_hooks() ? &ready_leaves : nullptr);
   // Later nodes first; the order is deterministic, so eager and traced runs accumulate
   // gradients in the same order and agree bitwise.
   auto later = [](const Node* a, const Node* b) { return a->seq < b->seq; };
@@ -223,31 +260,7 @@ void backward(const Tensor& root, const Tensor& grad) {
     bool any = false;
     for (int i = 0; i < node->num_outputs; ++i) any |= grads[i].defined();
     grad_in.assign(node->next.size(), Tensor());
-    if (any) {
-      size_t v = 0;
-      for (const Tensor& t : node->saved_inputs) check_saved(*node, t, node->saved_versions[v++]);
-      for (const Tensor& t : node->saved_outputs) check_saved(*node, t, node->saved_versions[v++]);
-      needs.resize(node->next.size());
-      for (size_t i = 0; i < node->next.size(); ++i) needs[i] = node->next[i].valid();
-      const OpDef& def = *node->op;
-      const BackwardCtx ctx{node->saved_inputs,
-                            node->saved_outputs,
-                            {grads.data(), static_cast<size_t>(node->num_outputs)},
-                            node->input_metas,
-                            node->attrs,
-                            needs};
-      const Edge& e = node->next[0];
-      if (def.accumulate && e.leaf) {
-        Tensor& parts = leaf_parts.of(e.leaf);
-        bool mine = parts.defined();
-        accumulate_part(*node, ctx, parts, mine);
-      } else if (def.accumulate && e.node) {
-        Pending& target = pending.find(e.node.get())->second;
-        accumulate_part(*node, ctx, target.grads[e.output_nr], target.owned[e.output_nr]);
-      } else {
-        def.backward(ctx, grad_in.data());
-      }
-    }
+    if (any) run_node(*node, grads, grad_in, needs, leaf_parts, pending);
     node->saved_inputs.clear();
     node->saved_outputs.clear();
     node->released = true;

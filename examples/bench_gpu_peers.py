@@ -240,7 +240,8 @@ def make_runners(spec, shape, device, use_torch):
     if use_torch and torch is not None:
         for graph in ((False, True) if cuda else (False,)):
             r = TorchRunner(spec, shape, weights, device, graph)
-            runners["torch_graph" if graph else "torch_eager"] = (r, Timer(device, torch.cuda.current_stream if cuda else None))
+            timer = Timer(device, torch.cuda.current_stream if cuda else None)
+            runners["torch_graph" if graph else "torch_eager"] = (r, timer)
     return runners
 
 

@@ -22,15 +22,15 @@ per model; --json writes the rows.
 PyTorch and JAX are no dependencies of encore: each runs where it is installed (--no-torch,
 --no-jax leave them out; e.g. a venv with the PyPI wheels and encore on PYTHONPATH). JAX's step
 is one jax.jit of forward, gradients and Adam; XLA's CPU pool has one thread per core (2 here:
---threads does not reach it). PyTorch's models are written the way PyTorch runs them fastest: channels-first convolutions on data
-transposed once outside the step, the LSTM with one input GEMM and `unbind` over the steps.
+--threads does not reach it). PyTorch's models are written the way PyTorch runs them fastest:
+channels-first convolutions on data transposed once outside the step, the LSTM with one input
+GEMM and `unbind` over the steps.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -363,7 +363,7 @@ def bench(run, args):
     try:
         spec = layers_of(model)
     except ValueError as e:
-        raise SystemExit(f"bench_peers.py: error: {e}")
+        raise SystemExit(f"bench_peers.py: error: {e}") from None
     shape = (args.batch, int(length), features(model))
     rng = np.random.default_rng(0)
     batches = [(rng.standard_normal(shape).astype(np.float32),

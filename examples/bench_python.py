@@ -172,7 +172,8 @@ def bench_torch(args, rows):
             y = torch.tanh(y * 0.5)
         return (time.perf_counter_ns() - t0) / args.ops
 
-    rows.append(dict(benchmark="torch eager op (reference)", device="cpu", median_us=median_of(chain, args.repeats) / 1e3,
+    rows.append(dict(benchmark="torch eager op (reference)", device="cpu",
+                     median_us=median_of(chain, args.repeats) / 1e3,
                      runtime_us=float("nan"), outside_us=float("nan"), unit="per op"))
     torch.set_grad_enabled(True)
 

@@ -21,6 +21,10 @@ enum class Activation : uint8_t { Linear, Tanh, Sigmoid, Relu, HardSigmoid, Gelu
 inline constexpr int kNumActivations =
     static_cast<int>(Activation::Softmax) + 1;  // Softmax is last
 
+/// The form in which a math library (oneDNN's eltwise post-ops) computes an activation where it
+/// agrees with ours to a few ulp, NaN included; None where it has no such form.
+enum class LibraryForm : uint8_t { None, Tanh, Logistic };
+
 namespace act {
 
 // Members of an activation:
@@ -30,9 +34,12 @@ namespace act {
 //   grad_from_output   whether output_grad(gy, y) = gy * derivative exists as a function of the
 //                      output alone: such an activation rides in a fused op's epilogue
 //                      (dense, conv1d_fused) and has an activation_grad kernel
+//   library            its LibraryForm: a fused op with a library primitive applies it as the
+//                      library's post-op; a fusable activation without one runs as our pass
 //   apply(x)           the op that applies it to a tensor (ops/defs/elementwise.cpp)
 struct Linear {
   static constexpr Activation id = Activation::Linear;
+  static constexpr LibraryForm library = LibraryForm::None;
   static constexpr std::string_view name = "linear";
   static constexpr bool elementwise = true, grad_from_output = true;
   template <class T> ENCORE_HD T operator()(T x) const { return x; }
@@ -42,6 +49,7 @@ struct Linear {
 };
 struct Tanh {
   static constexpr Activation id = Activation::Tanh;
+  static constexpr LibraryForm library = LibraryForm::Tanh;
   static constexpr std::string_view name = "tanh";
   static constexpr bool elementwise = true, grad_from_output = true;
   template <class T> ENCORE_HD T operator()(T x) const { return fn::m_tanh(x); }
@@ -51,6 +59,7 @@ struct Tanh {
 };
 struct Sigmoid {
   static constexpr Activation id = Activation::Sigmoid;
+  static constexpr LibraryForm library = LibraryForm::Logistic;
   static constexpr std::string_view name = "sigmoid";
   static constexpr bool elementwise = true, grad_from_output = true;
   template <class T> ENCORE_HD T operator()(T x) const { return fn::m_sigmoid(x); }
@@ -62,6 +71,9 @@ struct Sigmoid {
 // NaN or infinite gy NaN, as the formula written with ops did.
 struct Relu {
   static constexpr Activation id = Activation::Relu;
+  // oneDNN's relu is a max instruction, which returns its other operand for a NaN: relu(NaN)
+  // would come out 0 where ours gives NaN, hiding a diverged layer.
+  static constexpr LibraryForm library = LibraryForm::None;
   static constexpr std::string_view name = "relu";
   static constexpr bool elementwise = true, grad_from_output = true;
   template <class T> ENCORE_HD T operator()(T x) const { return fn::m_max(x, T(0)); }
@@ -72,6 +84,8 @@ struct Relu {
 };
 struct HardSigmoid {
   static constexpr Activation id = Activation::HardSigmoid;
+  // oneDNN's clip, likewise: 0 for a NaN.
+  static constexpr LibraryForm library = LibraryForm::None;
   static constexpr std::string_view name = "hard_sigmoid";
   static constexpr bool elementwise = true, grad_from_output = true;
   template <class T> ENCORE_HD T operator()(T x) const { return fn::m_hard_sigmoid(x); }
@@ -86,6 +100,7 @@ struct HardSigmoid {
 // Exact, as Keras' default (encore.gelu(x, approximate=True) is the tanh form).
 struct Gelu {
   static constexpr Activation id = Activation::Gelu;
+  static constexpr LibraryForm library = LibraryForm::None;
   static constexpr std::string_view name = "gelu";
   static constexpr bool elementwise = true, grad_from_output = false;
   template <class T> ENCORE_HD T operator()(T x) const { return fn::m_gelu(x); }
@@ -96,6 +111,7 @@ struct Gelu {
 // kernel (the layers and cells that take an activation reject it where they would be).
 struct Softmax {
   static constexpr Activation id = Activation::Softmax;
+  static constexpr LibraryForm library = LibraryForm::None;
   static constexpr std::string_view name = "softmax";
   static constexpr bool elementwise = false, grad_from_output = false;
   template <class T> ENCORE_HD T operator()(T x) const { return x; }

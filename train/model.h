@@ -88,6 +88,10 @@ struct Metric {
   std::function<double(const std::vector<double>& sums)> result;
 };
 
+/// The function of the metric `name` (those listed at Metric) for a model trained with `loss`:
+/// "accuracy" follows the loss (binary or sparse categorical).
+LossFn metric_by_name(const std::string& name, const Loss& loss);
+
 /// An optimizer, or the name of one made over the module's parameters, with its defaults, once
 /// the module is built: "sgd", "adam", "adamw", "rmsprop".
 struct OptimizerSpec {
@@ -228,6 +232,9 @@ class Model {
   Logs read_all_ranks(const Accumulator& acc) const;
   void reset(Accumulator& acc);
   Logs evaluate_pass(Dataset& data, ProgressBar* bar);
+  struct FitPass;
+  /// One epoch of fit; returns its batch count.
+  int64_t train_epoch(FitPass& pass, int epoch, History& history);
 
   std::shared_ptr<Module> module_;
   std::shared_ptr<Optimizer> optimizer_;

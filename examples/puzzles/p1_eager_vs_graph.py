@@ -90,9 +90,9 @@ def conclusion(rows):
                          f"{r['us_per_node']:.3g} us each); replay removes most of it: {r['speedup']:.2f}x")
         elif r["bound"] < 1.05 and r["speedup"] >= 1.1:
             lines.append(f"{r['run']}: {r['speedup']:.2f}x although overhead is {r['overhead_share']:.1%} of the eager "
-                         f"step: the kernels themselves took {r['kernel_ms']:.4g} ms eager, {r['traced_kernel_ms']:.4g} "
-                         f"ms traced (memory planned once instead of allocated per step, or a busy machine: "
-                         f"more --steps tell)")
+                         f"step: the kernels themselves took {r['kernel_ms']:.4g} ms eager, "
+                         f"{r['traced_kernel_ms']:.4g} ms traced (memory planned once instead of allocated per step, "
+                         f"or a busy machine: more --steps tell)")
         elif r["bound"] < 1.05:
             lines.append(f"graph mode cannot help {r['run']}: kernels take {r['kernel_ms']:.4g} ms of its "
                          f"{r['kernel_ms'] + r['eager_overhead_ms']:.4g} ms eager step; removing all overhead gives "

@@ -83,7 +83,8 @@ def run_model(name, layers, features, batch, args, device):
     for way, m in ways:
         ms = m["step_ms_median"]
         rows.append({"model": name, "way": way, "input": f"{batch}x{features}", "per_call_us": 1e3 * ms,
-                     "vs_eager": ms / baseline.get(way, main["eager"])["step_ms_median"], "calls": m["calls"], "traces": m["traces"],
+                     "vs_eager": ms / baseline.get(way, main["eager"])["step_ms_median"],
+                     "calls": m["calls"], "traces": m["traces"],
                      "kernel_us": None if m["kernel_ms"] is None else 1e3 * m["kernel_ms"],
                      "overhead_us": None if m["overhead_ms"] is None else 1e3 * max(m["overhead_ms"], 0.0),
                      "trace_ms": m["trace_ms_total"], "first_call_us": 1e3 * m["first_call_ms"]})

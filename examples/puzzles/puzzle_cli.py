@@ -43,7 +43,8 @@ def setup(parser: argparse.ArgumentParser, args: argparse.Namespace) -> encore.D
 
 def header(title: str, device: encore.Device) -> str:
     wait = os.environ.get("OMP_WAIT_POLICY", "unset")
-    return f"{title} on {device}, cpu threads {encore.num_threads()} (OMP_WAIT_POLICY={wait}), encore {encore.__version__}"
+    return (f"{title} on {device}, cpu threads {encore.num_threads()} (OMP_WAIT_POLICY={wait}), "
+            f"encore {encore.__version__}")
 
 
 def table(rows, columns) -> str:

@@ -64,22 +64,29 @@ inline std::byte* thread_scratch(int slot, size_t bytes) {
   return b.data() + (kAlign - reinterpret_cast<uintptr_t>(b.data()) % kAlign) % kAlign;
 }
 
-/// Whether a fused op applies `a` itself after the oneDNN primitive. oneDNN's relu and clip are
-/// max/min instructions that return their other operand for a NaN: relu(NaN) and
-/// hard_sigmoid(NaN) came out 0 where our activation ops give NaN, hiding a diverged layer.
-/// Those two run as our pass instead (bias_activation, no bias): one read and write of the
-/// output.
+/// Whether a fused op applies `a` itself after the oneDNN primitive (as bias_activation, no bias:
+/// one read and write of the output): a fusable activation with no library form (relu and
+/// hard_sigmoid, whose oneDNN forms lose NaNs; ops/activation.h).
 inline bool activation_after_primitive(Activation a) {
-  return a == Activation::Relu || a == Activation::HardSigmoid;
+  return visit_activation(a, [](auto act) {
+    return act.id != Activation::Linear && act.grad_from_output && act.library == LibraryForm::None;
+  });
 }
 
-/// Keras' tanh and sigmoid as oneDNN eltwise post-ops (fn::activate's formulas, within a few
-/// ulp); none for the other activations.
+/// The activation's library form as oneDNN eltwise post-ops; none for the others.
 inline dnnl::post_ops activation_post_ops(Activation a) {
   using alg = dnnl::algorithm;
   dnnl::post_ops ops;
-  if (a == Activation::Tanh) ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f);
-  if (a == Activation::Sigmoid) ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f);
+  switch (visit_activation(a, [](auto act) { return act.library; })) {
+    case LibraryForm::Tanh:
+      ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f);
+      break;
+    case LibraryForm::Logistic:
+      ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f);
+      break;
+    case LibraryForm::None:
+      break;
+  }
   return ops;
 }
 

@@ -1,6 +1,8 @@
 // Views (reshape, permute, slice, expand: no kernel, shared storage), copies and conversions,
 // concat, flip, and the simple in-place ops: rows, shape inference, backward formulas, CPU
 // kernels and the Tensor methods and functions that call them.
+// Long: some twenty small ops whose rows share the view and copy helpers above them; split, each
+// part would repeat those helpers or export them.
 #include <cstring>
 #include <numeric>
 

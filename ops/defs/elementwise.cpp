@@ -1,6 +1,8 @@
 // Elementwise ops (one input, or two with NumPy broadcasting): their rows, shape inference,
 // backward formulas, CPU kernels (contiguous fast paths, else strided loops) and public
 // functions. The math is the functors of ops/functors.h, shared with the CUDA kernels.
+// Long: one table of some forty rows built by the same few row makers, which a split would have
+// to export.
 #include "ops/elementwise.h"
 #include "ops/cpu/loops.h"
 #include "ops/defs/common.h"

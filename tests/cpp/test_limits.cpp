@@ -1,6 +1,7 @@
 // Sizes and values at the limits: element counts that overflow int64, slices with huge steps,
 // printing long empty tensors, integer arithmetic that wraps, float -> integer casts. The
 // sanitizer build (UBSan, float-cast-overflow included) runs these too.
+#include <cmath>
 #include <limits>
 
 #include "helpers.h"
@@ -278,6 +279,40 @@ TEST(Limits, ScalarsAnIntegerTensorCannotHoldAreValueErrors) {
   Tensor f = zeros({1}, DType::Float64);
   f.fill_(INFINITY);
   EXPECT_EQ(f.item(), INFINITY);
+}
+
+// A NaN reaching a fused op's activation stays NaN, as the unfused ops give it: the oneDNN
+// post-ops used are those whose library form keeps NaNs (ops/activation.h, LibraryForm), the
+// others run as our pass. Every fusable activation of the table, Conv1D and Dense.
+TEST(Limits, FusedActivationsKeepNaNs) {
+  std::vector<float> xs(2 * 9 * 4);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 7) * 0.3f - 1.0f;
+  xs[13] = NAN;
+  const Tensor x = from_vector(xs, {2, 9, 4});
+  const Tensor w = randn({3, 4, 5}), b = randn({5}), wd = randn({4, 5});
+  int checked = 0;
+  for (int i = 0; i < kNumActivations; ++i) {
+    const Activation a = static_cast<Activation>(i);
+    if (!fusable_activation(a)) continue;
+    ++checked;
+    const std::pair<Tensor, Tensor> cases[] = {
+        {conv1d_fused(x, w, b, 1, Padding::valid(), 1, a), activation(conv1d(x, w) + b, a)},
+        {dense(x, wd, b, a), activation(matmul(x, wd) + b, a)}};
+    for (const auto& [fused, composed] : cases) {
+      const auto f = fused.to_vector<double>(), c = composed.to_vector<double>();
+      ASSERT_EQ(f.size(), c.size());
+      int nans = 0;
+      for (size_t k = 0; k < f.size(); ++k) {
+        ASSERT_EQ(std::isnan(f[k]), std::isnan(c[k])) << name(a) << " element " << k;
+        if (std::isnan(c[k]))
+          ++nans;
+        else
+          EXPECT_NEAR(f[k], c[k], 1e-5 * (1 + std::fabs(c[k]))) << name(a) << " element " << k;
+      }
+      EXPECT_GT(nans, 0) << name(a);
+    }
+  }
+  EXPECT_EQ(checked, 5);  // linear, tanh, sigmoid, relu, hard_sigmoid
 }
 
 }  // namespace

@@ -88,8 +88,10 @@ CudaSources read_cuda_sources() {
     if (ext != ".cu" && ext != ".cpp") continue;
     std::ifstream in(file.path());
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (size_t at = text.find("register_cuda_kernels({"); at != std::string::npos;
-         at = text.find("register_cuda_kernels({", at + 1)) {
+    // The call as clang-format lays it out: "register_cuda_kernels({" or "register_cuda_kernels(\n
+    // {".
+    for (size_t at = text.find("register_cuda_kernels("); at != std::string::npos;
+         at = text.find("register_cuda_kernels(", at + 1)) {
       const std::string list = text.substr(at, text.find("});", at) - at);
       for (std::sregex_iterator m(list.begin(), list.end(), entry), end; m != end; ++m)
         s.kernels.insert((*m)[1]);

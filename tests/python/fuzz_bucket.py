@@ -161,8 +161,8 @@ def render(prog: dict) -> str:
     if loss is None:
         lines += ["        return model(x)"]
     else:
-        lines += ["        opt.zero_grad()", "        out = model(x)", f"        loss = {loss}", "        loss.backward()",
-                  "        opt.step()", "        return loss"]
+        lines += ["        opt.zero_grad()", "        out = model(x)", f"        loss = {loss}",
+                  "        loss.backward()", "        opt.step()", "        return loss"]
     lines += ["", "    return model, step", ""]
     return "\n".join(lines)
 

@@ -432,7 +432,8 @@ class Generator:
         if kind == "module_mode" and self.on("module_modes", 1):
             target = r.choice(["model", "model", r.randrange(len(prog["layers"]))])
             return {"do": "module_mode", "target": target, "on": r.random() < 0.5}
-        if kind == "swap_layer" and any(l["kind"] == "Custom" for l in flat(prog["layers"])) and self.on("swap_layer", 1):
+        custom = any(layer["kind"] == "Custom" for layer in flat(prog["layers"]))
+        if kind == "swap_layer" and custom and self.on("swap_layer", 1):
             return {"do": "swap_layer"}
         return {"do": "training", "on": r.random() < 0.5}
 
@@ -963,7 +964,8 @@ def signature(found) -> tuple:
 SIMPLER = {
     "units": [1], "filters": [1], "kernel_size": [1], "strides": [1], "dilation_rate": [1],
     "activation": ["linear"], "recurrent_activation": ["sigmoid"], "use_bias": [False],
-    "reverse": [False], "unit_forget_bias": [True], "go_backwards": [False], "reset_after": [True], "merge_mode": ["concat"], "rate": [0.0],
+    "reverse": [False], "unit_forget_bias": [True], "go_backwards": [False], "reset_after": [True],
+    "merge_mode": ["concat"], "rate": [0.0],
     "channels": [1], "dtype": ["float32"], "momentum": [0.0], "nesterov": [False], "weight_decay": [0.0],
     "micro": [1], "scale": [False, 1.0], "backward": [False], "if_flag": [False], "set_to_none": [True],
     "mode": ["", "plain"], "view": ["plain"], "layout": ["tensor"], "none": [False],

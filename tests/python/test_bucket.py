@@ -247,7 +247,8 @@ def test_aliased_outputs_fed_back_are_read_from_a_copy():
 
     def cell(x, h, c):
         z = h @ w + x
-        i, f, g, o = encore.sigmoid(z[:, :3]), encore.sigmoid(z[:, 3:6]), encore.tanh(z[:, 6:9]), encore.sigmoid(z[:, 9:])
+        i, f = encore.sigmoid(z[:, :3]), encore.sigmoid(z[:, 3:6])
+        g, o = encore.tanh(z[:, 6:9]), encore.sigmoid(z[:, 9:])
         c2 = f * c + i * g
         return o * encore.tanh(c2), c2
 

@@ -331,7 +331,7 @@ def test_a_killed_save_leaves_a_temporary_that_the_next_save_removes(tmp_path):
     path = tmp_path / "ckpt.safetensors"
     nn.save(small_model(1), path)
     left = []
-    for attempt in range(5):
+    for _attempt in range(5):
         child = subprocess.Popen([sys.executable, "-c", """
 import sys
 from encore import nn
@@ -383,7 +383,8 @@ def test_a_nul_byte_in_a_path_is_an_error_not_a_cut(tmp_path):
 
 def test_a_header_too_large_to_load_is_refused_at_save(tmp_path):
     m = small_model(1)
-    with pytest.raises(ValueError, match=r"\[save\] the header of .* bytes, more than the 100000000 bytes load accepts"):
+    message = r"\[save\] the header of .* bytes, more than the 100000000 bytes load accepts"
+    with pytest.raises(ValueError, match=message):
         nn.save_checkpoint(m, tmp_path / "big.ck", metadata={"note": "x" * 10**8})
     assert os.listdir(tmp_path) == []
     nn.save_checkpoint(m, tmp_path / "ok.ck", metadata={"note": "x" * 10**6})

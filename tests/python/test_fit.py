@@ -220,7 +220,8 @@ def test_converting_a_trained_model_converts_its_optimizer_state(tmp_path, mode)
         adam.zero_grad()
         nn.mean_squared_error(encore.tensor(y.astype(dtype)), net(encore.tensor(x.astype(dtype)))).backward()
         if dtype == "float64":
-            with pytest.raises(TypeError, match=r"\[adam\] state 'dense.kernel.m' is float32 but its parameter is float64"):
+            message = r"\[adam\] state 'dense.kernel.m' is float32 but its parameter is float64"
+            with pytest.raises(TypeError, match=message):
                 adam.step()
             with pytest.raises(TypeError, match=r"\[save_checkpoint\] state 'dense.kernel.m' is float32"):
                 nn.save_checkpoint(net, tmp_path / "hand", adam)

@@ -52,7 +52,8 @@ def test_a_test_that_found_no_gpu_is_a_failure(tmp_path):
 def test_failures_and_missing_results(tmp_path):
     xml = tmp_path / "python.xml"
     xml.write_text('<testsuites><testsuite name="pytest" tests="2">'
-                   '<testcase classname="tests.python.test_gpu" name="test_a"><failure message="assert 1 == 2" /></testcase>'
+                   '<testcase classname="tests.python.test_gpu" name="test_a">'
+                   '<failure message="assert 1 == 2" /></testcase>'
                    '<testcase classname="tests.python.test_gpu" name="test_b"><skipped type="pytest.skip" '
                    'message="torch sees no GPU" /></testcase></testsuite></testsuites>')
     r = report("junit", str(xml), str(tmp_path / "never-written.xml"))

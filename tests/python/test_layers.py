@@ -87,7 +87,7 @@ def test_batch_normalization_training_and_inference_match_keras(shape):
     layer.build(shape)
     layer.to("float64")
     r = rng(2)
-    for step in range(4):
+    for _step in range(4):
         x = r.standard_normal(shape) * 3 + 1
         np.testing.assert_allclose(layer(encore.tensor(x)).numpy(), ref(x, training=True), rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(layer.moving_mean.numpy(), ref.mean, rtol=1e-12)
@@ -207,7 +207,8 @@ def test_batch_normalization_errors():
         nn.BatchNormalization().build(())
     with pytest.raises(ValueError, match=r"^\[batch_normalization\] epsilon must be > 0"):
         nn.BatchNormalization(epsilon=0)
-    with pytest.raises(encore.ShapeError, match=r"^\[batch_norm\] mean \(2,\) float32 on cpu must be \(3,\) for axis 1"):
+    message = r"^\[batch_norm\] mean \(2,\) float32 on cpu must be \(3,\) for axis 1"
+    with pytest.raises(encore.ShapeError, match=message):
         encore.batch_norm(encore.zeros(4, 3), encore.zeros(2), encore.ones(3))
 
 

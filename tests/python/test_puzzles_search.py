@@ -40,7 +40,8 @@ def test_first_call_counts_searches_retraces_and_the_second_process(tmp_path):
     rows = {r["scenario"]: r for r in report["rows"]}
     assert list(rows) == ["eager", "traced_exact", "bucketed", "second_process"]
     for r in rows.values():
-        assert len(r["calls"]) == 6 and {"ms", "autotunes", "autotune_hits", "autotune_ms", "traces"} <= set(r["calls"][0])
+        assert len(r["calls"]) == 6
+        assert {"ms", "autotunes", "autotune_hits", "autotune_ms", "traces"} <= set(r["calls"][0])
     # Every new length searches once per convolution; the second pass and the second process do not.
     assert rows["eager"]["pass1_autotunes"] > 0 and rows["eager"]["pass2_autotunes"] == 0
     assert rows["traced_exact"]["pass1_traces"] == 3 and rows["traced_exact"]["pass2_traces"] == 0

@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import runpy
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _C
 from ._C import Tensor
@@ -37,7 +36,10 @@ def _outputs(result: Any) -> List[Tensor]:
     return [_tensor(result)]
 
 
-def _source(data: Any, length: Optional[int]):
+_Make = Optional[Callable[[int], List[Tensor]]]
+
+
+def _source(data: Any, length: Optional[int]) -> Tuple[List[List[Tensor]], _Make]:
     """(fixed batches, make) from one batch, a sequence or iterator of batches, or a function
     of the length."""
     if callable(data):
@@ -74,7 +76,8 @@ class Report:
         return self.table()
 
     def to_dict(self) -> Dict[str, Any]:
-        return json.loads(json.dumps(self._dict))  # a copy the caller may change
+        copy: Dict[str, Any] = json.loads(json.dumps(self._dict))  # a copy the caller may change
+        return copy
 
     def to_json(self, path: Optional[str] = None) -> str:
         text = json.dumps(self._dict, indent=2)
@@ -85,12 +88,14 @@ class Report:
 
     @property
     def modes(self) -> List[Dict[str, Any]]:
-        return self.to_dict()["modes"]
+        modes: List[Dict[str, Any]] = self.to_dict()["modes"]
+        return modes
 
     def __getitem__(self, mode: str) -> Dict[str, Any]:
         for m in self._dict["modes"]:
             if m["mode"] == mode:
-                return json.loads(json.dumps(m))
+                copy: Dict[str, Any] = json.loads(json.dumps(m))
+                return copy
         raise KeyError(f"the report has no mode {mode!r}")
 
     def plot(self, path: str) -> None:
@@ -132,10 +137,10 @@ class Report:
 def _pyplot() -> Any:
     """matplotlib.pyplot on the Agg backend (files, no display), or a clear ImportError."""
     try:
-        import matplotlib
+        import matplotlib  # type: ignore[import-not-found, unused-ignore]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found, unused-ignore]
     except ImportError as e:
         raise ImportError("Report.plot needs matplotlib: pip install matplotlib (or scripts/python_env.sh --plot)",
                           name="matplotlib") from e

@@ -194,7 +194,9 @@ def fit(self: Module, x: Any = None, y: Any = None, batch_size: int = 32, epochs
         if validation_split:
             raise ValueError("[fit] validation_split needs arrays x and y; give validation_data instead")
         if sample_weight is not None:
-            raise ValueError("[fit] sample_weight goes with arrays x and y; batches give theirs as (x, y, sample_weight)")
+            raise ValueError(
+                "[fit] sample_weight goes with arrays x and y; batches give theirs as (x, y, sample_weight)"
+            )
         if _one_shot(x) and not steps and epochs - initial_epoch > 1:
             raise ValueError(f"[fit] x is a one-shot iterator ({type(x).__name__}): it gives its batches once, so "
                              f"epochs={epochs} would train one epoch. Pass steps_per_epoch=N to take N batches per "

@@ -181,8 +181,8 @@ Module.__init_subclass__ = classmethod(_init_subclass)  # type: ignore[assignmen
 
 
 def save(model: Module, path: Union[str, "os.PathLike[str]"]) -> None:
-    """Writes every parameter and buffer (``named_weights()``) of ``model`` to ``path`` as a safetensors file that other tools
-    read (``safetensors.numpy.load_file``). The write is atomic: a temporary file
+    """Writes every parameter and buffer (``named_weights()``) of ``model`` to ``path`` as a safetensors file
+    that other tools read (``safetensors.numpy.load_file``). The write is atomic: a temporary file
     ``<path>.<pid>-<n>.tmp`` in the same folder is synced and renamed over ``path``, so an
     interrupted save leaves the previous file, and the next save to ``path`` removes the temporary
     files that interrupted saves left. Raises ``encore.FileError`` (an OSError: FileNotFoundError
