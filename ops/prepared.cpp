@@ -10,7 +10,8 @@
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/allocator_interface.h>
+// The sanitizer runtime's (GCC ships no allocator_interface.h; Clang declares it there).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 #include "core/allocator.h"

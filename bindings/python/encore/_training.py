@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -52,10 +52,10 @@ def _as_tensor(self: Module, a: Any, target: bool = False) -> _C.Tensor:
     if isinstance(a, _C.Tensor):
         return a
     if not isinstance(a, np.ndarray) and hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__"):
-        a = _C.from_dlpack(a)  # a torch / CuPy / JAX tensor, zero-copy
-        if a.device.type != "cpu":
-            return a
-        a = a.numpy()  # a view: converted below like any array
+        t: _C.Tensor = _C.from_dlpack(a)  # a torch / CuPy / JAX tensor, zero-copy
+        if t.device.type != "cpu":
+            return t
+        a = t.numpy()  # a view: converted below like any array
     arr = np.asarray(a)
     float_target = target and self.__dict__.get("_sparse_targets") is False
     if arr.dtype.kind in "fb" or (float_target and arr.dtype.kind in "iu"):
@@ -78,7 +78,7 @@ def _one_shot(data: Any) -> bool:
     return iter(data) is data
 
 
-def _batches(self: Module, data: Iterable, name: str) -> _C._PythonBatches:
+def _batches(self: Module, data: Iterable[Any], name: str) -> _C._PythonBatches:
     """An iterable of batches, read afresh each epoch: (x, y) pairs, (x, y, sample_weight)
     triples, or x alone for predict."""
     try:
@@ -86,7 +86,7 @@ def _batches(self: Module, data: Iterable, name: str) -> _C._PythonBatches:
     except TypeError:
         size = -1
 
-    def batches(epoch: int):
+    def batches(epoch: int) -> Iterator[Tuple[_C.Tensor, Optional[_C.Tensor], Optional[_C.Tensor]]]:
         for item in data:
             if isinstance(item, (tuple, list)):
                 if len(item) not in (1, 2, 3):
@@ -126,7 +126,7 @@ def _callbacks(callbacks: Optional[List[Any]]) -> List[Any]:
     return callbacks
 
 
-def _data(self: Module, x: Any, y: Any, batch_size: int, name: str, sample_weight: Any = None):
+def _data(self: Module, x: Any, y: Any, batch_size: int, name: str, sample_weight: Any = None) -> _C.Dataset:
     if isinstance(x, _C.Dataset):
         return x
     if y is None and x is not None and not _is_array(x):
@@ -186,6 +186,8 @@ def fit(self: Module, x: Any = None, y: Any = None, batch_size: int = 32, epochs
     if steps < 0:
         raise ValueError(f"[fit] steps_per_epoch must be >= 0, got {steps_per_epoch}")
     weights = None
+    tx: Union[_C.Dataset, _C.Tensor]
+    ty: Optional[_C.Tensor]
     if isinstance(x, _C.Dataset):
         if sample_weight is not None or validation_split:
             raise ValueError("[fit] an ArrayDataset carries its own sample_weight; validation_split needs arrays")
@@ -270,7 +272,7 @@ def predict_on_batch(self: Module, x: Any) -> np.ndarray:
     return _model(self, compiled=False).predict_on_batch(_as_tensor(self, x)).numpy()
 
 
-def _result(model: _C.Model, logs: Dict[str, float], return_dict: bool) -> Any:
+def _result(model: _C.Model, logs: Dict[str, float], return_dict: bool) -> Union[float, List[float], Dict[str, float]]:
     if return_dict:
         return logs
     values = [logs[n] for n in model.metrics_names]
@@ -315,12 +317,18 @@ def _compiled_attr(name: str, doc: str) -> property:
 for _f in (compile, fit, evaluate, predict, train_on_batch, test_on_batch, predict_on_batch, save_checkpoint,
            load_checkpoint):
     setattr(Module, _f.__name__, _f)
-Module.stop_training = property(_stop_training, _set_stop_training,  # type: ignore[attr-defined]
-                                doc="Set by a callback to end fit after the current batch.")
-Module.optimizer = _compiled_attr("optimizer", "The compiled optimizer (made on first use for a name).")  # type: ignore[attr-defined]
-Module.metrics_names = _compiled_attr("metrics_names", "'loss' and the metrics' names.")  # type: ignore[attr-defined]
-Module.iterations = _compiled_attr("iterations", "Updates done by fit and train_on_batch.")  # type: ignore[attr-defined]
-Module.epoch = _compiled_attr("epoch", "Epochs fit has completed (restored by load_checkpoint).")  # type: ignore[attr-defined]
-Module.traced_steps = property(  # type: ignore[attr-defined]
-    lambda self: {k: _model(self, compiled=False).traced_function(k) for k in ("train", "test", "predict")},
-    doc="Statistics of the traced train, test and predict steps (None before first use).")
+# The stub declares these as Module's properties (what users' type checkers see); set here, where
+# the model behind a module is known.
+_PROPERTIES = {
+    "stop_training": property(_stop_training, _set_stop_training,
+                              doc="Set by a callback to end fit after the current batch."),
+    "optimizer": _compiled_attr("optimizer", "The compiled optimizer (made on first use for a name)."),
+    "metrics_names": _compiled_attr("metrics_names", "'loss' and the metrics' names."),
+    "iterations": _compiled_attr("iterations", "Updates done by fit and train_on_batch."),
+    "epoch": _compiled_attr("epoch", "Epochs fit has completed (restored by load_checkpoint)."),
+    "traced_steps": property(
+        lambda self: {k: _model(self, compiled=False).traced_function(k) for k in ("train", "test", "predict")},
+        doc="Statistics of the traced train, test and predict steps (None before first use)."),
+}
+for _name, _property in _PROPERTIES.items():
+    setattr(Module, _name, _property)

@@ -29,7 +29,7 @@ inference mode. ``encore.training(False)`` still turns every module's training o
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
 
@@ -65,7 +65,7 @@ __all__ = [
 class _Modules(Module):
     """A tuple of modules assigned as one attribute: its items are children "0", "1", ..."""
 
-    def __init__(self, modules: tuple) -> None:
+    def __init__(self, modules: Tuple[Module, ...]) -> None:
         super().__init__()
         for i, module in enumerate(modules):
             setattr(self, str(i), module)
@@ -95,7 +95,7 @@ def _delattr(self: Module, name: str) -> None:
     object.__delattr__(self, name)
 
 
-def _init_subclass(cls: type, **kwargs: Any) -> None:
+def _init_subclass(cls: Type[Module], /, **kwargs: Any) -> None:
     super(Module, cls).__init_subclass__(**kwargs)
     hook = cls.__dict__.get("build")
     if hook is None:
@@ -103,7 +103,7 @@ def _init_subclass(cls: type, **kwargs: Any) -> None:
     # `model.build(shape)` stays Module.build (which builds once and names parameters); it calls
     # the subclass' build as its hook. Inside a hook, super().build(input_shape) runs the parent's
     # hook, or does nothing at the top (Keras layers end their build with it).
-    cls._build_hook = hook
+    setattr(cls, "_build_hook", hook)  # noqa: B010  (an attribute the stub does not declare)
 
     def build(self: Module, input_shape: Any) -> Any:
         if self._building:
@@ -111,7 +111,7 @@ def _init_subclass(cls: type, **kwargs: Any) -> None:
         return _C.Module.build(self, input_shape)
 
     build.__doc__ = hook.__doc__
-    cls.build = build
+    setattr(cls, "build", build)  # noqa: B010  (the stub's build is a method of Module)
 
 
 def _summary(self: Module, print_fn: Optional[Callable[[str], Any]] = None) -> None:
@@ -172,12 +172,12 @@ def _set_weights(self: Module, weights: Sequence[Any]) -> None:
 
 Module.summary = _summary  # type: ignore[method-assign]
 Module.state_dict = _state_dict  # type: ignore[method-assign]
-Module.load_state_dict = _load_state_dict  # type: ignore[method-assign,assignment]
+Module.load_state_dict = _load_state_dict  # type: ignore[method-assign]
 Module.get_weights = _get_weights  # type: ignore[method-assign]
 Module.set_weights = _set_weights  # type: ignore[method-assign]
 Module.__setattr__ = _setattr  # type: ignore[method-assign,assignment]
 Module.__delattr__ = _delattr  # type: ignore[method-assign,assignment]
-Module.__init_subclass__ = classmethod(_init_subclass)  # type: ignore[assignment]
+Module.__init_subclass__ = classmethod(_init_subclass)  # type: ignore[method-assign,assignment]
 
 
 def save(model: Module, path: Union[str, "os.PathLike[str]"]) -> None:
@@ -203,7 +203,9 @@ def load(model: Module, path: Union[str, "os.PathLike[str]"]) -> Module:
     return model
 
 
-def save_checkpoint(model: Module, path: Union[str, "os.PathLike[str]"], optimizer: Any = None,
+# These wrap _C's functions of the same names, which the type checker also sees (star import above).
+def save_checkpoint(  # type: ignore[no-redef]
+        model: Module, path: Union[str, "os.PathLike[str]"], optimizer: Any = None,
                     metadata: Optional[Dict[str, str]] = None) -> None:
     """Writes everything a hand-written training loop needs to resume exactly: ``model``'s
     parameters, ``optimizer``'s state (moments, momentum buffers, step count, learning rate) and
@@ -213,8 +215,10 @@ def save_checkpoint(model: Module, path: Union[str, "os.PathLike[str]"], optimiz
     _C.save_checkpoint(model, os.fspath(path), optimizer, dict(metadata or {}))
 
 
-def load_checkpoint(model: Module, path: Union[str, "os.PathLike[str]"], optimizer: Any = None) -> dict:
+def load_checkpoint(  # type: ignore[no-redef]
+        model: Module, path: Union[str, "os.PathLike[str]"], optimizer: Any = None) -> Dict[str, str]:
     """Restores what :func:`save_checkpoint` wrote, all or nothing: on any error (missing,
     truncated, corrupt or mismatched file, another optimizer kind) nothing changes. Returns the
     file's metadata."""
-    return _C.load_checkpoint(model, os.fspath(path), optimizer)
+    metadata: Dict[str, str] = _C.load_checkpoint(model, os.fspath(path), optimizer)
+    return metadata
