@@ -64,3 +64,17 @@ def test_bench_gpu_peers_without_a_gpu_says_so():
         return
     result = run("bench_gpu_peers.py", "--runs", "tiny@4")
     assert result.returncode != 0 and "no CUDA device" in result.stdout + result.stderr
+
+
+def test_bench_import_maps_no_cuda_library_at_import(tmp_path):
+    """The import-time benchmark (issue 28): its table and JSON, and the reason the import is cheap
+    with the plugin present: no CUDA library is mapped until CUDA is asked about."""
+    out = tmp_path / "import.json"
+    result = run("bench_import.py", "--rounds", "1", "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {r["variant"]: r for r in json.loads(out.read_text())["results"]}
+    assert set(rows) == {"plugin_present", "plugin_hidden", "then_cuda_query"}
+    assert all(r["median_s"] > 0 and r["rounds"] == 1 for r in rows.values())
+    assert rows["plugin_present"]["cuda_libraries_mapped"] == []
+    assert rows["plugin_hidden"]["cuda_libraries_mapped"] == []
+    assert result.stdout.splitlines()[0].split()[:3] == ["variant", "median_s", "min_s"]
