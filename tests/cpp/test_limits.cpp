@@ -1,7 +1,6 @@
 // Sizes and values at the limits: element counts that overflow int64, slices with huge steps,
 // printing long empty tensors, integer arithmetic that wraps, float -> integer casts, NaNs through
-// fused activations. The
-// sanitizer build (UBSan, float-cast-overflow included) runs these too.
+// fused activations. The sanitizer build (UBSan, float-cast-overflow included) runs these too.
 #include <cmath>
 #include <limits>
 
