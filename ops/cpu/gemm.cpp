@@ -29,9 +29,10 @@ std::string describe_gemm() {
       << static_cast<int>(cpu.peak_gflops(1) + 0.5) << " GFLOP/s per core (" << cpu.peak_basis
       << ")\n"
       << "  GEMM, OpenBLAS core " << blas.core << " (" << name(blas_isa) << "; " << blas.note
-      << "): matmul, dense below 2^20 multiply-adds, recurrent kernels' gradients, float64\n"
+      << "): matmul and dense below 2^20 multiply-adds, batched matmul, recurrent kernels' "
+         "gradients, float64\n"
       << "  GEMM, oneDNN " << onednn_isa_name() << " (" << name(dnnl_isa)
-      << "): dense from 2^20 multiply-adds, recurrent steps, Conv1D\n";
+      << "): matmul of two matrices and dense from 2^20 multiply-adds, recurrent steps, Conv1D\n";
   if (blas_isa < cpu.isa)
     out << "  warning: OpenBLAS runs its " << blas.core << " kernels (" << name(blas_isa)
         << ") on a CPU with " << name(cpu.isa) << " (" << blas.note << ")\n";

@@ -1,10 +1,13 @@
 // matmul: (..., M, K) @ (..., K, N) with broadcast batch dims. Its row, shape inference,
 // backward formula, CPU kernel (one CBLAS GEMM per batch entry, operands passed as strided
-// views: the public function has already made incompatible views contiguous) and the public
-// function (1-D operands as in NumPy).
+// views: the public function has already made incompatible views contiguous; a large float32
+// product without batch dims runs oneDNN's matmul, prepared per shape) and the public function
+// (1-D operands as in NumPy).
 #include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/onednn.h"
 #include "ops/defs/common.h"
 #include "ops/matrix_layout.h"
 
@@ -52,7 +55,60 @@ template <class T> void matmul(const TensorRef& a, const TensorRef& b, const Ten
   });
 }
 
+// Multiply-adds from which oneDNN's matmul beats the BLAS (as dense's, ops/defs/dense.cpp): on
+// the 2-core Zen 4 machine, idle, oneDNN took 0.56-0.97x OpenBLAS's time from 32 x 12800 -> 64
+// to 1024^3 at 2 threads (docs/BENCHMARKS.md, issue 29).
+constexpr int64_t kOnednnFrom = int64_t{1} << 20;
+
+struct OnednnMatmul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, y, scratchpad;
+};
+
+// The operand as oneDNN reads it: rows x cols with the view's strides (a transposed view too).
+dnnl::memory::desc matrix_desc(const TensorRef& t) {
+  const int nd = t.shape.size();
+  return dnnl::memory::desc({t.shape[nd - 2], t.shape[nd - 1]}, dnnl::memory::data_type::f32,
+                            dnnl::memory::dims{t.strides[nd - 2], t.strides[nd - 1]});
+}
+
+// The per-shape setup (the dispatcher's cache, keyed by shapes and strides): a oneDNN matmul for
+// a large float32 product of two matrices, none (the BLAS path) otherwise.
+std::shared_ptr<void> prepare(const KernelCtx& c) {
+  const TensorRef &a = c.in[0], &b = c.in[1], &y = c.out[0];
+  if (a.dtype != DType::Float32 || a.shape.size() != 2 || b.shape.size() != 2) return nullptr;
+  const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[1];
+  if (m == 0 || n == 0 || k == 0 || m * n * k < kOnednnFrom) return nullptr;
+  auto p = std::make_shared<OnednnMatmul>();
+  p->a = matrix_desc(a);
+  p->b = matrix_desc(b);
+  p->y = matrix_desc(y);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->y), attr,
+                                          cpu::onednn_engine());
+    p->primitive = dnnl::matmul(pd);
+    p->scratchpad = pd.scratchpad_desc();
+  } catch (const dnnl::error& e) {
+    throw BackendError(std::string("[matmul] oneDNN matmul creation failed: ") + e.what());
+  }
+  return p;
+}
+
+void onednn_matmul(const OnednnMatmul& p, const KernelCtx& c) {
+  const dnnl::engine& engine = cpu::onednn_engine();
+  dnnl::stream& stream = cpu::onednn_stream();
+  std::byte* scratch = cpu::thread_scratch(0, p.scratchpad.get_size());
+  p.primitive.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(p.a, engine, c.in[0].data)},
+                               {DNNL_ARG_WEIGHTS, dnnl::memory(p.b, engine, c.in[1].data)},
+                               {DNNL_ARG_DST, dnnl::memory(p.y, engine, c.out[0].data)},
+                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, engine, scratch)}});
+  stream.wait();
+}
+
 void matmul_kernel(const KernelCtx& c) {
+  if (c.state) return onednn_matmul(*static_cast<const OnednnMatmul*>(c.state), c);
   visit_float(c.in[0].dtype, [&]<class T>() { matmul<T>(c.in[0], c.in[1], c.out[0]); });
 }
 
@@ -63,7 +119,7 @@ OpDef& matmul_op = define_op({
     .save = Save::Inputs,
     .infer = infer_matmul,
     .backward = bw_matmul,
-    .cpu = {matmul_kernel},
+    .cpu = {matmul_kernel, prepare},
     .signature = "matmul(a: Tensor, b: Tensor) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {matmul(a.tensor(0), a.tensor(1))}; },
     .method = true,

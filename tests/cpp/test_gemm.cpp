@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 
+#include "core/allocator.h"
 #include "core/cpu_info.h"
 #include "core/ledger.h"
 #include "helpers.h"
@@ -136,6 +137,36 @@ TEST(Gemm, MatmulAgreesWithFloat64OnRandomShapesAndLayouts) {
     auto traced = trace([](const Tensor& x, const Tensor& y) { return matmul(x, y); });
     for (int call = 0; call < 3; ++call)  // eager, trace, replay
       EXPECT_TRUE(bitwise_equal(traced(a, b), eager)) << what << ", call " << call;
+  }
+}
+
+// matmul's two CPU paths: the BLAS below 2^20 multiply-adds, oneDNN's matmul (prepared per shape
+// and layout: a setup in the ledger) from there, on contiguous, transposed and sliced operands,
+// against float64, eager and traced bitwise equal. The large shapes are the Dense backward's of
+// the flatten model (gy @ w^T and x^T @ gy), where oneDNN runs 0.56-0.88x the BLAS's time.
+TEST(Gemm, MatmulTakesOneDnnFromItsThresholdOnEveryLayout) {
+  const int64_t shapes[][3] = {{32, 64, 511}, {32, 64, 512}, {32, 64, 12800}, {64, 32, 12800}};
+  Ledger& ledger = Ledger::global();
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], k = s[1], n = s[2];
+    const bool onednn = m * n * k >= (int64_t{1} << 20);
+    for (int layout = 0; layout < 3; ++layout) {
+      const Tensor a = layout == 1   ? test::rand32({k, m}, 11).transpose(0, 1)
+                       : layout == 2 ? test::rand32({m, k + 3}, 11).slice(1, 0, k)
+                                     : test::rand32({m, k}, 11);
+      const Tensor b =
+          layout == 1 ? test::rand32({n, k}, 12).transpose(0, 1) : test::rand32({k, n}, 12);
+      const std::string what =
+          detail::cat("(", m, ", ", k, ") @ (", k, ", ", n, "), layout ", layout);
+      release_cached_memory();  // a fresh setup per layout, so that it is counted
+      const int64_t setups = ledger.get(Counter::Autotunes);
+      const Tensor eager = matmul(a, b);
+      EXPECT_EQ(ledger.get(Counter::Autotunes) - setups, onednn ? 1 : 0) << what;
+      expect_matches(eager, reference(a, b), what);
+      auto traced = trace([](const Tensor& x, const Tensor& y) { return matmul(x, y); });
+      for (int call = 0; call < 3; ++call)
+        EXPECT_TRUE(bitwise_equal(traced(a, b), eager)) << what << ", call " << call;
+    }
   }
 }
 
