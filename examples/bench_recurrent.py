@@ -11,10 +11,12 @@ Eager and traced steps are taken in turn (same model, same data) after warm-up; 
 gives the median step of each, the traced/eager ratio, the ops dispatched per eager step and
 the thread count; --json FILE writes the same as JSON. --batch, --length and --units make a
 quick smoke run (e.g. --batch 4 --length 24 --units 32); --cell gru swaps both recurrent layers
-for GRUs.
+for GRUs. --profile then takes one more eager and one more traced step with the ledger's
+profiling on and prints where each step's time goes: kernel time per op (summed over its calls),
+the kernels' total, and the rest of the step (dispatch, autograd, allocation; replay's own work).
 
   python examples/bench_recurrent.py [--steps 3] [--warmup 1] [--batch 32] [--length 400]
-                                     [--units 512] [--cell lstm|gru] [--json out.json]
+                                     [--units 512] [--cell lstm|gru] [--profile] [--json out.json]
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def main():
     p.add_argument("--length", type=int, default=400)
     p.add_argument("--units", type=int, default=512)
     p.add_argument("--cell", choices=["lstm", "gru"], default="lstm")
+    p.add_argument("--profile", action="store_true", help="print kernel time per op, eager and traced")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
 
@@ -93,10 +96,41 @@ def main():
         "eager_steps_ms": [t * 1e3 for t in times["eager"]],
         "traced_steps_ms": [t * 1e3 for t in times["traced"]],
     }
+    if args.profile:
+        result["profile"] = profile({"eager": step, "traced": traced}, timed)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
     print(json.dumps(result))
+
+
+def profile(fns, timed):
+    """One profiled step of each function: kernel ms per op and calls, the kernels' total and the
+    step's wall time; printed as a table, returned for the JSON."""
+    per_mode = {}
+    for mode, fn in fns.items():
+        before = len(encore.ledger.events())
+        with encore.ledger.profiling():
+            wall_ms = timed(fn) * 1e3
+        ops = {}
+        for name, category, _, duration_ns in encore.ledger.events()[before:]:
+            if category == "kernel":
+                ms, calls = ops.get(name, (0.0, 0))
+                ops[name] = (ms + duration_ns / 1e6, calls + 1)
+        per_mode[mode] = {"wall_ms": wall_ms, "kernel_ms": sum(ms for ms, _ in ops.values()),
+                          "ops": {k: {"ms": ms, "calls": n} for k, (ms, n) in ops.items()}}
+    names = sorted({n for m in per_mode.values() for n in m["ops"]},
+                   key=lambda n: -max(m["ops"].get(n, {"ms": 0})["ms"] for m in per_mode.values()))
+    print(f"\n{'op (one profiled step)':<34}" + "".join(f"{m + ' ms':>12}{'calls':>7}" for m in per_mode))
+    for name in names:
+        cells = "".join(f"{m['ops'].get(name, {'ms': 0})['ms']:>12.1f}{m['ops'].get(name, {'calls': 0})['calls']:>7}"
+                        for m in per_mode.values())
+        print(f"{name:<34}{cells}")
+    for label, key in (("kernels, total", "kernel_ms"), ("step (wall)", "wall_ms")):
+        print(f"{label:<34}" + "".join(f"{m[key]:>12.1f}{'':>7}" for m in per_mode.values()))
+    print(f"{'outside kernels':<34}" + "".join(f"{m['wall_ms'] - m['kernel_ms']:>12.1f}{'':>7}"
+                                                for m in per_mode.values()))
+    return per_mode
 
 
 if __name__ == "__main__":

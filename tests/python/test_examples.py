@@ -78,3 +78,19 @@ def test_bench_import_maps_no_cuda_library_at_import(tmp_path):
     assert rows["plugin_present"]["cuda_libraries_mapped"] == []
     assert rows["plugin_hidden"]["cuda_libraries_mapped"] == []
     assert result.stdout.splitlines()[0].split()[:3] == ["variant", "median_s", "min_s"]
+
+
+def test_bench_recurrent_profiles_where_the_step_goes(tmp_path):
+    """The BiLSTM benchmark (issue 29) on a small copy: its table, and --profile's kernel time per
+    op for one eager and one traced step, which add up to the step's kernels."""
+    out = tmp_path / "bilstm.json"
+    result = run("bench_recurrent.py", "--batch", "4", "--length", "24", "--units", "16", "--steps", "1",
+                 "--warmup", "0", "--profile", "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    profile = json.loads(out.read_text())["profile"]
+    for mode in ("eager", "traced"):
+        p = profile[mode]
+        assert {"lstm_sequence", "lstm_sequence_backward", "conv1d_fused", "adam_update"} <= set(p["ops"])
+        assert abs(sum(o["ms"] for o in p["ops"].values()) - p["kernel_ms"]) < 1e-6
+        assert p["kernel_ms"] > 0 and p["wall_ms"] > 0
+    assert "outside kernels" in result.stdout
