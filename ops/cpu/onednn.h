@@ -1,13 +1,16 @@
 // What the CPU kernels that call oneDNN share: one engine, a stream and scratch memory per
-// thread, Keras' activations as post-ops.
+// thread, Keras' activations as post-ops, the matmul of large float32 products.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "core/error.h"
 #include "ops/activation.h"
 
 namespace encore::cpu {
@@ -89,5 +92,50 @@ inline dnnl::post_ops activation_post_ops(Activation a) {
   }
   return ops;
 }
+
+/// Multiply-adds from which oneDNN's matmul beats the BLAS call (its fixed cost, ~5 us, is paid
+/// back): Dense(128) on 32 rows (2^20) already ran 0.7x; idle, 2 threads, 0.56-0.97x OpenBLAS's
+/// time from 32 x 12800 -> 64 to 1024^3 (docs/BENCHMARKS.md). dense and matmul switch here.
+inline constexpr int64_t kOnednnMatmulFrom = int64_t{1} << 20;
+
+/// A oneDNN matmul on float32 operands as they lie (any strides; `bias` a zero desc for none),
+/// with `post_ops`: dense's and matmul's prepared state. Its scratchpad is the thread's.
+struct PlainMatmul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc src, weights, bias, dst, scratchpad;
+
+  PlainMatmul(dnnl::memory::desc src_, dnnl::memory::desc weights_, dnnl::memory::desc bias_,
+              dnnl::memory::desc dst_, const dnnl::post_ops& post_ops, const char* op)
+      : src(src_), weights(weights_), bias(bias_), dst(dst_) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    attr.set_post_ops(post_ops);
+    try {
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, bias, dst), attr,
+                                            onednn_engine());
+      primitive = dnnl::matmul(pd);
+      scratchpad = pd.scratchpad_desc();
+    } catch (const dnnl::error& e) {
+      throw BackendError(std::string("[") + op + "] oneDNN matmul creation failed: " + e.what());
+    }
+  }
+
+  /// dst = src @ weights (+ bias), then the post-ops; `b` is ignored without a bias.
+  void run(const void* s, const void* w, const void* b, void* d) const {
+    const dnnl::engine& e = onednn_engine();
+    const auto memory = [&](const dnnl::memory::desc& md, const void* p) {
+      return dnnl::memory(md, e, const_cast<void*>(p));
+    };
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, memory(src, s)},
+        {DNNL_ARG_WEIGHTS, memory(weights, w)},
+        {DNNL_ARG_DST, memory(dst, d)},
+        {DNNL_ARG_SCRATCHPAD, memory(scratchpad, thread_scratch(0, scratchpad.get_size()))}};
+    if (!bias.is_zero()) args.emplace(DNNL_ARG_BIAS, memory(bias, b));
+    dnnl::stream& stream = onednn_stream();
+    primitive.execute(stream, args);
+    stream.wait();
+  }
+};
 
 }  // namespace encore::cpu

@@ -56,54 +56,23 @@ int64_t block_rows(int64_t n, size_t item) {
   return std::max<int64_t>(256, (256 << 10) / std::max<int64_t>(1, n * static_cast<int64_t>(item)));
 }
 
-// Multiply-adds from which oneDNN's matmul beats the BLAS call (its fixed cost, ~5 us, is
-// paid back): the benchmark's Dense(128) on 32 rows (2^20) already ran 0.7x.
-constexpr int64_t kOnednnFrom = int64_t{1} << 20;
-
-using cpu::onednn_engine;
-
-struct DenseMatmul {
-  dnnl::matmul primitive;
-  dnnl::memory::desc src, weights, bias, dst, scratchpad;
-};
-
-// The per-shape setup (the dispatcher's cache): a oneDNN matmul for large float32 products,
-// none (the BLAS path) otherwise.
+// The per-shape setup (the dispatcher's cache): a oneDNN matmul with bias and the activation's
+// post-ops for large float32 products, none (the BLAS path) otherwise.
 std::shared_ptr<void> prepare(const KernelCtx& c) {
   const int64_t k = c.in[1].shape[0], n = c.in[1].shape[1], rows = k ? c.in[0].numel() / k : 0;
-  if (c.in[0].dtype != DType::Float32 || rows == 0 || n == 0 || rows * n * k < kOnednnFrom)
+  if (c.in[0].dtype != DType::Float32 || rows == 0 || n == 0 ||
+      rows * n * k < cpu::kOnednnMatmulFrom)
     return nullptr;
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
-  auto p = std::make_shared<DenseMatmul>();
-  p->src = dnnl::memory::desc({rows, k}, dt::f32, tag::ab);
-  p->weights = dnnl::memory::desc({k, n}, dt::f32, tag::ab);
-  p->bias = dnnl::memory::desc({1, n}, dt::f32, tag::ab);
-  p->dst = dnnl::memory::desc({rows, n}, dt::f32, tag::ab);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  attr.set_post_ops(cpu::activation_post_ops(c.attrs.as<ActivationAttrs>().activation));
-  try {
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->src, p->weights, p->bias, p->dst),
-                                          attr, onednn_engine());
-    p->primitive = dnnl::matmul(pd);
-    p->scratchpad = pd.scratchpad_desc();
-  } catch (const dnnl::error& e) {
-    throw BackendError(std::string("[dense] oneDNN matmul creation failed: ") + e.what());
-  }
-  return p;
+  return std::make_shared<cpu::PlainMatmul>(
+      dnnl::memory::desc({rows, k}, dt::f32, tag::ab), dnnl::memory::desc({k, n}, dt::f32, tag::ab),
+      dnnl::memory::desc({1, n}, dt::f32, tag::ab), dnnl::memory::desc({rows, n}, dt::f32, tag::ab),
+      cpu::activation_post_ops(c.attrs.as<ActivationAttrs>().activation), "dense");
 }
 
-void onednn_dense(const DenseMatmul& p, const KernelCtx& c) {
-  dnnl::stream& stream = cpu::onednn_stream();
-  std::byte* scratch = cpu::thread_scratch(0, p.scratchpad.get_size());
-  p.primitive.execute(
-      stream, {{DNNL_ARG_SRC, dnnl::memory(p.src, onednn_engine(), c.in[0].data)},
-               {DNNL_ARG_WEIGHTS, dnnl::memory(p.weights, onednn_engine(), c.in[1].data)},
-               {DNNL_ARG_BIAS, dnnl::memory(p.bias, onednn_engine(), c.in[2].data)},
-               {DNNL_ARG_DST, dnnl::memory(p.dst, onednn_engine(), c.out[0].data)},
-               {DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, onednn_engine(), scratch)}});
-  stream.wait();
+void onednn_dense(const cpu::PlainMatmul& p, const KernelCtx& c) {
+  p.run(c.in[0].data, c.in[1].data, c.in[2].data, c.out[0].data);
   const Activation act = c.attrs.as<ActivationAttrs>().activation;
   if (cpu::activation_after_primitive(act)) {
     const int64_t n = c.in[1].shape[1];
@@ -112,7 +81,7 @@ void onednn_dense(const DenseMatmul& p, const KernelCtx& c) {
 }
 
 void dense_kernel(const KernelCtx& c) {
-  if (c.state) return onednn_dense(*static_cast<const DenseMatmul*>(c.state), c);
+  if (c.state) return onednn_dense(*static_cast<const cpu::PlainMatmul*>(c.state), c);
   const TensorRef &x = c.in[0], &w = c.in[1], &b = c.in[2], &y = c.out[0];
   const int64_t k = w.shape[0], n = w.shape[1],
                 rows = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);

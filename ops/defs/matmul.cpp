@@ -55,16 +55,6 @@ template <class T> void matmul(const TensorRef& a, const TensorRef& b, const Ten
   });
 }
 
-// Multiply-adds from which oneDNN's matmul beats the BLAS (as dense's, ops/defs/dense.cpp): on
-// the 2-core Zen 4 machine, idle, oneDNN took 0.56-0.97x OpenBLAS's time from 32 x 12800 -> 64
-// to 1024^3 at 2 threads (docs/BENCHMARKS.md, issue 29).
-constexpr int64_t kOnednnFrom = int64_t{1} << 20;
-
-struct OnednnMatmul {
-  dnnl::matmul primitive;
-  dnnl::memory::desc a, b, y, scratchpad;
-};
-
 // The operand as oneDNN reads it: rows x cols with the view's strides (a transposed view too).
 dnnl::memory::desc matrix_desc(const TensorRef& t) {
   const int nd = t.shape.size();
@@ -75,40 +65,18 @@ dnnl::memory::desc matrix_desc(const TensorRef& t) {
 // The per-shape setup (the dispatcher's cache, keyed by shapes and strides): a oneDNN matmul for
 // a large float32 product of two matrices, none (the BLAS path) otherwise.
 std::shared_ptr<void> prepare(const KernelCtx& c) {
-  const TensorRef &a = c.in[0], &b = c.in[1], &y = c.out[0];
+  const TensorRef &a = c.in[0], &b = c.in[1];
   if (a.dtype != DType::Float32 || a.shape.size() != 2 || b.shape.size() != 2) return nullptr;
   const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[1];
-  if (m == 0 || n == 0 || k == 0 || m * n * k < kOnednnFrom) return nullptr;
-  auto p = std::make_shared<OnednnMatmul>();
-  p->a = matrix_desc(a);
-  p->b = matrix_desc(b);
-  p->y = matrix_desc(y);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  try {
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->y), attr,
-                                          cpu::onednn_engine());
-    p->primitive = dnnl::matmul(pd);
-    p->scratchpad = pd.scratchpad_desc();
-  } catch (const dnnl::error& e) {
-    throw BackendError(std::string("[matmul] oneDNN matmul creation failed: ") + e.what());
-  }
-  return p;
-}
-
-void onednn_matmul(const OnednnMatmul& p, const KernelCtx& c) {
-  const dnnl::engine& engine = cpu::onednn_engine();
-  dnnl::stream& stream = cpu::onednn_stream();
-  std::byte* scratch = cpu::thread_scratch(0, p.scratchpad.get_size());
-  p.primitive.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(p.a, engine, c.in[0].data)},
-                               {DNNL_ARG_WEIGHTS, dnnl::memory(p.b, engine, c.in[1].data)},
-                               {DNNL_ARG_DST, dnnl::memory(p.y, engine, c.out[0].data)},
-                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, engine, scratch)}});
-  stream.wait();
+  if (m == 0 || n == 0 || k == 0 || m * n * k < cpu::kOnednnMatmulFrom) return nullptr;
+  return std::make_shared<cpu::PlainMatmul>(matrix_desc(a), matrix_desc(b), dnnl::memory::desc(),
+                                            matrix_desc(c.out[0]), dnnl::post_ops(), "matmul");
 }
 
 void matmul_kernel(const KernelCtx& c) {
-  if (c.state) return onednn_matmul(*static_cast<const OnednnMatmul*>(c.state), c);
+  if (c.state)
+    return static_cast<const cpu::PlainMatmul*>(c.state)->run(c.in[0].data, c.in[1].data, nullptr,
+                                                              c.out[0].data);
   visit_float(c.in[0].dtype, [&]<class T>() { matmul<T>(c.in[0], c.in[1], c.out[0]); });
 }
 
