@@ -14,6 +14,7 @@
 #include "nn/gru.h"
 #include "nn/layers.h"
 #include "nn/lstm.h"
+#include "op_cases.h"
 #include "ops/examples.h"
 
 namespace encore {
@@ -30,14 +31,7 @@ int64_t launches() { return Ledger::global().get(Counter::GraphLaunches); }
 // ---- every op's example ------------------------------------------------------------------
 
 // One case per example of every op (the op table's cases).
-using Case = std::pair<std::string, size_t>;
-
-std::vector<Case> cases() {
-  std::vector<Case> out;
-  for (const OpDef* def : all_ops())
-    for (size_t i = 0; i < def->examples.size(); ++i) out.emplace_back(def->name, i);
-  return out;
-}
+using Case = test::OpCase;
 
 class CudaCaptureTable : public testing::TestWithParam<Case> {};
 
@@ -75,12 +69,8 @@ TEST_P(CudaCaptureTable, CapturedReplayIsBitwiseTheEagerCall) {
   }
 }
 
-// Named as the op table's cases ("conv1d_edge2").
-std::string case_name(const testing::TestParamInfo<Case>& info) {
-  const auto& [name, index] = info.param;
-  return index == 0 ? name : name + "_edge" + std::to_string(index);
-}
-INSTANTIATE_TEST_SUITE_P(EveryOp, CudaCaptureTable, testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(EveryOp, CudaCaptureTable, testing::ValuesIn(test::op_cases()),
+                         test::op_case_name);
 
 // ---- training steps ----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@
 #include "autograd/gradcheck.h"
 #include "graph/trace.h"
 #include "helpers.h"
+#include "op_cases.h"
 #include "ops/elementwise.h"
 #include "ops/examples.h"
 
@@ -39,15 +40,7 @@ Outputs run(const OpDef& def, const Example& e, std::span<const Tensor> in,
   return run_example(def, e, in, device);
 }
 
-// One example call of one op: the op's name and the example's index in its row's `examples`.
-using Case = std::pair<std::string, size_t>;
-
-std::vector<Case> cases() {
-  std::vector<Case> out;
-  for (const OpDef* def : all_ops())
-    for (size_t i = 0; i < def->examples.size(); ++i) out.emplace_back(def->name, i);
-  return out;
-}
+using Case = test::OpCase;
 
 TEST(OpTable, EveryOpIsCovered) {
   for (const OpDef* def : all_ops()) {
@@ -216,12 +209,8 @@ TEST_P(OpTable, CudaMatchesTheCpu) {
                  what() + " output " + std::to_string(i));
 }
 
-// Named after the op, and the edge case's number after its first example ("conv1d_edge2").
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  const auto& [name, index] = info.param;
-  return index == 0 ? name : name + "_edge" + std::to_string(index);
-}
-INSTANTIATE_TEST_SUITE_P(EveryOp, OpTable, ::testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(EveryOp, OpTable, ::testing::ValuesIn(test::op_cases()),
+                         test::op_case_name);
 
 TEST(OpTable, GradcheckDetectsAWrongGradient) {
   // A function whose gradient is deliberately cut: detach() hides x from autograd.
