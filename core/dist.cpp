@@ -21,7 +21,7 @@ struct State {
   std::recursive_mutex mutex;  // recursive: loading runs the plugin's register_engine
   Engine* engines[kNumDeviceTypes] = {};
   bool tried_mpi = false, tried_nccl = false;
-  std::string mpi_status;
+  std::string mpi_status, nccl_status;
   bool initialized = false;
   Group group;
   std::atomic<double> timeout{0.0};
@@ -68,14 +68,39 @@ Engine* load_mpi(State& s) {
 }
 
 // NCCL serves CUDA tensors in a launched group whose process has the CUDA backend; without it,
-// a collective on a CUDA tensor says so (engine()).
-void load_nccl(State& s) {
-  if (s.tried_nccl || !cuda_built()) return;
+// a collective on a CUDA tensor says so (engine()). Returns why it is not serving (empty when it
+// is).
+std::string load_nccl(State& s) {
+  if (!cuda_built()) return "this build has no CUDA backend";
+  if (s.tried_nccl) return s.engines[static_cast<int>(DeviceType::CUDA)] ? "" : s.nccl_status;
   s.tried_nccl = true;
 #ifdef ENCORE_NCCL_PLUGIN
-  if (load(library_path("ENCORE_NCCL_PLUGIN", ENCORE_NCCL_PLUGIN), "NCCL").empty())
-    if (Engine* nccl = s.engines[static_cast<int>(DeviceType::CUDA)]) nccl->connect();
+  s.nccl_status = load(library_path("ENCORE_NCCL_PLUGIN", ENCORE_NCCL_PLUGIN), "NCCL");
+#else
+  s.nccl_status =
+      "this build has no NCCL plugin (NCCL or MPI was not found when it was configured)";
 #endif
+  if (!s.nccl_status.empty()) return s.nccl_status;
+  Engine*& nccl = s.engines[static_cast<int>(DeviceType::CUDA)];
+  if (!nccl) return s.nccl_status = "the NCCL plugin loaded but registered no engine";
+  try {
+    nccl->connect();
+  } catch (const std::exception& e) {
+    nccl = nullptr;  // a communicator that failed to form serves nothing
+    s.nccl_status = e.what();
+    throw;
+  }
+  return {};
+}
+
+// $ENCORE_DIST: "mpi" (a launched world), "none" (a group of one), "nccl" (a world of one on
+// NCCL, no launcher), or unset (decided by the launcher's variables).
+std::string_view forced_world() {
+  const char* forced = std::getenv("ENCORE_DIST");
+  const std::string_view v = forced ? forced : "";
+  ENCORE_CHECK(v.empty() || v == "mpi" || v == "none" || v == "nccl", ValueError,
+               "[dist.init] ENCORE_DIST must be 'mpi', 'none' or 'nccl', got '", v, "'");
+  return v;
 }
 
 }  // namespace
@@ -106,8 +131,7 @@ bool register_engine(DeviceType type, Engine& engine) {
 }
 
 bool launched() {
-  if (const char* forced = std::getenv("ENCORE_DIST"); forced && *forced)
-    return std::strcmp(forced, "mpi") == 0;
+  if (const std::string_view forced = forced_world(); !forced.empty()) return forced == "mpi";
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
     if (const char* v = std::getenv(var); v && *v) return true;
   return false;
@@ -117,6 +141,7 @@ Group init() {
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (s.initialized) return s.group;
+  const bool nccl_alone = forced_world() == "nccl";
   if (launched()) {
     Engine* mpi = load_mpi(s);
     ENCORE_CHECK(mpi, UnsupportedError,
@@ -125,9 +150,28 @@ Group init() {
                  s.mpi_status);
     mpi->connect();
     s.group = {mpi->rank(), mpi->size(), mpi->backend()};
+  } else if (nccl_alone) {
+    s.group = {0, 1, "nccl"};
   }
   s.initialized = true;  // before NCCL connects: it bootstraps over the world
-  if (s.group.backend != "none") load_nccl(s);
+  if (nccl_alone) {
+    std::string why;
+    try {
+      why = cuda_built() && cuda_device_count() == 0
+                ? detail::cat("no CUDA device (", cuda::unavailable_reason(), ")")
+                : load_nccl(s);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!why.empty()) {
+      s.initialized = false;  // init() may be called again, and fails the same way
+      s.group = {};
+      throw UnsupportedError(detail::cat(
+          "[dist.init] ENCORE_DIST=nccl (a world of one on NCCL) is unavailable: ", why));
+    }
+  } else if (s.group.backend != "none") {
+    load_nccl(s);
+  }
   return s.group;
 }
 
@@ -159,8 +203,11 @@ std::string unavailable_reason() {
 }
 
 Engine* engine(Device device, const char* op) {
-  // A launched world of one still runs its engines (mpirun -np 1: the GPU check runs NCCL so).
-  if (world().backend == "none") return nullptr;
+  // A launched world of one still runs its engines (mpirun -np 1); a world of one on NCCL alone
+  // runs NCCL on CUDA tensors and the identity on the CPU's.
+  const Group g = world();
+  if (g.backend == "none") return nullptr;
+  if (g.backend == "nccl" && !device.is_cuda()) return nullptr;
   Engine* e = state().engines[static_cast<int>(device.type)];
   ENCORE_CHECK(
       e, UnsupportedError, "[", op, "] no engine runs collectives on ", device.str(),

@@ -78,7 +78,7 @@ class Engine {
 bool register_engine(DeviceType type, Engine& engine);
 
 /// The world: this process's rank, the number of processes, the engine's name ("mpi"; "none"
-/// for a group of one).
+/// for a group of one; "nccl" for a world of one on NCCL, ENCORE_DIST=nccl).
 struct Group {
   int rank = 0;
   int size = 1;
@@ -88,13 +88,16 @@ struct Group {
 /// Joins the world (idempotent). Under a launcher it loads the MPI plugin and connects; a
 /// launched process where the plugin cannot load gets an UnsupportedError with
 /// unavailable_reason(). Without a launcher (or with ENCORE_DIST=none) it is a group of one.
+/// ENCORE_DIST=nccl: a world of one whose CUDA collectives run through NCCL (the CPU's are the
+/// identity), with no launcher and no MPI; an UnsupportedError says why when it cannot form (no
+/// GPU, no NCCL plugin). Any other value of ENCORE_DIST is a ValueError.
 Group init();
 /// The world; init() on first use.
 Group world();
 int rank();
 int size();
 /// Whether a launcher started this process (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK, or
-/// ENCORE_DIST=mpi).
+/// ENCORE_DIST=mpi; never with ENCORE_DIST=none or nccl).
 bool launched();
 /// Why the MPI plugin is not loaded: "no MPI plugin: <path> not found", "the MPI plugin <path>
 /// failed to load: <dlerror>"; empty when it is (loads it to find out, without connecting).
@@ -104,7 +107,8 @@ std::string unavailable_reason();
 std::string mpi_plugin_path();
 
 /// The engine that runs collectives on `device`'s tensors; null in a group of one that no
-/// launcher started (a launched world of one runs its engines). Throws
+/// launcher started (a launched world of one runs its engines), and for the CPU in a world of
+/// one on NCCL. Throws
 /// UnsupportedError for a device type no loaded engine serves (CUDA without NCCL).
 Engine* engine(Device device, const char* op);
 

@@ -16,8 +16,9 @@ class DeviceGraph {
   virtual ~DeviceGraph() = default;
   /// One replay of the captured steps, queued on the device's compute stream (asynchronous).
   virtual void launch() = 0;
-  /// The names of the kernels the captured graph launches, in the graph's node order (what a
-  /// test reads to see that a library's call, NCCL's all-reduce, was captured).
+  /// The names of the kernels the captured graph launches, in the graph's node order, mangled as
+  /// the driver names them ("?" where it cannot): what a test reads to see that a library's call,
+  /// NCCL's all-reduce, was captured.
   virtual std::vector<std::string> kernel_names() const { return {}; }
 };
 

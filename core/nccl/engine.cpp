@@ -1,7 +1,8 @@
 // The NCCL engine (libencore_nccl.so): collectives on CUDA tensors, loaded by dist::init() in a
-// launched group of more than one process when the CUDA backend is present. Its communicator is
-// bootstrapped over the MPI engine (rank 0's ncclUniqueId broadcast to every rank), as Horovod
-// does; this library links NCCL and the CUDA runtime, never MPI.
+// launched group when the CUDA backend is present. Its communicator is bootstrapped over the MPI
+// engine (rank 0's ncclUniqueId broadcast to every rank), as Horovod does; this library links
+// NCCL and the CUDA runtime, never MPI. ENCORE_DIST=nccl makes a world of one on NCCL without a
+// launcher (the GPU check's: NCCL captured in a CUDA Graph on a machine that has no MPI).
 //
 // Each collective runs on a communication stream of the engine's own: start() orders it after
 // the caller's stream with an event, wait() orders the caller's stream after it with another.
@@ -69,24 +70,26 @@ int local_rank(int rank) {
 class NcclEngine final : public Engine {
  public:
   void connect() override {
+    // The MPI engine in a launched world; none in a world of one on NCCL alone (ENCORE_DIST=nccl).
     Engine* mpi = engine(Device::cpu(), "dist.init");
-    ENCORE_CHECK(mpi, DistributedError, "[dist.init] NCCL needs a launched group");
-    rank_ = mpi->rank();
-    size_ = mpi->size();
+    rank_ = mpi ? mpi->rank() : 0;
+    size_ = mpi ? mpi->size() : 1;
     const int devices = cuda::device_count();
     if (devices == 0) return;  // CUDA tensors cannot exist here: nothing to serve
     device_ = local_rank(rank_) % devices;
     ncclUniqueId id{};
     if (rank_ == 0) nccl_check(ncclGetUniqueId(&id), "dist.init", "ncclGetUniqueId");
-    static_assert(sizeof id % 4 == 0);
-    Collective c;
-    c.kind = Collective::Kind::Broadcast;
-    c.in = c.out = &id;
-    c.dtype = DType::Int32;
-    c.count = sizeof id / 4;
-    c.op_name = "dist.init";
-    mpi->start(c);
-    mpi->wait(&id);
+    if (mpi) {
+      static_assert(sizeof id % 4 == 0);
+      Collective c;
+      c.kind = Collective::Kind::Broadcast;
+      c.in = c.out = &id;
+      c.dtype = DType::Int32;
+      c.count = sizeof id / 4;
+      c.op_name = "dist.init";
+      mpi->start(c);
+      mpi->wait(&id);
+    }
     ENCORE_CUDA_CHECK("dist.init", cudaSetDevice(device_));
     nccl_check(ncclCommInitRank(&comm_, size_, id, rank_), "dist.init", "ncclCommInitRank");
     ENCORE_CUDA_CHECK("dist.init", cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));

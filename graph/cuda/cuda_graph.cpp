@@ -1,6 +1,9 @@
 // CUDA Graph capture and replay of a Plan (see graph/device_graph.h).
 #include "graph/device_graph.h"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include "core/cuda/check.h"
 #include "core/cuda/handles.h"
 #include "core/cuda/runtime.h"
@@ -126,7 +129,47 @@ CudaGraph::~CudaGraph() {
   (void)cudaGetLastError();
 }
 
+namespace {
+
+// The driver's names of kernel nodes: a library that links the CUDA runtime statically (NCCL
+// does) launches kernels this process's runtime cannot name, but the driver can.
+struct DriverNames {
+  PFN_cuGraphKernelNodeGetParams_v12000 params = nullptr;
+  PFN_cuFuncGetName_v12030 func_name = nullptr;
+  PFN_cuKernelGetName_v12030 kernel_name = nullptr;
+
+  DriverNames() {
+    get("cuGraphKernelNodeGetParams", 12000, params);
+    get("cuFuncGetName", 12030, func_name);
+    get("cuKernelGetName", 12030, kernel_name);
+  }
+  template <class Fn> static void get(const char* symbol, unsigned version, Fn& fn) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion(symbol, &p, version, cudaEnableDefault, &found) ==
+            cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<Fn>(p);
+    (void)cudaGetLastError();
+  }
+
+  // "?" when the driver is too old to name it.
+  std::string name(cudaGraphNode_t node) const {
+    CUDA_KERNEL_NODE_PARAMS p{};
+    const char* name = nullptr;
+    if (params && params(node, &p) == CUDA_SUCCESS) {
+      if (p.func && func_name && func_name(&name, p.func) == CUDA_SUCCESS && name) return name;
+      if (!p.func && p.kern && kernel_name && kernel_name(&name, p.kern) == CUDA_SUCCESS && name)
+        return name;
+    }
+    return "?";
+  }
+};
+
+}  // namespace
+
 std::vector<std::string> CudaGraph::kernel_names() const {
+  static const DriverNames driver;
   size_t count = 0;
   ENCORE_CUDA_CHECK("graph", cudaGraphGetNodes(graph_, nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
@@ -135,16 +178,7 @@ std::vector<std::string> CudaGraph::kernel_names() const {
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType type{};
     ENCORE_CUDA_CHECK("graph", cudaGraphNodeGetType(node, &type));
-    if (type != cudaGraphNodeTypeKernel) continue;
-    cudaKernelNodeParams params{};
-    const char* name = nullptr;
-    if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess ||
-        cudaFuncGetName(&name, params.func) != cudaSuccess || !name) {
-      (void)cudaGetLastError();  // a kernel of a library the runtime cannot name
-      names.emplace_back("?");
-      continue;
-    }
-    names.emplace_back(name);
+    if (type == cudaGraphNodeTypeKernel) names.push_back(driver.name(node));
   }
   return names;
 }

@@ -28,23 +28,25 @@
 #     first     CudaCaptureFirstUse in a process of its own: a capture is its first CUDA work
 #     python    the Python CUDA-graph tests (tests/python/test_gpu.py) alone
 #     cuda      the CUDA C++ tests (encore_tests filtered, encore_cuda_tests)
+#     nccl      the NCCL tests (encore_dist_tests Nccl.*) in a world of one on NCCL alone
+#               (ENCORE_DIST=nccl: the machine has no MPI), the plugin from plugins/ and NCCL
+#               from the machine (PyTorch's nvidia-nccl wheel)
 #     train     the CUDA training examples (train_small, train_lstm)
 #     sanitize  compute-sanitizer memcheck on the capture tests, racecheck on the graph tests
 #     bench     bench_overhead, compare_modes, examples/bench_gpu_peers.py (PyTorch's peer)
-#   A new stage: write stage_<name> below and add <name> to STAGES (e.g. an NCCL stage, whose
-#   log is the one file of $OUT left free).
+#   A new stage: write stage_<name> below and add <name> to STAGES ($OUT has no file left free).
 #
 # ENCORE_EXPECT_CUDA=1 is set for the tests: a CUDA test that finds no GPU fails instead of
 # skipping, and report.py counts any such skip as a failure. Steps stop ENCORE_GPU_BUDGET
 # seconds (default 540) after the start. Under $OUT (default ./gpu-out), at most 8 plain files:
 # summary.txt (the table, printed last), results.json, env.txt, tests.log, python.log,
-# sanitizer.log, bench.log (and one free). Exit 0: all passed; 3: no usable CUDA device; 1: a
+# sanitizer.log, bench.log, nccl.log. Exit 0: all passed; 3: no usable CUDA device; 1: a
 # stage failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 here=$root/tests/gpu
-STAGES=(env device first python cuda train sanitize bench)
+STAGES=(env device first python cuda nccl train sanitize bench)
 PACK=$root/.gpu/encore-gpu.tar.xz
 # Libraries a bare lent machine lacks: carried and always used; and carried but used only where
 # the machine has none (a system copy is newer, and other libraries in the process may need it).
@@ -52,8 +54,8 @@ CARRIED_LIBS=(libdnnl.so.2 libopenblas.so.0)
 FALLBACK_LIBS=(libgfortran.so.5 libquadmath.so.0 libgomp.so.1 libOpenCL.so.1)
 # What the machine provides: the C and C++ runtimes and zlib from its system, CUDA's from the
 # toolkit or the Python wheels.
-PROVIDED='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libz|libcudart|libcublas|libcublasLt|libcudnn|libencore|libencore_cuda)\.'
-BINARIES=(encore_tests encore_cuda_tests encore_show_config compare_modes bench_overhead train_small train_lstm)
+PROVIDED='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libz|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libencore|libencore_cuda)\.'
+BINARIES=(encore_tests encore_cuda_tests encore_dist_tests encore_show_config compare_modes bench_overhead train_small train_lstm)
 MAX_CARRY=$((64 << 20))
 
 say() { echo "== $*"; }
@@ -80,9 +82,9 @@ find_python312() {
 stage_build() {
   local build=$1 dir=$2 mode=$3 put f lib path
   put() { if [ "$mode" = link ]; then ln -sf "$1" "$2"; else cp -L "$1" "$2"; fi; }
-  mkdir -p "$dir/bin" "$dir/lib" "$dir/lib-fallback" "$dir/python/encore"
+  mkdir -p "$dir/bin" "$dir/lib" "$dir/lib-fallback" "$dir/plugins" "$dir/python/encore"
   for f in "${BINARIES[@]}"; do
-    path=$(find "$build/tests" "$build/examples" -maxdepth 1 -name "$f" -type f 2>/dev/null | head -1)
+    path=$(find "$build/tests" "$build/examples" -maxdepth 2 -name "$f" -type f 2>/dev/null | head -1)
     [ -n "$path" ] || die "$build has no $f: build it (tests/gpu/run.sh pack does)"
     put "$path" "$dir/bin/$f"
   done
@@ -90,12 +92,15 @@ stage_build() {
     [ -f "$build/$f" ] || die "$build has no $f (a build with the CUDA backend)"
     put "$build/$f" "$dir/lib/$f"
   done
+  # Outside lib/: libencore does not find it there by itself, and NCCL comes from the machine,
+  # which the device stage does not require (the nccl stage names it: ENCORE_NCCL_PLUGIN).
+  [ -f "$build/libencore_nccl.so" ] && put "$build/libencore_nccl.so" "$dir/plugins/libencore_nccl.so"
   for f in "$build"/bindings/python/encore/_C.*.so "$build"/bindings/python/encore/_C.pyi "$build"/bindings/python/encore/_ops.py; do
     [ -f "$f" ] && put "$f" "$dir/python/encore/"
   done
   # The libraries the machine may lack, where this machine's loader finds them.
   local needed
-  needed=$(ldd "$build/libencore.so" "$build/libencore_cuda.so" "$dir"/bin/* 2>/dev/null | awk '/=> \//{print $1" "$3}' | sort -u)
+  needed=$(ldd "$build/libencore.so" "$build/libencore_cuda.so" "$dir"/plugins/* "$dir"/bin/* 2>/dev/null | awk '/=> \//{print $1" "$3}' | sort -u)
   for lib in "${CARRIED_LIBS[@]}" "${FALLBACK_LIBS[@]}"; do
     path=$(awk -v l="$lib" '$1 == l {print $2; exit}' <<<"$needed")
     [ -n "$path" ] || continue
@@ -156,7 +161,7 @@ build_for_pack() {
     -DENCORE_PYTHON=ON -DENCORE_EXAMPLES=ON -DPython_EXECUTABLE="$py312" -Dpybind11_DIR="$pybind" "${launcher[@]}" \
     >"$build.configure.log" 2>&1 || { tail -30 "$build.configure.log"; die "configure failed"; }
   say "build (slow on a loaded machine; ccache helps)"
-  cmake --build "$build" --target encore encore_cuda _C "${BINARIES[@]}" || die "build failed"
+  cmake --build "$build" --target encore encore_cuda encore_nccl _C "${BINARIES[@]}" || die "build failed"
 }
 
 # ---- the check ------------------------------------------------------------------------------
@@ -233,7 +238,7 @@ library_path() {
   done
   local cuda_root
   cuda_root=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")")
-  for lib in libcudart.so.13 libcublas.so.13 libcudnn.so.9; do
+  for lib in libcudart.so.13 libcublas.so.13 libcudnn.so.9 libnccl.so.2; do
     grep -q "^\s*$lib " <<<"$cache" && continue
     d=$(find "$cuda_root/lib64" "$cuda_root/lib" /usr/local/cuda/lib64 -maxdepth 1 -name "$lib" 2>/dev/null | head -1)
     if [ -z "$d" ]; then
@@ -345,6 +350,17 @@ stage_cuda() {
   bounded 60 "$stage_dir/bin/encore_cuda_tests" --gtest_output="xml:$work/cuda-runtime.xml" >>"$OUT/tests.log" 2>&1
   rc2=$?
   junit_verdict cuda "$start" $((rc1 ? rc1 : rc2)) "$work/cuda.xml" "$work/cuda-runtime.xml"
+}
+
+stage_nccl() {
+  local start=$SECONDS rc plugin=$stage_dir/plugins/libencore_nccl.so missing
+  [ -f "$plugin" ] || { record nccl FAIL 0 "the pack has no libencore_nccl.so (built without NCCL or MPI)"; return 1; }
+  missing=$(ldd "$plugin" 2>&1 | grep "not found" | tr -s ' \t' ' ' | tr '\n' ';')
+  [ -z "$missing" ] || { record nccl FAIL 0 "libraries not found:$missing"; return 1; }
+  ENCORE_DIST=nccl ENCORE_NCCL_PLUGIN=$plugin bounded 120 "$stage_dir/bin/encore_dist_tests" \
+    --gtest_filter='Nccl.*' --gtest_output="xml:$work/nccl.xml" >"$OUT/nccl.log" 2>&1
+  rc=$?
+  junit_verdict nccl "$start" "$rc" "$work/nccl.xml"
 }
 
 stage_train() {

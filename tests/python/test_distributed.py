@@ -63,6 +63,30 @@ def test_the_mpi_plugin_says_why_it_is_missing(tmp_path):
     assert p.returncode != 0 and "MPI is unavailable: no MPI plugin" in p.stderr
 
 
+def init_with(env_value):
+    """dist.init() in a process of its own with ENCORE_DIST=env_value: (exit code, stdout, stderr)."""
+    code = "import encore.distributed as d; w = d.init(); print(w.rank, w.size, w.backend)"
+    p = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, ENCORE_DIST=env_value),
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_a_world_of_one_on_nccl_says_why_it_cannot_form_without_a_gpu():
+    if encore.cuda.device_count() > 0:
+        pytest.skip("a GPU is present: tests/dist/test_nccl.cpp runs this world (tests/gpu/run.sh)")
+    rc, out, err = init_with("nccl")
+    assert rc != 0, out
+    assert "ENCORE_DIST=nccl (a world of one on NCCL) is unavailable: " in err
+    assert "no CUDA device" in err or "no CUDA backend" in err or "no NCCL plugin" in err, err
+    assert "UnsupportedError" in err, err
+
+
+def test_encore_dist_takes_only_the_values_it_knows():
+    assert init_with("none")[:2] == (0, "0 1 none\n")
+    rc, _, err = init_with("ncl")
+    assert rc != 0 and "ENCORE_DIST must be 'mpi', 'none' or 'nccl', got 'ncl'" in err, err
+
+
 @needs_mpi
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_collectives_and_the_tiny_model_under_mpirun(ranks):

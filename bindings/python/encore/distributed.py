@@ -35,7 +35,8 @@ __all__ = ["DistGroup", "DistributedError", "DistributedOptimizer", "all_gather"
 def init() -> DistGroup:
     """Joins the world and returns it (``rank``, ``size``, ``backend``); idempotent. Under a
     launcher it loads the MPI plugin (an error naming :func:`unavailable_reason` when it cannot);
-    otherwise a group of one (backend ``"none"``)."""
+    otherwise a group of one (backend ``"none"``). ``ENCORE_DIST=nccl`` makes a world of one whose
+    CUDA collectives run through NCCL, without a launcher (backend ``"nccl"``)."""
     return _C.dist_init()
 
 
