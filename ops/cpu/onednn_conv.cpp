@@ -7,12 +7,15 @@
 // packs its operands: the weights are a small fraction of the data a convolution reads. With
 // set_conv1d_layout(Blocked) the activations come in the blocks oneDNN prefers
 // (onednn_preferred_blocks), converted by graph nodes.
-// Which of the implementations oneDNN offers a shape runs follows the autotune policy
-// (ops/autotune.h: oneDNN's first, the fastest of each timed once, or the GEMM-based one), and
-// the choice is kept in the autotune store, which save/load carry to another process. An
-// implementation known to compute a problem wrongly is never offered (known_wrong).
+// Which of the implementations offered for a shape runs (oneDNN's, and for the gradients
+// encore's tap-block ones, ops/cpu/conv_taps.h) follows the autotune policy (ops/autotune.h:
+// a rule, or the fastest of each timed once), and the choice is kept in the autotune store,
+// which save/load carry to another process. An implementation known to compute a problem
+// wrongly is never offered (known_wrong).
 // Creating the primitives is the CPU's per-shape setup cost, done once per shape through the
 // dispatcher's cache of prepared states, so an eager call and its replay run the same code.
+// Long: the three directions' setup, choice and call share ConvPrimitive and the oneDNN
+// descriptors built here; split, each part would reach into the others' internals.
 #include "ops/cpu/onednn_conv.h"
 
 #include <algorithm>
@@ -28,6 +31,7 @@
 #include "ops/autotune.h"
 #include "ops/conv.h"
 #include "ops/cpu/conv_loops.h"
+#include "ops/cpu/conv_taps.h"
 #include "ops/cpu/onednn.h"
 #include "ops/epilogue.h"
 #include "ops/prepared.h"
@@ -46,7 +50,20 @@ struct ConvPrimitive {
   // backward-filter one.
   std::optional<dnnl::reorder> weights_reorder;
   std::string impl;
+  // encore's own implementations of the gradients (ops/cpu/conv_taps.h): the tap-block GEMMs
+  // (no primitive), or the input gradient as `primitive`, a forward convolution of the
+  // time-reversed gradient (its operands reversed_gy and reversed_gx, its weights read from
+  // ours through weights_view).
+  enum class Own : uint8_t { None, TapGemm, TapForward } own = Own::None;
+  ConvProblem problem{};
+  dnnl::memory::desc reversed_gy, reversed_gx, weights_view;
 };
+
+// The names the autotune store and show_config give encore's implementations.
+constexpr const char* kTapGemm = "encore:tap_gemm";
+constexpr const char* kTapForward = "encore:tap_forward";
+
+void run_tap_forward(const ConvPrimitive& p, const float* gy, const float* w, float* gx);
 
 constexpr const char* kOps[] = {"conv1d", "conv1d_backward_data", "conv1d_backward_filter"};
 
@@ -88,6 +105,20 @@ void adopt(ConvPrimitive& p, ConvKind kind, dnnl::primitive primitive, const Pd&
 // roles() below; bias only for conv1d_fused.
 void run(const ConvPrimitive& p, ConvKind kind, void* x_data, void* w_data, void* y_data,
          void* bias) {
+  if (p.own == ConvPrimitive::Own::TapForward) {
+    run_tap_forward(p, static_cast<const float*>(y_data), static_cast<const float*>(w_data),
+                    static_cast<float*>(x_data));
+    return;
+  }
+  if (p.own == ConvPrimitive::Own::TapGemm) {
+    if (kind == ConvKind::BackwardFilter)
+      tap_gemm_backward_filter(p.problem, static_cast<const float*>(x_data),
+                               static_cast<const float*>(y_data), static_cast<float*>(w_data));
+    else
+      tap_gemm_backward_data(p.problem, static_cast<const float*>(y_data),
+                             static_cast<const float*>(w_data), static_cast<float*>(x_data));
+    return;
+  }
   // Scratch memory per thread, not per primitive: threads may run one primitive at once. It
   // holds the primitive's scratchpad, then the weights in its layout where it differs from
   // ours, each 64-byte aligned.
@@ -161,9 +192,12 @@ bool known_wrong(const ConvProblem& k, const std::string& impl) {
   return false;
 }
 
+// Where offered() lists encore's implementations: after oneDNN's.
+constexpr size_t kTapGemmPosition = SIZE_MAX, kTapForwardPosition = SIZE_MAX - 1;
+
 // The implementations oneDNN offers for the problem (`make_pd()` makes its primitive descriptor
 // at the first, its preference; next_impl() walks the others), each with its position, less
-// those known to compute it wrongly.
+// those known to compute it wrongly; then encore's own where they apply.
 template <class MakePd>
 std::vector<std::pair<size_t, std::string>> offered(const ConvProblem& k, MakePd make_pd) {
   std::vector<std::pair<size_t, std::string>> out;
@@ -173,15 +207,72 @@ std::vector<std::pair<size_t, std::string>> offered(const ConvProblem& k, MakePd
       out.emplace_back(i, std::move(name));
     if (!pd.next_impl()) break;
   }
+  if (tap_gemm_applies(k)) {
+    out.emplace_back(kTapGemmPosition, kTapGemm);
+    if (k.kind == ConvKind::BackwardData) out.emplace_back(kTapForwardPosition, kTapForward);
+  }
   ENCORE_CHECK(!out.empty(), BackendError, "[conv1d] oneDNN offers no usable implementation for ",
                describe(k));
   return out;
 }
 
-// Which of the implementations oneDNN offers for this problem (offered()) runs it: a choice
-// stored earlier (this process, or a loaded file) if still offered, else the policy's —
-// heuristic: oneDNN's first; off: the GEMM-based one where offered; exhaustive: the fastest, each
-// timed on scratch operands (weights packing included). The choice goes to the autotune store.
+void adopt_tap_forward(ConvPrimitive& p, const ConvProblem& k);
+
+void adopt_tap_gemm(ConvPrimitive& p, const ConvProblem& k) {
+  p.own = ConvPrimitive::Own::TapGemm;
+  p.primitive = {};
+  p.weights_reorder.reset();
+  p.weights = p.user_weights;
+  p.scratchpad = dnnl::memory::desc();
+  p.impl = kTapGemm;
+  p.problem = k;
+}
+
+// The scratch memory a call of p takes besides its operands.
+size_t workspace_bytes(const ConvPrimitive& p) {
+  switch (p.own) {
+    case ConvPrimitive::Own::TapGemm:
+      return tap_gemm_scratch_bytes(p.problem);
+    case ConvPrimitive::Own::TapForward:
+      return p.scratchpad.get_size() + p.reversed_gy.get_size() + p.reversed_gx.get_size();
+    case ConvPrimitive::Own::None:
+      break;
+  }
+  return p.scratchpad.get_size();
+}
+
+bool gemm_based(const std::string& impl) {
+  return impl.find("gemm") != std::string::npos && impl.find("brg") == std::string::npos &&
+         !impl.starts_with("encore:");
+}
+
+// The pick of the policies that time nothing (index into impls): off takes oneDNN's GEMM-based
+// implementation where offered; heuristic oneDNN's first, or encore's own where that first is
+// the GEMM-based one. The reversed forward pays where the per-block GEMMs are short: T output
+// steps against a receptive field of Q tap blocks, T <= 2 Q (the 400-tap layers: 1.3-1.4x).
+size_t rule_pick(autotune::Policy policy, const ConvProblem& k,
+                 const std::vector<std::pair<size_t, std::string>>& impls) {
+  const auto find = [&](auto pred) {
+    return static_cast<size_t>(
+        std::find_if(impls.begin(), impls.end(), [&](const auto& i) { return pred(i.second); }) -
+        impls.begin());
+  };
+  if (policy == autotune::Policy::Off) {
+    const size_t gemm = find(gemm_based);
+    return gemm < impls.size() ? gemm : 0;
+  }
+  const bool forward = k.out_length() <= 2 * (k.kernel / k.stride);
+  const char* own = k.kind == ConvKind::BackwardData && forward ? kTapForward : kTapGemm;
+  const size_t mine = find([&](const std::string& n) { return n == own; });
+  return mine < impls.size() && gemm_based(impls[0].second) ? mine : 0;
+}
+
+// Which of the implementations offered for this problem (offered()) runs it: a choice stored
+// earlier (this process, or a loaded file) if still offered, else the policy's — off and
+// heuristic by rule_pick (encore's own where oneDNN would run its GEMM-based backward: the same
+// products without its im2col copy, faster on every benchmark shape, docs/BENCHMARKS.md);
+// exhaustive: the fastest, each timed on scratch operands (weights packing included). The choice
+// goes to the autotune store.
 template <class Primitive, class MakePd, class LayoutsOf>
 void choose(const ConvProblem& k, ConvPrimitive& p, MakePd make_pd, LayoutsOf layouts_of) {
   // oneDNN's primitive cache (v2.6) can hand back the primitive of another implementation of
@@ -194,21 +285,20 @@ void choose(const ConvProblem& k, ConvPrimitive& p, MakePd make_pd, LayoutsOf la
   } no_cache;
   const std::vector<std::pair<size_t, std::string>> impls = offered(k, make_pd);
   const auto take = [&](size_t i) {
+    p.own = ConvPrimitive::Own::None;
+    if (impls[i].first == kTapForwardPosition) return adopt_tap_forward(p, k);
+    if (impls[i].first == kTapGemmPosition) return adopt_tap_gemm(p, k);
     auto pd = make_pd();
     for (size_t j = 0; j < impls[i].first; ++j) pd.next_impl();
     adopt(p, k.kind, Primitive(pd), pd, layouts_of(pd));
   };
-  const auto find = [&](auto pred) {
-    return static_cast<size_t>(
-        std::find_if(impls.begin(), impls.end(), [&](const auto& i) { return pred(i.second); }) -
-        impls.begin());
-  };
   const char* op = kOps[static_cast<int>(k.kind)];
   const std::string key = shape_key(k) + " float32 cpu";
   if (const auto e = autotune::detail::find(op, key)) {
-    if (const size_t i = find([&](const std::string& n) { return n == e->algorithm; });
-        i < impls.size()) {
-      take(i);
+    const auto stored = std::find_if(impls.begin(), impls.end(),
+                                     [&](const auto& i) { return i.second == e->algorithm; });
+    if (stored != impls.end()) {
+      take(static_cast<size_t>(stored - impls.begin()));
       autotune::detail::note_reused();
       return;
     }
@@ -220,12 +310,9 @@ void choose(const ConvProblem& k, ConvPrimitive& p, MakePd make_pd, LayoutsOf la
   e.backend = "onednn";
   e.source = std::string(autotune::name(policy));
   size_t pick = 0;
-  if (policy == autotune::Policy::Off) {
-    pick = find([](const std::string& n) {
-      return n.find("gemm") != std::string::npos && n.find("brg") == std::string::npos;
-    });
-    if (pick == impls.size()) pick = 0;
-  } else if (policy == autotune::Policy::Exhaustive) {
+  if (policy != autotune::Policy::Exhaustive) {
+    pick = rule_pick(policy, k, impls);
+  } else {
     for (size_t i = 0; i < impls.size(); ++i) {
       // oneDNN's reference implementations are its correctness baseline, far slower (often 100x)
       // than any other: timing them would only make the search long.
@@ -241,7 +328,7 @@ void choose(const ConvProblem& k, ConvPrimitive& p, MakePd make_pd, LayoutsOf la
   }
   take(pick);
   e.algorithm = impls[pick].second;
-  e.workspace_bytes = p.scratchpad.get_size();
+  e.workspace_bytes = workspace_bytes(p);
   autotune::detail::store(std::move(e));
 }
 
@@ -284,6 +371,52 @@ dnnl::convolution_forward::desc forward_desc(const ConvProblem& k, const dnnl::m
   const dnnl::memory::desc bias({k.filters}, dnnl::memory::data_type::f32,
                                 dnnl::memory::format_tag::a);
   return Fwd::desc(prop, alg, src, any_weights, bias, dst, strides, dilates, pl, pr);
+}
+
+// encore:tap_forward for backward-data problem k: oneDNN's preferred forward convolution of
+// tap_forward_problem(k), its weights packed from k's through a strided view.
+void adopt_tap_forward(ConvPrimitive& p, const ConvProblem& k) {
+  const ConvProblem f = tap_forward_problem(k);
+  p.reversed_gy = activation_desc(f.n, f.channels, f.length, 0);
+  p.reversed_gx = activation_desc(f.n, f.filters, f.out_length(), 0);
+  const dnnl::convolution_forward::primitive_desc pd(forward_desc(f, p.reversed_gy, p.reversed_gx),
+                                                     forward_attr(f), onednn_engine());
+  p.primitive = dnnl::convolution_forward(pd);
+  p.scratchpad = pd.scratchpad_desc();
+  p.weights = pd.weights_desc();
+  const std::array<int64_t, 3> strides = tap_forward_weights_strides(k);
+  p.weights_view =
+      dnnl::memory::desc({f.filters, f.channels, f.kernel}, dnnl::memory::data_type::f32,
+                         dnnl::memory::dims(strides.begin(), strides.end()));
+  p.weights_reorder = reorder_between(p.weights_view, p.weights, false);
+  p.impl = kTapForward;
+  p.problem = k;
+  p.own = ConvPrimitive::Own::TapForward;
+}
+
+void run_tap_forward(const ConvPrimitive& p, const float* gy, const float* w, float* gx) {
+  // Scratch: the primitive's scratchpad, the packed weights, the reversed gy, the reversed
+  // padded input gradient, each 64-byte aligned.
+  const auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
+  const size_t pad = aligned(p.scratchpad.get_size()),
+               packed = p.weights_reorder ? aligned(p.weights.get_size()) : 0,
+               reversed = aligned(p.reversed_gy.get_size());
+  std::byte* base = thread_scratch(0, pad + packed + reversed + p.reversed_gx.get_size());
+  const ConvProblem& k = p.problem;
+  auto* gy_reversed = reinterpret_cast<float*>(base + pad + packed);
+  auto* out = reinterpret_cast<float*>(base + pad + packed + reversed);
+  reverse_steps(gy, gy_reversed, k.n, k.out_length(), k.filters);
+  dnnl::stream& stream = onednn_stream();
+  const dnnl::engine& engine = onednn_engine();
+  dnnl::memory view(p.weights_view, engine, const_cast<float*>(w));
+  dnnl::memory weights = p.weights_reorder ? dnnl::memory(p.weights, engine, base + pad) : view;
+  if (p.weights_reorder) p.weights_reorder->execute(stream, view, weights);
+  p.primitive.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(p.reversed_gy, engine, gy_reversed)},
+                               {DNNL_ARG_WEIGHTS, weights},
+                               {DNNL_ARG_DST, dnnl::memory(p.reversed_gx, engine, out)},
+                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, engine, base)}});
+  stream.wait();
+  tap_forward_gather(k, out, gx);
 }
 
 // The x and y blocks that the implementation oneDNN prefers for k's kind (the first offered())

@@ -1,11 +1,11 @@
-// conv1d's float32 fast paths (oneDNN: forward, backward data, backward weights; every
-// implementation the autotune policies pick, and with `exhaustive` every one oneDNN offers but
-// its reference ones; channels-last and blocked layouts; conv1d_fused's bias and activation)
-// against a float64 reference written here, independent of encore (its padding arithmetic
-// included), on random configurations: strides, dilations, paddings ('valid', 'same',
-// 'causal', explicit and asymmetric), lengths near the kernel's span, odd channel counts, batch
-// 1 and 0, and the region where oneDNN's AVX-512 weight gradient is wrong (ops/cpu/
-// onednn_conv.cpp, known_wrong). The bound: tests/cpp/fastpath.h.
+// conv1d's float32 fast paths (oneDNN: forward, backward data, backward weights, and encore's
+// tap-block GEMMs for the two gradients; every implementation the autotune policies pick, and
+// with `exhaustive` every one offered but oneDNN's reference ones; channels-last and blocked
+// layouts; conv1d_fused's bias and activation) against a float64 reference written here,
+// independent of encore (its padding arithmetic included), on random configurations: strides,
+// dilations, paddings ('valid', 'same', 'causal', explicit and asymmetric), lengths near the
+// kernel's span, odd channel counts, batch 1 and 0, and the region where oneDNN's AVX-512 weight
+// gradient is wrong (ops/cpu/onednn_conv.cpp, known_wrong). The bound: tests/cpp/fastpath.h.
 #include <map>
 
 #include "fastpath.h"
@@ -285,6 +285,15 @@ TEST(FastPath, Conv1d) {
   std::cout << "[fastpath] conv1d: " << run.count << " configurations (seed " << run.seed
             << "); implementations run:\n";
   for (const auto& [impl, n] : seen) std::cout << "  " << impl << ": " << n << "\n";
+  // encore's own gradients (ops/cpu/conv_taps.h) are among those checked, not only oneDNN's.
+  if (run.count >= 100) {
+    for (const char* impl : {"backward_data encore:tap_gemm", "backward_data encore:tap_forward",
+                             "backward_filter encore:tap_gemm"}) {
+      EXPECT_TRUE(std::any_of(seen.begin(), seen.end(), [&](const auto& s) {
+        return s.first.starts_with(impl);
+      })) << impl;
+    }
+  }
 }
 
 // The problems oneDNN's weight gradient got wrong (ops/cpu/onednn_conv.cpp, known_wrong), each
