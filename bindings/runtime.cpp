@@ -200,14 +200,17 @@ void init_runtime(py::module_& m) {
         d["model"] = c.model;
         d["vendor"] = c.vendor;
         d["isa"] = name(c.isa);
-        d["ghz"] = c.ghz;
+        d["ghz"] = cpu_clock_ghz();
+        d["nominal_ghz"] = c.nominal_ghz;
+        d["measured_ghz"] = measured_cpu_clock_ghz();
         d["flops_per_cycle"] = c.flops_per_cycle;
         d["peak_basis"] = c.peak_basis;
         return d;
       },
-      "The CPU as encore reads it (cpuid, /proc/cpuinfo): model, vendor, vector ISA, clock in GHz, "
-      "float32 FMA flops per cycle and core, and how that was derived. The theoretical peak of n "
-      "cores is ghz * flops_per_cycle * n GFLOP/s.");
+      "The CPU as encore reads it (cpuid, /proc/cpuinfo, a timed chain of dependent adds): model, "
+      "vendor, vector ISA, clock in GHz (the faster of nominal_ghz, /proc/cpuinfo's, and "
+      "measured_ghz, turbo included), float32 FMA flops per cycle and core, and how that was "
+      "derived. The theoretical peak of n cores is ghz * flops_per_cycle * n GFLOP/s.");
   m.def("set_num_threads", &set_num_threads, py::arg("n"),
         "Threads of the CPU kernels: oneDNN and BLAS share one OpenMP pool of this size.");
   m.def("num_threads", &num_threads,

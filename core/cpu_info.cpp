@@ -4,6 +4,9 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <strings.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -53,6 +56,31 @@ CpuIsa detect_isa() {
   return CpuIsa::Sse3;
 }
 
+// Adds per nanosecond are GHz (measured_cpu_clock_ghz()); a run the scheduler interrupts only
+// reads slower, and the first runs bring the core up to speed.
+double measure_clock_ghz() {
+#if defined(__x86_64__)
+  constexpr int64_t kAdds = int64_t{1} << 21;  // per run: about a millisecond
+  const auto run = [] {
+    uint64_t x = 0;
+    for (int64_t i = 0; i < kAdds / 16; ++i)
+      asm volatile(".rept 16\n\tadd $1, %0\n\t.endr" : "+r"(x));
+    return x;
+  };
+  double best = 0;
+  for (int r = 0; r < 12; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    const double ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, static_cast<double>(kAdds) / ns);
+  }
+  return best;
+#else
+  return 0;
+#endif
+}
+
 std::string field(const std::string& line) {
   const size_t colon = line.find(':');
   if (colon == std::string::npos) return "";
@@ -73,7 +101,7 @@ CpuInfo read_cpu_info() {
     else if (line.rfind("cpu family", 0) == 0)
       family = field(line);
     else if (line.rfind("cpu MHz", 0) == 0)
-      info.ghz = std::strtod(field(line).c_str(), nullptr) / 1000;
+      info.nominal_ghz = std::strtod(field(line).c_str(), nullptr) / 1000;
   }
   const bool zen4 = info.vendor == "AuthenticAMD" && family == "25";  // family 19h
   const bool wide = info.isa >= CpuIsa::Avx512 && !zen4;
@@ -82,7 +110,7 @@ CpuInfo read_cpu_info() {
   info.peak_basis =
       std::string("2 FMA pipes x ") + std::to_string(lanes * 32) + "-bit" +
       (zen4 && info.isa >= CpuIsa::Avx512 ? " (Zen 4 runs AVX-512 on 256-bit pipes)" : "") +
-      " x 2 flops at " + std::to_string(info.ghz).substr(0, 5) + " GHz";
+      " x 2 flops";
   return info;
 }
 
@@ -91,6 +119,17 @@ CpuInfo read_cpu_info() {
 const CpuInfo& cpu_info() {
   static const CpuInfo info = read_cpu_info();
   return info;
+}
+
+double measured_cpu_clock_ghz() {
+  static const double ghz = measure_clock_ghz();  // not at load: it takes ~10 ms
+  return ghz;
+}
+
+double cpu_clock_ghz() { return std::max(cpu_info().nominal_ghz, measured_cpu_clock_ghz()); }
+
+double CpuInfo::peak_gflops(int threads) const {
+  return cpu_clock_ghz() * flops_per_cycle * threads;
 }
 
 namespace cpu {

@@ -25,17 +25,24 @@ struct CpuInfo {
   std::string model;          // /proc/cpuinfo's "model name"
   std::string vendor;         // "GenuineIntel", "AuthenticAMD", ...
   CpuIsa isa = CpuIsa::Sse3;  // the newest level the CPU and the OS both support
-  double ghz = 0;  // the clock /proc/cpuinfo reports (a VM's nominal clock; turbo may exceed it)
+  double nominal_ghz = 0;     // /proc/cpuinfo's clock (in a VM the nominal one; turbo exceeds it)
   /// float32 multiply-adds' flops per cycle and core: 2 FMA pipes x vector lanes x 2, with AMD's
   /// Zen 4 counted at its 256-bit datapath (it splits AVX-512 instructions in two).
   int flops_per_cycle = 0;
   std::string peak_basis;  // how flops_per_cycle was derived, in words
-  /// The theoretical float32 FMA peak of `threads` cores, GFLOP/s (0 when the clock is unknown).
-  double peak_gflops(int threads) const { return ghz * flops_per_cycle * threads; }
+  /// The theoretical float32 FMA peak of `threads` cores, GFLOP/s, at cpu_clock_ghz() (0 when
+  /// no clock is known).
+  double peak_gflops(int threads) const;
 };
 
-/// This machine's CPU (read once).
+/// This machine's CPU (read once, when libencore loads).
 const CpuInfo& cpu_info();
+/// The clock a core runs at under load, turbo included: a chain of dependent integer adds (one
+/// per cycle on every x86 core since the P6) timed, the fastest of a few ~1 ms runs, measured on
+/// the first call (0 off x86).
+double measured_cpu_clock_ghz();
+/// The clock the theoretical peak takes: the faster of /proc/cpuinfo's and the measured one.
+double cpu_clock_ghz();
 
 namespace cpu {
 

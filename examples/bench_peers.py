@@ -17,14 +17,18 @@ per model; --json writes the rows.
   python examples/bench_peers.py --all                # every model of the issue's table (hours
                                                       # on 2 cores: bilstm and large take ~10-60 s
                                                       # a step per runner)
-  options: --threads 2 --steps 10 --warmup 2 --no-torch --no-compile --json out.json
+  options: --threads 2 --steps 10 --warmup 2 --no-torch --no-compile --no-jax --no-tf
+           --json out.json
 
-PyTorch and JAX are no dependencies of encore: each runs where it is installed (--no-torch,
---no-jax leave them out; e.g. a venv with the PyPI wheels and encore on PYTHONPATH). JAX's step
-is one jax.jit of forward, gradients and Adam; XLA's CPU pool has one thread per core (2 here:
---threads does not reach it). PyTorch's models are written the way PyTorch runs them fastest:
-channels-first convolutions on data transposed once outside the step, the LSTM with one input
-GEMM and `unbind` over the steps.
+PyTorch, JAX and TensorFlow are no dependencies of encore: each runs where it is installed
+(--no-torch, --no-jax, --no-tf leave them out; e.g. a venv with the PyPI wheels and encore on
+PYTHONPATH). TensorFlow and PyTorch cannot share a process (both carry LLVM, whose options
+clash): TensorFlow runs with --no-torch. JAX's step is one jax.jit of forward, gradients and
+Adam; XLA's CPU pool has one thread per core (2 here: --threads does not reach it).
+TensorFlow's is one tf.function of the Keras model's step, as a graph (tf_graph) and compiled by
+XLA (tf_xla), 2 intra-op threads. PyTorch's models are written the way PyTorch runs them
+fastest: channels-first convolutions on data transposed once outside the step, the LSTM with
+one input GEMM and `unbind` over the steps.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ try:
     import jax.numpy as jnp
 except ImportError:  # JAX is optional
     jax = None
+tf = None  # TensorFlow, optional, is imported by main(): it cannot share a process with PyTorch
 
 ALL_RUNS = ["tiny@4", "small@140", "small@1400", "small@14000", "medium@140", "medium@1400", "large@1400",
             "flatten@400", "bilstm@400"]
@@ -327,6 +332,59 @@ class JaxRunner:
         return float(loss)
 
 
+class TfRunner:
+    """The same model in Keras on TensorFlow, channels-last like encore's, the whole step (forward,
+    gradients, Adam) one `tf.function`: a TF graph, or with `jit_compile` one XLA program."""
+
+    def __init__(self, spec, shape, weights, xla):
+        keras = tf.keras
+        values = iter(weights.values())
+        layers, sets = [keras.Input(shape[1:])], []
+        for layer in spec:
+            kind = layer[0]
+            if kind == "conv":
+                _, f, k, s, p = layer
+                layers.append(keras.layers.Conv1D(f, k, strides=s, padding=p))
+                sets.append((layers[-1], 2))
+            elif kind == "dense":
+                layers.append(keras.layers.Dense(layer[1], activation=layer[2]))
+                sets.append((layers[-1], 2))
+            elif kind in ("lstm", "bilstm"):
+                lstm = keras.layers.LSTM(layer[1], activation="relu", return_sequences=True)
+                layers.append(keras.layers.Bidirectional(lstm) if kind == "bilstm" else lstm)
+                sets.append((layers[-1], 6 if kind == "bilstm" else 3))
+            elif kind == "gap":
+                layers.append(keras.layers.GlobalAveragePooling1D())
+            elif kind == "flatten":
+                layers.append(keras.layers.Flatten())
+            elif kind == "dropout":
+                layers.append(keras.layers.Dropout(0.5))
+        model = keras.Sequential(layers)
+        for layer, n in sets:
+            layer.set_weights([next(values) for _ in range(n)])
+        opt = keras.optimizers.Adam(1e-4, epsilon=1e-7)
+        bce = keras.losses.BinaryCrossentropy()
+
+        @tf.function(jit_compile=xla)
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = bce(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        self.model, self.step = model, step
+
+    def predict(self, x):
+        return self.model(x, training=False).numpy()
+
+    def prepare(self, x, y):
+        return tf.constant(x), tf.constant(y)
+
+    def __call__(self, x, y):
+        return float(self.step(x, y))
+
+
 class Sgemm:
     """The machine's SGEMM measured by an implementation encore did not produce: NumPy's matmul
     (its own OpenBLAS) on 2048^3 float32, timed in turn with the steps so that it sees the same
@@ -393,6 +451,15 @@ def bench(run, args):
         if not np.allclose(ours, theirs, rtol=1e-3, atol=1e-5):
             raise SystemExit(f"{run}: JAX's model differs from encore's (max difference "
                              f"{np.abs(ours - theirs).max():.3g})")
+    if tf is not None:
+        for name, xla in (("tf_graph", False), ("tf_xla", True)):
+            r = TfRunner(spec, shape, runners["encore_eager"].weights(), xla)
+            runners[name], feeds[name] = r, [r.prepare(x, y) for x, y in batches]
+        ours = runners["encore_eager"].predict(feeds["encore_eager"][0][0])
+        theirs = runners["tf_graph"].predict(feeds["tf_graph"][0][0])
+        if not np.allclose(ours, theirs, rtol=1e-3, atol=1e-5):
+            raise SystemExit(f"{run}: TensorFlow's model differs from encore's (max difference "
+                             f"{np.abs(ours - theirs).max():.3g})")
     runners["sgemm"], feeds["sgemm"] = Sgemm(), [(), ()]
     runners["encore_sgemm"], feeds["encore_sgemm"] = Sgemm(ours=True), [(), ()]
     times = {name: [] for name in runners}
@@ -445,6 +512,15 @@ def implementations(seen):
     return picked
 
 
+def load_tensorflow():
+    global tf
+    try:
+        import tensorflow
+    except ImportError:  # TensorFlow is optional
+        return
+    tf = tensorflow
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", help="comma-separated model@length (default %s)" % ",".join(DEFAULT_RUNS))
@@ -456,6 +532,7 @@ def main():
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow to compile)")
     parser.add_argument("--no-jax", action="store_true", help="skip JAX even where it is installed")
+    parser.add_argument("--no-tf", action="store_true", help="skip TensorFlow even where it is installed")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     runs = ALL_RUNS if args.all else (args.runs.split(",") if args.runs else DEFAULT_RUNS)
@@ -467,6 +544,16 @@ def main():
         peers = "none (--no-torch)"
     if jax is not None and not args.no_jax:
         peers += f", JAX {jax.__version__}"
+    if not args.no_tf and (torch is None or args.no_torch):
+        load_tensorflow()
+    elif not args.no_tf:
+        print("# TensorFlow left out: it and PyTorch both carry LLVM, whose options clash in one "
+              "process; --no-torch runs it")
+    if tf is not None:
+        # Before TensorFlow's first op: its pools are made once.
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        peers += f", TensorFlow {tf.__version__}"
     print(f"# encore {encore.__version__}, threads {encore.num_threads()}, peers: {peers}, "
           f"{args.steps} steps after {args.warmup} warm-up, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, load average "
@@ -474,7 +561,8 @@ def main():
     rows = []
     fma, cpu = fma_peak(args.threads)
     print(f"# CPU {cpu['model']} ({cpu['isa']}): theoretical float32 FMA peak of {args.threads} "
-          f"cores {fma:.0f} GFLOP/s ({cpu['peak_basis']}); NumPy {np.__version__}")
+          f"cores {fma:.0f} GFLOP/s ({cpu['peak_basis']} at {cpu['ghz']:.2f} GHz: measured "
+          f"{cpu['measured_ghz']:.2f}, /proc/cpuinfo {cpu['nominal_ghz']:.2f}); NumPy {np.__version__}")
     impls = {}
     for run in runs:
         model_rows, impls[run] = bench(run, args)

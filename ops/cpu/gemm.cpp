@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <iomanip>
 #include <sstream>
 
 #include "core/cpu_info.h"
@@ -27,7 +28,8 @@ std::string describe_gemm() {
   std::ostringstream out;
   out << "  CPU: " << cpu.model << " (" << name(cpu.isa) << "), float32 FMA peak "
       << static_cast<int>(cpu.peak_gflops(1) + 0.5) << " GFLOP/s per core (" << cpu.peak_basis
-      << ")\n"
+      << " at " << std::setprecision(3) << cpu_clock_ghz() << " GHz: measured "
+      << measured_cpu_clock_ghz() << ", /proc/cpuinfo " << cpu.nominal_ghz << ")\n"
       << "  GEMM, OpenBLAS core " << blas.core << " (" << name(blas_isa) << "; " << blas.note
       << "): matmul and dense below 2^20 multiply-adds, batched matmul, recurrent kernels' "
          "gradients, float64\n"

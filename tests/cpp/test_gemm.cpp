@@ -107,9 +107,17 @@ TEST(Gemm, ShowConfigNamesEachPathsKernelAndIsa) {
 TEST(Gemm, CpuInfoGivesAPeak) {
   const CpuInfo& cpu = cpu_info();
   EXPECT_GE(cpu.flops_per_cycle, 16);
-  if (cpu.ghz > 0) {
-    EXPECT_NEAR(cpu.peak_gflops(2), 2 * cpu.ghz * cpu.flops_per_cycle, 1e-9);
+  const double ghz = cpu_clock_ghz();
+  EXPECT_EQ(ghz, std::max(cpu.nominal_ghz, measured_cpu_clock_ghz()));
+  if (ghz > 0) {
+    EXPECT_NEAR(cpu.peak_gflops(2), 2 * ghz * cpu.flops_per_cycle, 1e-9);
   }
+#if defined(__x86_64__)
+  // No x86 core of this century runs below 0.5 GHz or above 7 (the record is about 9, with
+  // liquid nitrogen); a number outside says the timed chain is not one add per cycle.
+  EXPECT_GT(measured_cpu_clock_ghz(), 0.5);
+  EXPECT_LT(measured_cpu_clock_ghz(), 7.0);
+#endif
 }
 
 // Random shapes, 1-row and odd sizes, operands as they lie, transposed or rows of a wider
