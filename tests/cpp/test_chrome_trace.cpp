@@ -118,8 +118,11 @@ TEST(ChromeTrace, KernelEventsCarryOpShapesBytesAndImplementation) {
   ASSERT_TRUE(ex);
   EXPECT_EQ(ex->at("args").at("inputs"), json({"(4, 2) float32"}));
   EXPECT_EQ(ex->at("args").at("bytes"), 2 * 8 * 4);
-  for (const json& e : r.events)
-    if (e.at("cat") == "kernel") EXPECT_TRUE(e.contains("args")) << e.dump();
+  for (const json& e : r.events) {
+    if (e.at("cat") == "kernel") {
+      EXPECT_TRUE(e.contains("args")) << e.dump();
+    }
+  }
 }
 
 TEST(ChromeTrace, ReplayedKernelsNestInTheirReplayOnTheSameTrack) {
