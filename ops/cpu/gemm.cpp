@@ -34,7 +34,8 @@ std::string describe_gemm() {
       << "): matmul and dense below 2^20 multiply-adds, batched matmul, recurrent kernels' "
          "gradients, float64\n"
       << "  GEMM, oneDNN " << onednn_isa_name() << " (" << name(dnnl_isa)
-      << "): matmul of two matrices and dense from 2^20 multiply-adds, recurrent steps, Conv1D\n";
+      << "): matmul of two matrices and dense from 2^20 multiply-adds, recurrent steps, Conv1D "
+         "(its gradients' tap-block GEMMs too)\n";
   if (blas_isa < cpu.isa)
     out << "  warning: OpenBLAS runs its " << blas.core << " kernels (" << name(blas_isa)
         << ") on a CPU with " << name(cpu.isa) << " (" << blas.note << ")\n";
