@@ -248,8 +248,11 @@ bool gemm_based(const std::string& impl) {
 
 // The pick of the policies that time nothing (index into impls): off takes oneDNN's GEMM-based
 // implementation where offered; heuristic oneDNN's first, or encore's own where that first is
-// the GEMM-based one. The reversed forward pays where the per-block GEMMs are short: T output
-// steps against a receptive field of Q tap blocks, T <= 2 Q (the 400-tap layers: 1.3-1.4x).
+// the GEMM-based one. For an input gradient, the reversed forward where it was faster on every
+// benchmark layer (docs/BENCHMARKS.md): 64 channels or more (oneDNN's brgemm forward is at its
+// best there), or an output at most twice its tap blocks long, where the per-block GEMMs are
+// short (the 400-tap layers: 1.3-1.4x); the per-block GEMMs for few channels and long outputs
+// (small@1400's shape: 2x faster than the forward).
 size_t rule_pick(autotune::Policy policy, const ConvProblem& k,
                  const std::vector<std::pair<size_t, std::string>>& impls) {
   const auto find = [&](auto pred) {
@@ -261,7 +264,7 @@ size_t rule_pick(autotune::Policy policy, const ConvProblem& k,
     const size_t gemm = find(gemm_based);
     return gemm < impls.size() ? gemm : 0;
   }
-  const bool forward = k.out_length() <= 2 * (k.kernel / k.stride);
+  const bool forward = k.channels >= 64 || k.out_length() <= 2 * (k.kernel / k.stride);
   const char* own = k.kind == ConvKind::BackwardData && forward ? kTapForward : kTapGemm;
   const size_t mine = find([&](const std::string& n) { return n == own; });
   return mine < impls.size() && gemm_based(impls[0].second) ? mine : 0;
