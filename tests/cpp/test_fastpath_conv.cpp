@@ -4,8 +4,9 @@
 // layouts; conv1d_fused's bias and activation) against a float64 reference written here,
 // independent of encore (its padding arithmetic included), on random configurations: strides,
 // dilations, paddings ('valid', 'same', 'causal', explicit and asymmetric), lengths near the
-// kernel's span, odd channel counts, batch 1 and 0, and the region where oneDNN's AVX-512 weight
-// gradient is wrong (ops/cpu/onednn_conv.cpp, known_wrong). The bound: tests/cpp/fastpath.h.
+// kernel's span, odd channel counts, wide layers with long kernels, batch 1 and 0, and the region
+// where oneDNN's AVX-512 weight gradient is wrong (ops/cpu/onednn_conv.cpp, known_wrong). The
+// bound: tests/cpp/fastpath.h.
 #include <map>
 
 #include "fastpath.h"
@@ -232,6 +233,16 @@ ConvCase random_case(Rng& rng, int64_t i) {
       c.stride = rng.integer(2, 4);
       c.channels = rng.integer(1, 17);
       c.length = rng.integer(20, 90);
+    } else if (!hard && rng.chance(0.08)) {
+      // A wide layer with a long kernel, a whole number of strides: where encore's tap-block
+      // gradients run under the heuristic too (64 channels or more: tap_forward).
+      c.stride = rng.integer(1, 4);
+      c.kernel = c.stride * rng.integer(2, 8);
+      c.dilation = 1;
+      c.channels = rng.integer(60, 96);
+      c.filters = rng.integer(8, 40);
+      c.length = rng.integer(c.kernel, c.kernel + 60);
+      c.n = rng.integer(1, 3);
     }
     switch (rng.integer(0, 4)) {
       case 0:
