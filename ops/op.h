@@ -166,11 +166,16 @@ using InvokeFn = Outputs (*)(const CallArgs& args);
 
 /// What a prepared state chose (e.g. the oneDNN implementation), for graph dumps.
 using DescribeFn = std::string (*)(const void* state);
+/// Whether a call may want a prepared state, from its shapes and dtypes alone: a kernel whose
+/// PrepareFn returns null for most calls (a small matmul runs BLAS) saves them the cache's
+/// lookup. Null: every call looks.
+using WantsStateFn = bool (*)(const KernelCtx& ctx);
 
 struct Kernel {
   KernelFn run = nullptr;
   PrepareFn prepare = nullptr;
   DescribeFn describe = nullptr;
+  WantsStateFn wants_state = nullptr;
 };
 
 enum class OpKind : uint8_t {

@@ -270,9 +270,9 @@ std::shared_ptr<void> lookup(const OpDef& def, Device device, const KernelCtx& c
 
 std::shared_ptr<void> prepared_state(const OpDef& def, Device device, const KernelCtx& ctx,
                                      StateUser user) {
-  const PrepareFn prepare = def.kernels[static_cast<int>(device.type)].prepare;
-  if (!prepare) return nullptr;
-  return lookup(def, device, ctx, prepare, user);
+  const Kernel& kernel = def.kernels[static_cast<int>(device.type)];
+  if (!kernel.prepare || (kernel.wants_state && !kernel.wants_state(ctx))) return nullptr;
+  return lookup(def, device, ctx, kernel.prepare, user);
 }
 
 std::shared_ptr<void> prepared_setup(const OpDef& def, Device device,

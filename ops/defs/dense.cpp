@@ -56,13 +56,18 @@ int64_t block_rows(int64_t n, size_t item) {
   return std::max<int64_t>(256, (256 << 10) / std::max<int64_t>(1, n * static_cast<int64_t>(item)));
 }
 
+// Whether the call runs oneDNN's matmul: a large float32 product.
+bool uses_onednn(const KernelCtx& c) {
+  const int64_t k = c.in[1].shape[0], n = c.in[1].shape[1], rows = k ? c.in[0].numel() / k : 0;
+  return c.in[0].dtype == DType::Float32 && rows != 0 && n != 0 &&
+         rows * n * k >= cpu::kOnednnMatmulFrom;
+}
+
 // The per-shape setup (the dispatcher's cache): a oneDNN matmul with bias and the activation's
 // post-ops for large float32 products, none (the BLAS path) otherwise.
 std::shared_ptr<void> prepare(const KernelCtx& c) {
-  const int64_t k = c.in[1].shape[0], n = c.in[1].shape[1], rows = k ? c.in[0].numel() / k : 0;
-  if (c.in[0].dtype != DType::Float32 || rows == 0 || n == 0 ||
-      rows * n * k < cpu::kOnednnMatmulFrom)
-    return nullptr;
+  if (!uses_onednn(c)) return nullptr;
+  const int64_t k = c.in[1].shape[0], n = c.in[1].shape[1], rows = c.in[0].numel() / k;
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
   return std::make_shared<cpu::PlainMatmul>(
@@ -110,7 +115,7 @@ OpDef& dense_op = define_op({
     .attrs = &attrs_of<ActivationAttrs>,
     .infer = infer_dense,
     .backward = bw_dense,
-    .cpu = {dense_kernel, prepare},
+    .cpu = {dense_kernel, prepare, nullptr, uses_onednn},
     .signature = "dense(x: Tensor, w: Tensor, b: Tensor, activation: str = 'linear') -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs {
       return {dense(a.tensor(0), a.tensor(1), a.tensor(2), parse_activation(a.string(3)))};

@@ -62,13 +62,19 @@ dnnl::memory::desc matrix_desc(const TensorRef& t) {
                             dnnl::memory::dims{t.strides[nd - 2], t.strides[nd - 1]});
 }
 
+// Whether the call runs oneDNN's matmul: a large float32 product of two matrices.
+bool uses_onednn(const KernelCtx& c) {
+  const TensorRef &a = c.in[0], &b = c.in[1];
+  if (a.dtype != DType::Float32 || a.shape.size() != 2 || b.shape.size() != 2) return false;
+  const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[1];
+  return m != 0 && n != 0 && k != 0 && m * n * k >= cpu::kOnednnMatmulFrom;
+}
+
 // The per-shape setup (the dispatcher's cache, keyed by shapes and strides): a oneDNN matmul for
 // a large float32 product of two matrices, none (the BLAS path) otherwise.
 std::shared_ptr<void> prepare(const KernelCtx& c) {
   const TensorRef &a = c.in[0], &b = c.in[1];
-  if (a.dtype != DType::Float32 || a.shape.size() != 2 || b.shape.size() != 2) return nullptr;
-  const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[1];
-  if (m == 0 || n == 0 || k == 0 || m * n * k < cpu::kOnednnMatmulFrom) return nullptr;
+  if (!uses_onednn(c)) return nullptr;
   return std::make_shared<cpu::PlainMatmul>(matrix_desc(a), matrix_desc(b), dnnl::memory::desc(),
                                             matrix_desc(c.out[0]), dnnl::post_ops(), "matmul");
 }
@@ -87,7 +93,7 @@ OpDef& matmul_op = define_op({
     .save = Save::Inputs,
     .infer = infer_matmul,
     .backward = bw_matmul,
-    .cpu = {matmul_kernel, prepare},
+    .cpu = {matmul_kernel, prepare, nullptr, uses_onednn},
     .signature = "matmul(a: Tensor, b: Tensor) -> Tensor",
     .invoke = [](const CallArgs& a) -> Outputs { return {matmul(a.tensor(0), a.tensor(1))}; },
     .method = true,
