@@ -73,10 +73,10 @@ bool uses_onednn(const KernelCtx& c) {
 // The per-shape setup (the dispatcher's cache, keyed by shapes and strides): a oneDNN matmul for
 // a large float32 product of two matrices, none (the BLAS path) otherwise.
 std::shared_ptr<void> prepare(const KernelCtx& c) {
-  const TensorRef &a = c.in[0], &b = c.in[1];
   if (!uses_onednn(c)) return nullptr;
-  return std::make_shared<cpu::PlainMatmul>(matrix_desc(a), matrix_desc(b), dnnl::memory::desc(),
-                                            matrix_desc(c.out[0]), dnnl::post_ops(), "matmul");
+  return std::make_shared<cpu::PlainMatmul>(matrix_desc(c.in[0]), matrix_desc(c.in[1]),
+                                            dnnl::memory::desc(), matrix_desc(c.out[0]),
+                                            dnnl::post_ops(), "matmul");
 }
 
 void matmul_kernel(const KernelCtx& c) {
